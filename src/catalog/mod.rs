@@ -1,0 +1,1 @@
+//! The tool catalog: naming, schema repair, fingerprints, cache and the immutable snapshot.

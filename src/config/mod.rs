@@ -1,0 +1,268 @@
+//! Configuration: raw serde types from TOML, `mcpServers` JSON and the environment, validated
+//! into [`Config`]. Everything downstream sees only the validated types.
+
+mod env;
+mod load;
+mod raw;
+mod secret;
+mod validate;
+
+use std::{fmt, path::PathBuf, time::Duration};
+
+pub use env::Env;
+pub use load::{ConfigSource, Loaded, load};
+pub use secret::{Secret, SecretTemplate};
+pub use validate::{ConfigError, Problem};
+
+/// A validated server id: `^[a-z][a-z0-9-]{0,31}$` (no `_`, no `.`, so `server.tool` and
+/// `server_tool` split unambiguously).
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ServerId(String);
+
+impl ServerId {
+    /// Checks the id rule; `None` when `raw` breaks it.
+    pub fn new(raw: &str) -> Option<ServerId> {
+        let mut chars = raw.chars();
+        let first_ok = chars.next().is_some_and(|c| c.is_ascii_lowercase());
+        let rest_ok = chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+        (first_ok && rest_ok && raw.len() <= 32).then(|| ServerId(raw.to_owned()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ServerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl fmt::Debug for ServerId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(&self.0, f)
+    }
+}
+
+/// The whole validated configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Servers in id order (deterministic catalog order follows from it).
+    pub servers: Vec<ServerConfig>,
+    pub limits: Limits,
+    pub cache: CacheConfig,
+    pub reconnect: ReconnectConfig,
+}
+
+/// Gateway-wide bounds; each has a safe default and can be overridden per server where noted.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits {
+    /// Deadline for connecting and initializing one upstream (per server overridable).
+    pub connect_timeout: Duration,
+    /// Deadline for one tool call (per server overridable).
+    pub call_timeout: Duration,
+    /// Largest tool result passed on, in bytes of serialized JSON.
+    pub max_result_bytes: usize,
+    /// Longest line a stdio upstream may print; a child that writes without newlines is cut
+    /// off instead of growing our memory.
+    pub max_line_bytes: usize,
+    /// How much of a child's stderr is kept per line in the log.
+    pub max_stderr_line_bytes: usize,
+    /// Deadline for listing one upstream's tools during a refresh.
+    pub list_timeout: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            connect_timeout: Duration::from_secs(30),
+            call_timeout: Duration::from_secs(60),
+            max_result_bytes: 1024 * 1024,
+            max_line_bytes: 4 * 1024 * 1024,
+            max_stderr_line_bytes: 4096,
+            list_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// Tool-list cache bounds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CacheConfig {
+    pub ttl: Duration,
+    pub max_entries: usize,
+}
+
+impl Default for CacheConfig {
+    fn default() -> Self {
+        CacheConfig {
+            ttl: Duration::from_secs(60),
+            max_entries: 1000,
+        }
+    }
+}
+
+/// Bounded exponential backoff for reconnecting a failed upstream.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReconnectConfig {
+    pub initial_delay: Duration,
+    pub max_delay: Duration,
+    /// Attempts after a failure before the server stays `failed` (until a manual refresh).
+    pub max_attempts: u32,
+}
+
+impl Default for ReconnectConfig {
+    fn default() -> Self {
+        ReconnectConfig {
+            initial_delay: Duration::from_millis(500),
+            max_delay: Duration::from_secs(30),
+            max_attempts: 8,
+        }
+    }
+}
+
+/// One validated upstream server.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    pub id: ServerId,
+    pub transport: TransportConfig,
+    /// Permit loopback/private addresses for this server (local experiments).
+    pub allow_private: bool,
+    /// Permit plain `http://` for this server.
+    pub allow_http: bool,
+    /// Exact-match host allowlist for HTTP servers; empty means "the URL's own host".
+    pub allowed_hosts: Vec<String>,
+    /// If set, only these upstream tool names are exposed.
+    pub allowed_tools: Option<Vec<String>>,
+    /// Upstream tool names never exposed.
+    pub denied_tools: Vec<String>,
+    pub confirm: Confirm,
+    pub read_only_tools: Vec<String>,
+    pub write_tools: Vec<String>,
+    /// Count upstream `readOnlyHint`/`destructiveHint` (untrusted otherwise).
+    pub trust_annotations: bool,
+    pub on_change: OnChange,
+    pub scan: ScanMode,
+    pub connect_timeout: Option<Duration>,
+    pub call_timeout: Option<Duration>,
+    /// Per-tool call timeouts, by upstream tool name.
+    pub tool_timeouts: Vec<(String, Duration)>,
+}
+
+impl ServerConfig {
+    /// A server with every option at its default, for `transport`.
+    pub fn new(id: ServerId, transport: TransportConfig) -> ServerConfig {
+        ServerConfig {
+            id,
+            transport,
+            allow_private: false,
+            allow_http: false,
+            allowed_hosts: Vec::new(),
+            allowed_tools: None,
+            denied_tools: Vec::new(),
+            confirm: Confirm::Writes,
+            read_only_tools: Vec::new(),
+            write_tools: Vec::new(),
+            trust_annotations: false,
+            on_change: OnChange::Warn,
+            scan: ScanMode::Warn,
+            connect_timeout: None,
+            call_timeout: None,
+            tool_timeouts: Vec::new(),
+        }
+    }
+
+    /// Whether the tool allow/deny lists let `tool` (an upstream name) through.
+    pub fn exposes(&self, tool: &str) -> bool {
+        let allowed = self
+            .allowed_tools
+            .as_ref()
+            .is_none_or(|list| list.iter().any(|t| t == tool));
+        allowed && !self.denied_tools.iter().any(|t| t == tool)
+    }
+}
+
+/// How to reach a server.
+#[derive(Debug, Clone)]
+pub enum TransportConfig {
+    Stdio(StdioConfig),
+    Http(HttpConfig),
+}
+
+#[derive(Debug, Clone)]
+pub struct StdioConfig {
+    /// Program to run (no shell); resolved on `PATH` of the configured environment.
+    pub command: String,
+    pub args: Vec<String>,
+    /// The child's whole environment (nothing is inherited), values possibly `${VAR}` references.
+    pub env: Vec<(String, SecretTemplate)>,
+    pub cwd: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone)]
+pub struct HttpConfig {
+    pub url: url::Url,
+    pub kind: HttpKind,
+    pub headers: Vec<(String, SecretTemplate)>,
+}
+
+/// Which HTTP transport to speak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HttpKind {
+    /// Streamable HTTP (2025-03-26 and later).
+    Streamable,
+    /// Legacy HTTP+SSE (2024-11-05).
+    Sse,
+    /// Streamable HTTP first, legacy SSE as fallback.
+    Auto,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Confirm {
+    All,
+    Writes,
+    None,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnChange {
+    Warn,
+    Block,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ScanMode {
+    Warn,
+    Block,
+}
+
+impl Config {
+    /// The configuration used when no file is given and none is found: the built-in demo
+    /// server, started from this very binary.
+    pub fn embedded_default(exe: PathBuf) -> Config {
+        let id = ServerId::new("demo").expect("static id is valid");
+        let mut demo = ServerConfig::new(
+            id,
+            TransportConfig::Stdio(StdioConfig {
+                command: exe.to_string_lossy().into_owned(),
+                args: vec!["demo-server".to_owned()],
+                env: Vec::new(),
+                cwd: None,
+            }),
+        );
+        demo.read_only_tools = crate::fixtures::demo::READ_ONLY_TOOLS
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        Config {
+            servers: vec![demo],
+            limits: Limits::default(),
+            cache: CacheConfig::default(),
+            reconnect: ReconnectConfig::default(),
+        }
+    }
+
+    pub fn server(&self, id: &ServerId) -> Option<&ServerConfig> {
+        self.servers.iter().find(|s| &s.id == id)
+    }
+}

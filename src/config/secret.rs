@@ -1,0 +1,115 @@
+//! Secret values: `${VAR}` references resolved from the gateway's environment at connect
+//! time, and a wrapper whose `Debug`/`Display` never show the value.
+
+use std::fmt;
+
+use super::Env;
+
+/// A configured header or environment value: literal text with `${VAR}` references.
+/// The references are resolved only when a connection is made, so the file holds names,
+/// never secrets.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretTemplate(String);
+
+impl SecretTemplate {
+    pub fn new(raw: impl Into<String>) -> SecretTemplate {
+        SecretTemplate(raw.into())
+    }
+
+    /// The template text as written (references unresolved; safe to show).
+    pub fn as_written(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether the template holds at least one `${VAR}` reference.
+    pub fn has_reference(&self) -> bool {
+        self.references().next().is_some()
+    }
+
+    /// The variable names referenced, in order; malformed references are not listed here but
+    /// make [`SecretTemplate::resolve`] fail.
+    pub fn references(&self) -> impl Iterator<Item = &str> {
+        let mut rest = self.0.as_str();
+        std::iter::from_fn(move || {
+            let start = rest.find("${")?;
+            let after = &rest[start + 2..];
+            let end = after.find('}')?;
+            rest = &after[end + 1..];
+            Some(&after[..end])
+        })
+    }
+
+    /// Substitutes every `${VAR}` from `env`.
+    pub fn resolve(&self, env: &Env) -> Result<Secret, String> {
+        let mut out = String::with_capacity(self.0.len());
+        let mut rest = self.0.as_str();
+        while let Some(start) = rest.find("${") {
+            out.push_str(&rest[..start]);
+            let after = &rest[start + 2..];
+            let end = after
+                .find('}')
+                .ok_or_else(|| "unterminated `${` reference".to_owned())?;
+            let name = &after[..end];
+            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                return Err(format!("`${{{name}}}` is not a valid variable name"));
+            }
+            let value = env
+                .get(name)
+                .ok_or_else(|| format!("environment variable `{name}` is not set"))?;
+            out.push_str(value);
+            rest = &after[end + 1..];
+        }
+        out.push_str(rest);
+        Ok(Secret(out))
+    }
+}
+
+impl fmt::Debug for SecretTemplate {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Templates hold names, not values, but a literal may still be sensitive: show the
+        // references only.
+        let refs: Vec<&str> = self.references().collect();
+        write!(f, "SecretTemplate(refs={refs:?})")
+    }
+}
+
+/// A resolved secret. Never printed.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Secret(<redacted>)")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resolves_references_and_redacts() {
+        let env = Env::from_pairs([("TOKEN", "s3cr3t")]);
+        let t = SecretTemplate::new("Bearer ${TOKEN}");
+        let s = t.resolve(&env).expect("resolves");
+        assert_eq!(s.expose(), "Bearer s3cr3t");
+        assert!(!format!("{s:?}").contains("s3cr3t"));
+        assert!(!format!("{t:?}").contains("Bearer"));
+        assert_eq!(t.references().collect::<Vec<_>>(), ["TOKEN"]);
+    }
+
+    #[test]
+    fn missing_and_malformed_references_fail() {
+        let env = Env::from_pairs::<_, &str, &str>([]);
+        assert!(SecretTemplate::new("${NOPE}").resolve(&env).is_err());
+        assert!(SecretTemplate::new("${A-B}").resolve(&env).is_err());
+        assert!(SecretTemplate::new("x ${OPEN").resolve(&env).is_err());
+        assert_eq!(SecretTemplate::new("plain").resolve(&env).expect("ok").expose(), "plain");
+    }
+}

@@ -1,0 +1,1 @@
+//! The gateway: the one gate every tool call passes, and the catalog it keeps fresh.

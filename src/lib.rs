@@ -1,0 +1,24 @@
+//! mcpgate: a secure gateway between LLM applications and MCP tool servers.
+//!
+//! # Layout
+//!
+//! Dependencies run one way, top to bottom; nothing below imports anything above it.
+//!
+//! - [`toolset`]: the embedding API: connect one server, get its tools, call them.
+//! - [`gateway`]: `Gateway`, the one gate every tool call passes; keeps the catalog fresh.
+//! - [`catalog`]: names, schema repair, fingerprints, the tool-list cache and the immutable
+//!   catalog snapshot. Pure: no I/O.
+//! - [`upstream`]: connections to MCP servers (stdio, Streamable HTTP, legacy SSE) and the
+//!   manager that keeps them healthy.
+//! - [`net`]: the SSRF-safe HTTP client every outbound request goes through.
+//! - [`config`]: raw serde types, validation into [`config::Config`], file, JSON and
+//!   environment sources.
+//! - [`fixtures`]: small MCP servers (the demo server and edge-case servers for tests).
+
+pub mod catalog;
+pub mod config;
+pub mod fixtures;
+pub mod gateway;
+pub mod net;
+pub mod toolset;
+pub mod upstream;

@@ -1,0 +1,1 @@
+//! SSRF-safe outbound HTTP: address classification, validating resolver, redirect policy, caps.

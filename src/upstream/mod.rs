@@ -1,0 +1,1 @@
+//! Connections to upstream MCP servers and the manager that keeps them healthy.
