@@ -1,9 +1,22 @@
 //! Finding and reading configuration: `--config FILE` (TOML or `mcpServers` JSON), else
 //! `mcpgate.toml` in the working directory, else embedded defaults; then the environment.
 
-use std::path::{Path, PathBuf};
+use std::{
+    io::Read,
+    path::{Path, PathBuf},
+};
 
-use super::{Config, ConfigError, Env};
+use super::{
+    Config, ConfigError, Env, external_env, mcp_servers,
+    raw::{RawFile, RawServer},
+    validate::{Draft, Entry, FieldCase, Report, join},
+};
+
+/// The file looked for in the working directory when no `--config` is given.
+const DEFAULT_FILE: &str = "mcpgate.toml";
+/// A configuration is a few KiB; a file beyond this is the wrong file (a log, a binary), and
+/// reading it whole would let a path argument make us allocate without bound.
+const MAX_CONFIG_FILE_BYTES: u64 = 1024 * 1024;
 
 /// Where the configuration came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,18 +33,136 @@ pub struct Loaded {
     pub warnings: Vec<String>,
 }
 
-/// Loads configuration. `exe` is this binary, which the embedded default runs as its demo
-/// server.
+/// Loads configuration. `explicit` (relative to `cwd`) is `--config`; `exe` is this binary,
+/// which the embedded default runs as its demo server. Every problem of every source is
+/// reported together.
 pub fn load(
     explicit: Option<&Path>,
     cwd: &Path,
     env: &Env,
     exe: &Path,
 ) -> Result<Loaded, ConfigError> {
-    let _ = (explicit, cwd, env);
+    let mut report = Report::default();
+    let file = match explicit {
+        Some(path) => Some(cwd.join(path)),
+        None => Some(cwd.join(DEFAULT_FILE)).filter(|p| p.is_file()),
+    };
+    let (mut draft, source) = match file {
+        Some(path) => (from_file(&path, env, &mut report), ConfigSource::File(path)),
+        None => {
+            let config = Config::embedded_default(exe.to_path_buf());
+            (
+                Draft::from_config(config, "the embedded default"),
+                ConfigSource::Embedded,
+            )
+        }
+    };
+    external_env::apply(env, &mut draft, &mut report);
+    let config = draft.finish(&mut report);
+    let warnings = report.finish()?;
     Ok(Loaded {
-        config: Config::embedded_default(exe.to_path_buf()),
-        source: ConfigSource::Embedded,
-        warnings: Vec::new(),
+        config,
+        source,
+        warnings,
     })
 }
+
+fn from_file(path: &Path, env: &Env, report: &mut Report) -> Draft {
+    let label = path.display().to_string();
+    let mut draft = Draft::from_sections(
+        &Default::default(),
+        &Default::default(),
+        &Default::default(),
+        report,
+    );
+    let text = match read_bounded(path) {
+        Ok(text) => text,
+        Err(message) => {
+            report.problem(label, message);
+            return draft;
+        }
+    };
+    let extension = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    let entries = match extension.as_deref() {
+        Some("toml") => {
+            let Some((file_draft, entries)) = toml_file(&text, &label, report) else {
+                return draft;
+            };
+            draft = file_draft;
+            entries
+        }
+        Some("json") => mcp_servers::entries(&text, &label, report),
+        _ => {
+            report.problem(
+                label,
+                "unknown file type: use `.toml` (mcpgate) or `.json` (mcpServers)",
+            );
+            return draft;
+        }
+    };
+    draft.add_servers(entries, env, report);
+    draft
+}
+
+fn read_bounded(path: &Path) -> Result<String, String> {
+    let file = std::fs::File::open(path).map_err(|e| format!("cannot be opened: {e}"))?;
+    let mut text = String::new();
+    file.take(MAX_CONFIG_FILE_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|e| format!("cannot be read: {e}"))?;
+    if text.len() as u64 > MAX_CONFIG_FILE_BYTES {
+        return Err(format!(
+            "is larger than {MAX_CONFIG_FILE_BYTES} bytes: is it the right file?"
+        ));
+    }
+    Ok(text)
+}
+
+/// The sections of a TOML file and its servers, each deserialized on its own so that every
+/// broken server is reported.
+fn toml_file(text: &str, label: &str, report: &mut Report) -> Option<(Draft, Vec<Entry>)> {
+    let file: RawFile = match toml::from_str(text) {
+        Ok(file) => file,
+        Err(e) => {
+            report.problem(label, toml_message(&e, text));
+            return None;
+        }
+    };
+    let draft = Draft::from_sections(&file.limits, &file.cache, &file.reconnect, report);
+    let mut entries = Vec::new();
+    for (key, value) in file.servers {
+        let path = join("servers", &key);
+        if !value.is_table() {
+            report.problem(path, "must be a table");
+            continue;
+        }
+        match value.try_into::<RawServer>() {
+            Ok(server) => entries.push(Entry {
+                key,
+                path,
+                normalize: false,
+                case: FieldCase::Snake,
+                server,
+            }),
+            Err(e) => report.problem(path, e.message()),
+        }
+    }
+    Some((draft, entries))
+}
+
+/// The parser's message with its line and column, without the quoted source line (which
+/// may hold a secret written by mistake).
+fn toml_message(error: &toml::de::Error, text: &str) -> String {
+    let Some(before) = error.span().and_then(|span| text.get(..span.start)) else {
+        return error.message().to_owned();
+    };
+    let line = before.matches('\n').count() + 1;
+    let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+    format!("line {line}, column {column}: {}", error.message())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,10 +1,15 @@
 //! Configuration: raw serde types from TOML, `mcpServers` JSON and the environment, validated
 //! into [`Config`]. Everything downstream sees only the validated types.
 
+mod duration;
 mod env;
+mod external_env;
 mod load;
+mod mcp_servers;
 mod raw;
 mod secret;
+mod secret_rules;
+mod server_rules;
 mod validate;
 
 use std::{fmt, path::PathBuf, time::Duration};
@@ -187,6 +192,19 @@ impl ServerConfig {
 pub enum TransportConfig {
     Stdio(StdioConfig),
     Http(HttpConfig),
+    /// A server in this process (library use and tests); never produced from a file.
+    InProcess(InProcess),
+}
+
+/// Makes a fresh in-process server for each (re)connection and returns the client's end of
+/// the byte stream it serves.
+#[derive(Clone)]
+pub struct InProcess(pub std::sync::Arc<dyn Fn() -> tokio::io::DuplexStream + Send + Sync>);
+
+impl fmt::Debug for InProcess {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("InProcess")
+    }
 }
 
 #[derive(Debug, Clone)]

@@ -42,26 +42,70 @@ impl SecretTemplate {
     /// Substitutes every `${VAR}` from `env`.
     pub fn resolve(&self, env: &Env) -> Result<Secret, String> {
         let mut out = String::with_capacity(self.0.len());
-        let mut rest = self.0.as_str();
-        while let Some(start) = rest.find("${") {
-            out.push_str(&rest[..start]);
-            let after = &rest[start + 2..];
-            let end = after
-                .find('}')
-                .ok_or_else(|| "unterminated `${` reference".to_owned())?;
-            let name = &after[..end];
-            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-                return Err(format!("`${{{name}}}` is not a valid variable name"));
+        for part in self.parts() {
+            match part? {
+                Part::Text(text) => out.push_str(text),
+                Part::Var(name) => out.push_str(
+                    env.get(name)
+                        .ok_or_else(|| format!("environment variable `{name}` is not set"))?,
+                ),
             }
-            let value = env
-                .get(name)
-                .ok_or_else(|| format!("environment variable `{name}` is not set"))?;
-            out.push_str(value);
-            rest = &after[end + 1..];
         }
-        out.push_str(rest);
         Ok(Secret(out))
     }
+
+    /// Checks that every `${...}` reference is well formed, without resolving anything.
+    /// The message never quotes the template, which may hold a secret written by mistake.
+    pub fn check_syntax(&self) -> Result<(), String> {
+        for part in self.parts() {
+            if let Err(message) = part {
+                return Err(if self.0.contains("${env:") {
+                    format!("{message}; write `${{NAME}}`, not `${{env:NAME}}`")
+                } else {
+                    message
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The template split into literal text and variable names; a malformed reference ends
+    /// it with an error that does not quote the template.
+    fn parts(&self) -> impl Iterator<Item = Result<Part<'_>, String>> {
+        let mut rest = Some(self.0.as_str());
+        std::iter::from_fn(move || {
+            let current = rest.take()?;
+            if current.is_empty() {
+                return None;
+            }
+            let Some(start) = current.find("${") else {
+                return Some(Ok(Part::Text(current)));
+            };
+            if start > 0 {
+                rest = Some(&current[start..]);
+                return Some(Ok(Part::Text(&current[..start])));
+            }
+            let after = &current[2..];
+            let Some(end) = after.find('}') else {
+                return Some(Err("unterminated `${` reference".to_owned()));
+            };
+            let name = &after[..end];
+            if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                return Some(Err(
+                    "a `${...}` reference holds an invalid variable name (ASCII \
+                                 letters, digits and `_` only)"
+                        .to_owned(),
+                ));
+            }
+            rest = Some(&after[end + 1..]);
+            Some(Ok(Part::Var(name)))
+        })
+    }
+}
+
+enum Part<'a> {
+    Text(&'a str),
+    Var(&'a str),
 }
 
 impl fmt::Debug for SecretTemplate {
@@ -78,6 +122,10 @@ impl fmt::Debug for SecretTemplate {
 pub struct Secret(String);
 
 impl Secret {
+    pub fn new(value: impl Into<String>) -> Secret {
+        Secret(value.into())
+    }
+
     pub fn expose(&self) -> &str {
         &self.0
     }
@@ -110,6 +158,39 @@ mod tests {
         assert!(SecretTemplate::new("${NOPE}").resolve(&env).is_err());
         assert!(SecretTemplate::new("${A-B}").resolve(&env).is_err());
         assert!(SecretTemplate::new("x ${OPEN").resolve(&env).is_err());
-        assert_eq!(SecretTemplate::new("plain").resolve(&env).expect("ok").expose(), "plain");
+        assert_eq!(
+            SecretTemplate::new("plain")
+                .resolve(&env)
+                .expect("ok")
+                .expose(),
+            "plain"
+        );
+    }
+
+    #[test]
+    fn check_syntax_finds_malformed_references_without_quoting_them() {
+        for good in [
+            "",
+            "plain",
+            "${A}",
+            "Bearer ${TOKEN_1} and ${B}",
+            "$ {x} $x {y}",
+        ] {
+            assert_eq!(SecretTemplate::new(good).check_syntax(), Ok(()), "{good}");
+        }
+        for bad in [
+            "${A-B}",
+            "${}",
+            "x ${OPEN",
+            "${ok} ${bad name}",
+            "${env:HOME}",
+        ] {
+            let err = SecretTemplate::new(bad).check_syntax().expect_err(bad);
+            assert!(!err.contains("A-B") && !err.contains("OPEN") && !err.contains("HOME"));
+        }
+        let err = SecretTemplate::new("${env:TOKEN}")
+            .check_syntax()
+            .expect_err("vscode");
+        assert!(err.contains("not `${env:NAME}`"), "{err}");
     }
 }

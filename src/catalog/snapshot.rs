@@ -1,0 +1,307 @@
+//! The immutable catalog snapshot: every upstream tool with its names, repaired schema and
+//! fingerprint, in one deterministic order, with lookup tables built once.
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Arc,
+};
+
+use rmcp::model::{JsonObject, Tool};
+
+use crate::config::ServerId;
+
+use super::{
+    fingerprint::Fingerprint,
+    naming::{canonical_id, function_names},
+    schema::sanitize_input_schema,
+};
+
+/// Characters of an upstream tool name quoted in a warning: names are untrusted and could be
+/// long enough to flood a log.
+const MAX_NAME_IN_WARNING: usize = 80;
+
+/// One server's listed tools, as input to [`Catalog::build`].
+#[derive(Debug, Clone)]
+pub struct ServerTools {
+    pub server: ServerId,
+    pub tools: Vec<Tool>,
+    /// The list is the last good one of a server that failed its latest refresh.
+    pub stale: bool,
+}
+
+/// One tool as the gateway exposes it.
+#[derive(Debug, Clone)]
+pub struct CatalogTool {
+    pub server: ServerId,
+    /// `server.tool`, for people, config, REST and audit.
+    pub canonical: String,
+    /// The unique name models and the MCP endpoint see.
+    pub function_name: String,
+    /// The definition as received; the upstream is always called with `upstream.name`.
+    pub upstream: Tool,
+    /// The input schema repaired for strict providers.
+    pub input_schema: Arc<JsonObject>,
+    /// Of the upstream definition, not of the repaired one.
+    pub fingerprint: Fingerprint,
+    pub stale: bool,
+}
+
+/// An immutable set of tools; a refresh builds a new one and swaps it in whole.
+#[derive(Debug, Default)]
+pub struct Catalog {
+    tools: Vec<CatalogTool>,
+    by_canonical: HashMap<String, usize>,
+    by_function_name: HashMap<String, usize>,
+    warnings: Vec<String>,
+}
+
+impl Catalog {
+    /// Orders tools by server id, then upstream name. A server listed twice keeps its first
+    /// list; a tool name listed twice by one server keeps its first definition. Each is
+    /// recorded as a warning.
+    pub fn build(mut servers: Vec<ServerTools>) -> Catalog {
+        // Stable, so "first" below means first in the caller's order.
+        servers.sort_by(|a, b| a.server.cmp(&b.server));
+        let mut warnings = Vec::new();
+        let mut seen_servers = HashSet::new();
+        let mut entries: Vec<(ServerId, Tool, bool)> = Vec::new();
+        for ServerTools {
+            server,
+            tools,
+            stale,
+        } in servers
+        {
+            if !seen_servers.insert(server.clone()) {
+                warnings.push(format!(
+                    "server `{server}` was listed twice; its second tool list is ignored"
+                ));
+                continue;
+            }
+            let mut seen_tools = HashSet::new();
+            let mut kept = Vec::with_capacity(tools.len());
+            for tool in tools {
+                if seen_tools.insert(tool.name.clone()) {
+                    kept.push(tool);
+                } else {
+                    warnings.push(format!(
+                        "server `{server}` lists tool {} more than once; the first definition \
+                         is kept",
+                        shown(&tool.name)
+                    ));
+                }
+            }
+            kept.sort_by(|a, b| a.name.cmp(&b.name));
+            entries.extend(kept.into_iter().map(|tool| (server.clone(), tool, stale)));
+        }
+
+        let ids: Vec<(ServerId, String)> = entries
+            .iter()
+            .map(|(server, tool, _)| (server.clone(), tool.name.to_string()))
+            .collect();
+        let names = function_names(&ids);
+        let tools: Vec<CatalogTool> = entries
+            .into_iter()
+            .zip(names)
+            .map(|((server, upstream, stale), function_name)| CatalogTool {
+                canonical: canonical_id(&server, &upstream.name),
+                input_schema: Arc::new(sanitize_input_schema(&upstream.input_schema)),
+                fingerprint: Fingerprint::of(&upstream),
+                server,
+                function_name,
+                upstream,
+                stale,
+            })
+            .collect();
+
+        let by_canonical = tools
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.canonical.clone(), i))
+            .collect();
+        let by_function_name = tools
+            .iter()
+            .enumerate()
+            .map(|(i, t)| (t.function_name.clone(), i))
+            .collect();
+        Catalog {
+            tools,
+            by_canonical,
+            by_function_name,
+            warnings,
+        }
+    }
+
+    pub fn tools(&self) -> &[CatalogTool] {
+        &self.tools
+    }
+
+    pub fn len(&self) -> usize {
+        self.tools.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    pub fn by_canonical(&self, canonical: &str) -> Option<&CatalogTool> {
+        self.by_canonical.get(canonical).map(|&i| &self.tools[i])
+    }
+
+    pub fn by_function_name(&self, name: &str) -> Option<&CatalogTool> {
+        self.by_function_name.get(name).map(|&i| &self.tools[i])
+    }
+
+    /// The tools of `server`, in catalog order (a contiguous run, since tools are sorted by
+    /// server first).
+    pub fn for_server(&self, server: &ServerId) -> &[CatalogTool] {
+        let start = self.tools.partition_point(|t| &t.server < server);
+        let len = self.tools[start..].partition_point(|t| &t.server == server);
+        &self.tools[start..start + len]
+    }
+
+    /// Problems met while building, for the log and `config check`.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+}
+
+/// An untrusted name quoted for a warning: escaped, and cut to [`MAX_NAME_IN_WARNING`].
+fn shown(name: &str) -> String {
+    let cut: String = name.chars().take(MAX_NAME_IN_WARNING).collect();
+    if cut.len() < name.len() {
+        format!("{cut:?}…")
+    } else {
+        format!("{cut:?}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::*;
+
+    fn server(id: &str) -> ServerId {
+        ServerId::new(id).expect("valid server id")
+    }
+
+    fn tool(name: &str, description: &str) -> Tool {
+        serde_json::from_value(json!({
+            "name": name,
+            "description": description,
+            "inputSchema": {"properties": {"q": {"description": "query", "default": null}}}
+        }))
+        .expect("valid tool")
+    }
+
+    fn list(id: &str, names: &[&str], stale: bool) -> ServerTools {
+        ServerTools {
+            server: server(id),
+            tools: names.iter().map(|n| tool(n, "d")).collect(),
+            stale,
+        }
+    }
+
+    fn canonical_ids(catalog: &Catalog) -> Vec<&str> {
+        catalog
+            .tools()
+            .iter()
+            .map(|t| t.canonical.as_str())
+            .collect()
+    }
+
+    #[test]
+    fn order_is_by_server_then_tool_whatever_the_input_order() {
+        let a = Catalog::build(vec![
+            list("zeta", &["b", "a"], false),
+            list("alpha", &["y", "x"], false),
+        ]);
+        let b = Catalog::build(vec![
+            list("alpha", &["x", "y"], false),
+            list("zeta", &["a", "b"], false),
+        ]);
+        assert_eq!(
+            canonical_ids(&a),
+            ["alpha.x", "alpha.y", "zeta.a", "zeta.b"]
+        );
+        assert_eq!(canonical_ids(&a), canonical_ids(&b));
+        let names = |c: &Catalog| -> Vec<String> {
+            c.tools().iter().map(|t| t.function_name.clone()).collect()
+        };
+        assert_eq!(names(&a), names(&b));
+        assert_eq!(a.len(), 4);
+        assert!(a.warnings().is_empty());
+    }
+
+    #[test]
+    fn duplicates_keep_the_first_and_warn() {
+        let mut first = list("srv", &["t"], false);
+        first.tools[0] = tool("t", "first");
+        first.tools.push(tool("t", "second"));
+        let catalog = Catalog::build(vec![first, list("srv", &["other"], false)]);
+        assert_eq!(canonical_ids(&catalog), ["srv.t"]);
+        let kept = catalog.by_canonical("srv.t").expect("present");
+        assert_eq!(kept.upstream.description.as_deref(), Some("first"));
+        assert_eq!(catalog.warnings().len(), 2);
+        assert!(catalog.warnings()[0].contains("\"t\""));
+    }
+
+    #[test]
+    fn lookups_find_each_tool_by_both_names() {
+        let catalog = Catalog::build(vec![list("gh", &["x.y", "x_y", "search"], true)]);
+        for t in catalog.tools() {
+            assert_eq!(
+                catalog.by_canonical(&t.canonical).map(|f| &f.function_name),
+                Some(&t.function_name)
+            );
+            assert_eq!(
+                catalog
+                    .by_function_name(&t.function_name)
+                    .map(|f| &f.canonical),
+                Some(&t.canonical)
+            );
+            assert!(t.stale);
+        }
+        let x_y = catalog.by_canonical("gh.x_y").expect("present");
+        let x_dot_y = catalog.by_canonical("gh.x.y").expect("present");
+        assert_eq!(x_dot_y.function_name, "gh_x_y");
+        assert_ne!(x_y.function_name, "gh_x_y");
+        assert!(catalog.by_canonical("gh.nope").is_none());
+        assert!(catalog.by_function_name("gh.search").is_none());
+    }
+
+    #[test]
+    fn schemas_are_repaired_but_upstream_and_fingerprint_are_not() {
+        let catalog = Catalog::build(vec![list("gh", &["search"], false)]);
+        let t = &catalog.tools()[0];
+        assert_eq!(
+            Value::Object(t.input_schema.as_ref().clone()),
+            json!({"properties": {"q": {"description": "query", "type": "string"}}, "type": "object"})
+        );
+        assert!(t.upstream.input_schema.get("type").is_none());
+        assert_eq!(t.fingerprint, Fingerprint::of(&t.upstream));
+    }
+
+    #[test]
+    fn tools_of_one_server() {
+        let catalog = Catalog::build(vec![list("a", &["1", "2"], false), list("b", &["3"], true)]);
+        let b: Vec<&str> = catalog
+            .for_server(&server("b"))
+            .iter()
+            .map(|t| t.canonical.as_str())
+            .collect();
+        assert_eq!(b, ["b.3"]);
+        assert!(catalog.for_server(&server("c")).is_empty());
+        assert!(catalog.for_server(&server("aa")).is_empty());
+        assert_eq!(catalog.for_server(&server("a")).len(), 2);
+        assert!(!catalog.tools()[0].stale);
+    }
+
+    #[test]
+    fn warnings_quote_untrusted_names_safely() {
+        assert_eq!(shown("a\nb"), "\"a\\nb\"");
+        let long = "x".repeat(500);
+        assert!(shown(&long).len() < 100);
+        assert!(Catalog::default().is_empty());
+    }
+}

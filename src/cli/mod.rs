@@ -1,0 +1,237 @@
+//! Command-line parsing and dispatch: `tools`, `call`, `config check`, `demo-server`, and the
+//! hidden helpers (`supervise`, `fixture`, `conformance-client`).
+
+mod call;
+mod conformance;
+mod tools;
+
+use std::{ffi::OsString, path::PathBuf, process::ExitCode, time::Duration};
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand};
+use mcpgate::{
+    config::{self, Env, Loaded},
+    gateway::{Gateway, GatewayOptions},
+};
+
+/// A secure gateway between LLM applications and MCP tool servers.
+#[derive(Debug, Parser)]
+#[command(name = "mcpgate", version, about)]
+struct Cli {
+    /// Configuration file: TOML, or an `mcpServers` JSON file. Default: ./mcpgate.toml if it
+    /// exists, else the embedded defaults (the built-in demo server).
+    #[arg(long, global = true, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Log filter (tracing env-filter syntax); also read from MCPGATE_LOG.
+    #[arg(long, global = true, env = "MCPGATE_LOG", default_value = "warn")]
+    log: String,
+    /// Write logs as JSON lines.
+    #[arg(long, global = true)]
+    log_json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// List the merged tool catalog and each server's state.
+    Tools {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Call a tool: `mcpgate call server.tool '{"arg": 1}'`.
+    Call {
+        /// Canonical id (`server.tool`) or function name (`server_tool`).
+        tool: String,
+        /// Arguments as a JSON object.
+        #[arg(default_value = "{}")]
+        arguments: String,
+        /// Print the whole MCP result as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Configuration commands.
+    Config {
+        #[command(subcommand)]
+        command: ConfigCommand,
+    },
+    /// Run the built-in demo MCP server on stdin/stdout.
+    DemoServer,
+    /// Run a stdio server under supervision (used by the gateway itself).
+    #[command(hide = true)]
+    Supervise {
+        #[arg(long)]
+        parent: u32,
+        #[arg(last = true, required = true)]
+        command: Vec<OsString>,
+    },
+    /// Run an edge-case MCP server on stdin/stdout (used by the tests).
+    #[command(hide = true)]
+    Fixture { name: String },
+    /// The MCP client entry point the conformance suite drives: connects to URL and runs the
+    /// scenario named in MCP_CONFORMANCE_SCENARIO.
+    #[command(hide = true)]
+    ConformanceClient { url: String },
+}
+
+#[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// Validate the configuration and report every problem with its field path.
+    Check,
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    if let Command::Supervise { parent, command } = cli.command {
+        // Synchronous on purpose: no runtime, no threads but the one that waits for signals.
+        let mut command = command.into_iter();
+        let program = command.next().unwrap_or_default();
+        let code = mcpgate::upstream::supervisor::run(parent, program, command.collect());
+        return ExitCode::from(u8::try_from(code).unwrap_or(1));
+    }
+    init_logging(&cli.log, cli.log_json);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            return ExitCode::from(70);
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn init_logging(filter: &str, json: bool) {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    if json {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Command::DemoServer => {
+            mcpgate::fixtures::demo::serve_stdio().await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Fixture { name } => {
+            let fixture = mcpgate::fixtures::Fixture::parse(&name)
+                .with_context(|| format!("no fixture named `{name}`"))?;
+            mcpgate::fixtures::serve_stdio(fixture).await?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::ConformanceClient { url } => conformance::run(&url).await,
+        Command::Config { command: ConfigCommand::Check } => {
+            let loaded = load(cli.config.as_deref())?;
+            for warning in &loaded.warnings {
+                println!("warning: {warning}");
+            }
+            println!(
+                "configuration OK ({}): {} server(s)",
+                source_name(&loaded.source),
+                loaded.config.servers.len()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Tools { json } => {
+            let (gateway, settle) = start(cli.config.as_deref())?;
+            let work = async {
+                gateway.wait_ready(settle).await;
+                tools::print(&gateway, json).map(|()| ExitCode::SUCCESS)
+            };
+            until_signal(&gateway, work).await
+        }
+        Command::Call { tool, arguments, json } => {
+            let arguments = call::parse_arguments(&arguments)?;
+            let (gateway, settle) = start(cli.config.as_deref())?;
+            let work = async {
+                gateway.wait_ready(settle).await;
+                Ok(call::run(&gateway, &tool, arguments, json).await)
+            };
+            until_signal(&gateway, work).await
+        }
+        Command::Supervise { .. } => Ok(ExitCode::SUCCESS),
+    }
+}
+
+fn source_name(source: &config::ConfigSource) -> String {
+    match source {
+        config::ConfigSource::File(path) => path.display().to_string(),
+        config::ConfigSource::Embedded => "embedded defaults".to_owned(),
+    }
+}
+
+fn load(explicit: Option<&std::path::Path>) -> anyhow::Result<Loaded> {
+    let cwd = std::env::current_dir().context("cannot read the working directory")?;
+    let exe = std::env::current_exe().context("cannot locate the mcpgate binary")?;
+    Ok(config::load(explicit, &cwd, &Env::from_process(), &exe)?)
+}
+
+/// Runs `work`, or stops at SIGINT/SIGTERM; either way the gateway is shut down after, so
+/// every upstream process is reaped.
+async fn until_signal(
+    gateway: &Gateway,
+    work: impl Future<Output = anyhow::Result<ExitCode>>,
+) -> anyhow::Result<ExitCode> {
+    let outcome = tokio::select! {
+        outcome = work => outcome,
+        signal = shutdown_signal() => {
+            eprintln!("{signal}: shutting down");
+            Ok(ExitCode::from(130))
+        }
+    };
+    gateway.shutdown().await;
+    outcome
+}
+
+/// Resolves at the first SIGINT or SIGTERM, naming it.
+async fn shutdown_signal() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = tokio::signal::ctrl_c() => "SIGINT",
+        },
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+            "SIGINT"
+        }
+    }
+}
+
+/// Loads configuration and starts the gateway; returns it with how long to wait for every
+/// server's first try.
+fn start(explicit: Option<&std::path::Path>) -> anyhow::Result<(Gateway, Duration)> {
+    let loaded = load(explicit)?;
+    for warning in &loaded.warnings {
+        tracing::warn!("{warning}");
+    }
+    let limits = &loaded.config.limits;
+    let longest_connect = loaded
+        .config
+        .servers
+        .iter()
+        .filter_map(|s| s.connect_timeout)
+        .max()
+        .unwrap_or(limits.connect_timeout)
+        .max(limits.connect_timeout);
+    let settle = longest_connect + limits.list_timeout + Duration::from_secs(1);
+    let gateway = Gateway::start(
+        loaded.config,
+        GatewayOptions {
+            env: Env::from_process(),
+            supervisor: std::env::current_exe().ok(),
+        },
+    );
+    Ok((gateway, settle))
+}

@@ -1,0 +1,91 @@
+//! `mcpgate tools`: the merged catalog with each server's state, as a table or JSON.
+
+use std::io::Write as _;
+
+use mcpgate::gateway::Gateway;
+use serde_json::json;
+
+pub fn print(gateway: &Gateway, as_json: bool) -> anyhow::Result<()> {
+    let catalog = gateway.catalog();
+    let servers = gateway.servers();
+    let mut out = std::io::stdout().lock();
+    if as_json {
+        let servers: Vec<_> = servers
+            .iter()
+            .map(|s| {
+                json!({
+                    "id": s.id.as_str(),
+                    "state": s.state.as_str(),
+                    "lastError": s.last_error,
+                    "transport": s.transport,
+                    "toolCount": catalog.for_server(&s.id).len(),
+                    "stale": s.stale,
+                })
+            })
+            .collect();
+        let tools: Vec<_> = catalog
+            .tools()
+            .iter()
+            .map(|t| {
+                json!({
+                    "name": t.canonical,
+                    "functionName": t.function_name,
+                    "server": t.server.as_str(),
+                    "title": t.upstream.title,
+                    "description": t.upstream.description,
+                    "inputSchema": &*t.input_schema,
+                    "fingerprint": t.fingerprint.as_str(),
+                    "stale": t.stale,
+                })
+            })
+            .collect();
+        serde_json::to_writer_pretty(&mut out, &json!({ "servers": servers, "tools": tools }))?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    writeln!(out, "SERVERS")?;
+    for s in &servers {
+        let count = catalog.for_server(&s.id).len();
+        write!(
+            out,
+            "  {:<20} {:<10} {:<16} {:>3} tools{}",
+            s.id.as_str(),
+            s.state.as_str(),
+            s.transport.unwrap_or("-"),
+            count,
+            if s.stale { " (stale)" } else { "" }
+        )?;
+        match &s.last_error {
+            Some(error) => writeln!(out, "  last error: {}", one_line(error))?,
+            None => writeln!(out)?,
+        }
+    }
+    writeln!(out, "\nTOOLS")?;
+    for t in catalog.tools() {
+        let description = t.upstream.description.as_deref().map(one_line).unwrap_or_default();
+        writeln!(
+            out,
+            "  {:<32} {:<32} {}  {}",
+            t.canonical,
+            t.function_name,
+            &t.fingerprint.as_str()[..12.min(t.fingerprint.as_str().len())],
+            truncate(&description, 80)
+        )?;
+    }
+    for warning in catalog.warnings() {
+        writeln!(out, "warning: {warning}")?;
+    }
+    Ok(())
+}
+
+/// Control characters could forge extra lines in a terminal: fold them to spaces.
+fn one_line(text: &str) -> String {
+    text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
+}
+
+fn truncate(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text.to_owned(),
+    }
+}

@@ -1,0 +1,524 @@
+//! Tests of loading configuration from every source: TOML, `mcpServers` JSON, the embedded
+//! default, and the `EXTERNAL_MCP_*` environment on top.
+
+use std::{path::PathBuf, time::Duration};
+
+use tempfile::TempDir;
+
+use super::*;
+use crate::config::{Confirm, HttpKind, OnChange, ScanMode, ServerConfig, TransportConfig};
+
+const EXE: &str = "/opt/mcpgate/bin/mcpgate";
+
+fn env(pairs: &[(&str, &str)]) -> Env {
+    Env::from_pairs(pairs.iter().copied())
+}
+
+/// Writes `text` as `name` in a fresh directory and loads it with `--config name`.
+fn load_file(name: &str, text: &str, env: &Env) -> Result<Loaded, ConfigError> {
+    let dir = TempDir::new().expect("temp dir");
+    std::fs::write(dir.path().join(name), text).expect("write config");
+    load(Some(Path::new(name)), dir.path(), env, Path::new(EXE))
+}
+
+fn load_env(env: &Env) -> Result<Loaded, ConfigError> {
+    let dir = TempDir::new().expect("temp dir");
+    load(None, dir.path(), env, Path::new(EXE))
+}
+
+fn paths(err: &ConfigError) -> Vec<&str> {
+    err.problems.iter().map(|p| p.path.as_str()).collect()
+}
+
+fn ids(loaded: &Loaded) -> Vec<&str> {
+    loaded
+        .config
+        .servers
+        .iter()
+        .map(|s| s.id.as_str())
+        .collect()
+}
+
+fn server<'a>(loaded: &'a Loaded, id: &str) -> &'a ServerConfig {
+    loaded
+        .config
+        .servers
+        .iter()
+        .find(|s| s.id.as_str() == id)
+        .expect("server present")
+}
+
+/// The TOML example of `raw.rs`'s documentation, so the README copy is known to load.
+fn documented_example() -> String {
+    let source = include_str!("../raw.rs");
+    let start = source.find("//! ```toml\n").expect("example start") + "//! ```toml\n".len();
+    let len = source[start..].find("//! ```\n").expect("example end");
+    source[start..start + len]
+        .lines()
+        .map(|l| {
+            l.strip_prefix("//! ")
+                .or(l.strip_prefix("//!"))
+                .unwrap_or(l)
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn without_file_or_env_the_embedded_demo_runs_from_this_binary() {
+    let loaded = load_env(&Env::default()).expect("loads");
+    assert_eq!(loaded.source, ConfigSource::Embedded);
+    assert_eq!(ids(&loaded), ["demo"]);
+    let TransportConfig::Stdio(stdio) = &server(&loaded, "demo").transport else {
+        panic!("demo is stdio");
+    };
+    assert_eq!(stdio.command, EXE);
+    assert!(loaded.warnings.is_empty());
+}
+
+#[test]
+fn mcpgate_toml_in_the_working_directory_is_found() {
+    let dir = TempDir::new().expect("temp dir");
+    let file = dir.path().join("mcpgate.toml");
+    std::fs::write(&file, "[servers.time]\ncommand = \"mcp-server-time\"\n").expect("write");
+    let loaded = load(None, dir.path(), &Env::default(), Path::new(EXE)).expect("loads");
+    assert_eq!(loaded.source, ConfigSource::File(file));
+    assert_eq!(ids(&loaded), ["time"]);
+}
+
+#[test]
+fn the_documented_example_loads_with_every_option() {
+    let env = env(&[("GITHUB_TOKEN", "t")]);
+    let loaded = load_file("mcpgate.toml", &documented_example(), &env).expect("loads");
+    assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
+    assert_eq!(ids(&loaded), ["github", "time"]);
+    let limits = &loaded.config.limits;
+    assert_eq!(limits.connect_timeout, Duration::from_secs(30));
+    assert_eq!(limits.max_result_bytes, 1_048_576);
+    assert_eq!(
+        loaded.config.reconnect.initial_delay,
+        Duration::from_millis(500)
+    );
+
+    let TransportConfig::Stdio(time) = &server(&loaded, "time").transport else {
+        panic!("time is stdio");
+    };
+    assert_eq!(time.args, ["--local-timezone", "UTC"]);
+    assert_eq!(time.env[0].0, "TZ");
+    assert_eq!(time.cwd, Some(PathBuf::from("/srv/time")));
+
+    let github = server(&loaded, "github");
+    let TransportConfig::Http(http) = &github.transport else {
+        panic!("github is http");
+    };
+    assert_eq!(http.kind, HttpKind::Auto);
+    assert_eq!(http.headers[0].0, "Authorization");
+    assert_eq!(
+        http.headers[0].1.resolve(&env).expect("resolves").expose(),
+        "Bearer t"
+    );
+    assert_eq!(github.allowed_hosts, ["api.githubcopilot.com"]);
+    assert!(github.exposes("create_issue") && !github.exposes("delete_repo"));
+    assert_eq!(github.confirm, Confirm::Writes);
+    assert_eq!(
+        (github.on_change, github.scan),
+        (OnChange::Warn, ScanMode::Warn)
+    );
+    assert_eq!(github.connect_timeout, Some(Duration::from_secs(10)));
+    let timeouts = [("search_repositories".to_owned(), Duration::from_secs(120))];
+    assert_eq!(github.tool_timeouts, timeouts);
+}
+
+#[test]
+fn sections_override_defaults_and_servers_are_sorted_without_disabled_ones() {
+    let text = r#"
+        [limits]
+        call_timeout = 5
+        max_result_bytes = 2048
+        [cache]
+        ttl = 0
+        max_entries = 10
+        [reconnect]
+        max_attempts = 0
+        [servers.zeta]
+        command = "z"
+        [servers.alpha]
+        command = "a"
+        [servers.off]
+        command = "o"
+        enabled = false
+    "#;
+    let loaded = load_file("c.toml", text, &Env::default()).expect("loads");
+    assert_eq!(ids(&loaded), ["alpha", "zeta"]);
+    assert_eq!(loaded.config.limits.call_timeout, Duration::from_secs(5));
+    assert_eq!(loaded.config.limits.max_result_bytes, 2048);
+    assert_eq!(loaded.config.cache.ttl, Duration::ZERO);
+    assert_eq!(loaded.config.cache.max_entries, 10);
+    assert_eq!(loaded.config.reconnect.max_attempts, 0);
+}
+
+#[test]
+fn every_problem_of_a_file_is_reported_with_its_path() {
+    let text = r#"
+        [limits]
+        max_result_bytes = 10
+        call_timeout = "2h"
+        [servers.GitHub]
+        url = "https://example.com"
+        [servers.a]
+        command = "x"
+        url = "https://example.com"
+        [servers.b]
+        url = "not a url"
+        [servers.c]
+        comand = "typo"
+        [servers.d]
+        command = "d"
+        read_only_tools = ["t"]
+        write_tools = ["t"]
+    "#;
+    let err = load_file("c.toml", text, &Env::default()).expect_err("invalid");
+    assert_eq!(
+        paths(&err),
+        [
+            "limits.call_timeout",
+            "limits.max_result_bytes",
+            "servers.c",
+            "servers.GitHub",
+            "servers.a",
+            "servers.b.url",
+            "servers.d.write_tools",
+        ]
+    );
+    let text = err.to_string();
+    assert!(text.starts_with("7 configuration problems"), "{text}");
+    assert!(text.contains("unknown field `comand`"), "{text}");
+    assert!(text.contains("`GitHub` is not a valid id"), "{text}");
+}
+
+#[test]
+fn file_level_errors_name_the_field_and_line() {
+    let err = load_file("c.toml", "[limits]\n\n[limit]\nx = 1\n", &Env::default())
+        .expect_err("unknown section");
+    assert_eq!(err.problems.len(), 1);
+    let message = &err.problems[0].message;
+    assert!(
+        message.starts_with("line 3, column 2: unknown field `limit`"),
+        "{message}"
+    );
+
+    let err = load_file("c.toml", "[limits]\nbogus = 1\n", &Env::default()).expect_err("field");
+    assert!(err.problems[0].message.contains("unknown field `bogus`"));
+
+    let err = load_file("c.yaml", "x: 1", &Env::default()).expect_err("type");
+    assert!(err.problems[0].message.contains("unknown file type"));
+
+    let dir = TempDir::new().expect("temp dir");
+    let err = load(
+        Some(Path::new("nope.toml")),
+        dir.path(),
+        &Env::default(),
+        Path::new(EXE),
+    )
+    .expect_err("missing explicit file");
+    assert!(err.problems[0].message.starts_with("cannot be opened"));
+}
+
+#[test]
+fn an_oversized_file_is_refused_before_parsing() {
+    let text = format!("# {}\n", "x".repeat(MAX_CONFIG_FILE_BYTES as usize));
+    let err = load_file("big.toml", &text, &Env::default()).expect_err("too big");
+    assert!(err.problems[0].message.contains("is larger than"));
+}
+
+#[test]
+fn a_literal_secret_in_the_file_is_rejected_without_echoing_it() {
+    let text = r#"
+        [servers.gh]
+        url = "https://api.example.com/mcp"
+        headers = { Authorization = "Bearer ghp_SuperSecret123" }
+        [servers.local]
+        command = "srv"
+        env = { OPENAI_API_KEY = "sk-live-TopSecret" }
+    "#;
+    let err = load_file("c.toml", text, &Env::default()).expect_err("literal secrets");
+    assert_eq!(
+        paths(&err),
+        [
+            "servers.gh.headers.Authorization",
+            "servers.local.env.OPENAI_API_KEY"
+        ]
+    );
+    let shown = format!("{err} {err:?}");
+    assert!(
+        !shown.contains("SuperSecret") && !shown.contains("TopSecret"),
+        "{shown}"
+    );
+    assert!(shown.contains("set OPENAI_API_KEY in the gateway's environment"));
+}
+
+#[test]
+fn unset_variables_warn_but_load() {
+    let text = "[servers.gh]\nurl = \"https://a.example\"\nheaders = { X-Token = \"${GH}\" }\n";
+    let loaded = load_file("c.toml", text, &Env::default()).expect("loads");
+    assert_eq!(loaded.warnings.len(), 1);
+    assert!(
+        loaded.warnings[0].starts_with("servers.gh.headers.X-Token: environment variable `GH`")
+    );
+}
+
+#[test]
+fn mcp_servers_json_is_imported_with_normalized_ids() {
+    let text = r#"{"mcpServers": {
+        "brave_search": {"command": "npx", "args": ["-y", "brave"], "env": {"BRAVE_API_KEY": "${BRAVE_API_KEY}"}},
+        "GitHub": {"url": "https://api.example.com/mcp", "type": "http"},
+        "old.sse": {"url": "https://sse.example.com/sse", "type": "sse"},
+        "parked": {"command": "x", "disabled": true}
+    }}"#;
+    let env = env(&[("BRAVE_API_KEY", "b")]);
+    let loaded = load_file("claude.json", text, &env).expect("loads");
+    assert_eq!(ids(&loaded), ["brave-search", "github", "old-sse"]);
+    assert_eq!(loaded.warnings.len(), 3, "{:?}", loaded.warnings);
+    assert!(loaded.warnings[0].contains("`brave_search` normalized to `brave-search`"));
+    let TransportConfig::Http(http) = &server(&loaded, "github").transport else {
+        panic!("github is http");
+    };
+    assert_eq!(http.kind, HttpKind::Streamable);
+    let TransportConfig::Http(http) = &server(&loaded, "old-sse").transport else {
+        panic!("old-sse is http");
+    };
+    assert_eq!(http.kind, HttpKind::Sse);
+}
+
+#[test]
+fn vscode_servers_key_and_stdio_type_are_accepted() {
+    let text = r#"{"inputs": [], "servers": {"time": {"type": "stdio", "command": "t"}}}"#;
+    let loaded = load_file("mcp.json", text, &Env::default()).expect("loads");
+    assert_eq!(ids(&loaded), ["time"]);
+
+    let text = r#"{"inputs": [{"id": "tok"}], "servers": {}}"#;
+    let err = load_file("mcp.json", text, &Env::default()).expect_err("prompted inputs");
+    assert_eq!(paths(&err), ["inputs"]);
+}
+
+#[test]
+fn mcp_servers_json_problems_are_reported() {
+    let text = r#"{"mcpServers": {
+        "brave_search": {"command": "a"},
+        "brave-search": {"command": "b"},
+        "gh": {"command": "c", "autoApprove": []},
+        "tok": {"command": "d", "env": {"GITHUB_TOKEN": "ghp_literal"}},
+        "9lives": {"command": "e"}
+    }}"#;
+    let err = load_file("c.json", text, &Env::default()).expect_err("invalid");
+    assert_eq!(
+        paths(&err),
+        [
+            "mcpServers.gh",
+            "mcpServers.brave-search",
+            "mcpServers.tok.env.GITHUB_TOKEN",
+            "mcpServers.9lives"
+        ]
+    );
+    assert!(
+        err.problems[0]
+            .message
+            .contains("unknown field `autoApprove`")
+    );
+    assert!(
+        err.problems[1]
+            .message
+            .contains("already defined at `mcpServers.brave_search`")
+    );
+    assert!(!err.to_string().contains("ghp_literal"));
+
+    let err = load_file(
+        "c.json",
+        r#"{"mcpServers": {"a": {"command": "x"}, "a": {}}}"#,
+        &Env::default(),
+    )
+    .expect_err("duplicate key");
+    assert!(err.problems[0].message.contains("duplicate key `a`"));
+}
+
+#[test]
+fn env_json_object_form_takes_every_option_in_camel_case() {
+    let json = r#"{"search": {
+        "url": "https://search.example.com/mcp", "transport": "streamable-http",
+        "headers": {"Authorization": "Bearer ${SEARCH_TOKEN}"},
+        "allowedTools": ["find", "fetch", "drop"], "deniedTools": ["drop"],
+        "readOnlyTools": ["find"], "writeTools": ["fetch"], "confirm": "all",
+        "trustAnnotations": true, "onChange": "block", "scan": "block",
+        "allowedHosts": ["search.example.com"], "allowHttp": false, "allowPrivate": false,
+        "connectTimeout": "5s", "callTimeout": 20, "toolTimeouts": {"find": "250ms"}
+    }}"#;
+    let env = env(&[(external_env::SERVERS_JSON, json), ("SEARCH_TOKEN", "s")]);
+    let loaded = load_env(&env).expect("loads");
+    assert_eq!(
+        ids(&loaded),
+        ["demo", "search"],
+        "the environment adds to the default"
+    );
+    let s = server(&loaded, "search");
+    assert!(s.exposes("find") && s.exposes("fetch") && !s.exposes("drop"));
+    assert_eq!(
+        (s.read_only_tools.as_slice(), s.write_tools.as_slice()),
+        (&["find".to_owned()][..], &["fetch".to_owned()][..])
+    );
+    assert_eq!(s.confirm, Confirm::All);
+    assert!(s.trust_annotations);
+    assert_eq!((s.on_change, s.scan), (OnChange::Block, ScanMode::Block));
+    assert_eq!(s.connect_timeout, Some(Duration::from_secs(5)));
+    assert_eq!(s.call_timeout, Some(Duration::from_secs(20)));
+    assert_eq!(
+        s.tool_timeouts,
+        [("find".to_owned(), Duration::from_millis(250))]
+    );
+    let TransportConfig::Http(http) = &s.transport else {
+        panic!("search is http");
+    };
+    assert_eq!(http.kind, HttpKind::Streamable);
+}
+
+#[test]
+fn env_json_array_form_uses_id_or_name_and_normalizes() {
+    let json = r#"[{"id": "time", "transport": "stdio", "command": "t"},
+                   {"name": "My Notes", "command": "n", "enabled": true},
+                   {"id": "off", "command": "o", "enabled": false}]"#;
+    let text = "[servers.files]\ncommand = \"f\"\n";
+    let loaded =
+        load_file("c.toml", text, &env(&[(external_env::SERVERS_JSON, json)])).expect("loads");
+    assert_eq!(ids(&loaded), ["files", "my-notes", "time"]);
+    assert_eq!(
+        loaded.warnings,
+        ["EXTERNAL_MCP_SERVERS_JSON[1]: server id `My Notes` normalized to `my-notes`"]
+    );
+}
+
+#[test]
+fn env_json_problems_name_the_variable_and_field() {
+    let json = r#"[{"id": "files", "command": "x"},
+                   {"id": "a", "command": "x", "allowed_tools": []},
+                   {"command": "x"},
+                   {"id": "b", "name": "c", "command": "x"},
+                   {"id": "d", "url": "http://example.com", "allowHttp": "yes"},
+                   {"id": "e", "url": "http://example.com"}]"#;
+    let text = "[servers.files]\ncommand = \"f\"\nenabled = false\n";
+    let err = load_file("c.toml", text, &env(&[(external_env::SERVERS_JSON, json)]))
+        .expect_err("invalid");
+    assert_eq!(
+        paths(&err),
+        [
+            "EXTERNAL_MCP_SERVERS_JSON[1]",
+            "EXTERNAL_MCP_SERVERS_JSON[2]",
+            "EXTERNAL_MCP_SERVERS_JSON[3]",
+            "EXTERNAL_MCP_SERVERS_JSON[4]",
+            "EXTERNAL_MCP_SERVERS_JSON[0]",
+            "EXTERNAL_MCP_SERVERS_JSON[5].url",
+        ]
+    );
+    let messages: Vec<&str> = err.problems.iter().map(|p| p.message.as_str()).collect();
+    assert!(
+        messages[0].contains("unknown field `allowed_tools`"),
+        "{}",
+        messages[0]
+    );
+    assert!(
+        messages[4].contains("already defined at `servers.files`"),
+        "{}",
+        messages[4]
+    );
+    assert!(
+        messages[5].contains("set `allowHttp` to true"),
+        "{}",
+        messages[5]
+    );
+
+    let err = load_env(&env(&[(
+        external_env::SERVERS_JSON,
+        r#"{"demo": {"command": "x"}}"#,
+    )]))
+    .expect_err("clashes with the embedded default");
+    assert!(
+        err.problems[0]
+            .message
+            .contains("already defined at `the embedded default`")
+    );
+
+    let err = load_env(&env(&[(
+        external_env::SERVERS_JSON,
+        r#"{"x": {"id": "x", "command": "c"}}"#,
+    )]))
+    .expect_err("id in object form");
+    assert_eq!(paths(&err), ["EXTERNAL_MCP_SERVERS_JSON.x.id"]);
+
+    for bad in [
+        "nope",
+        "{",
+        "[1]",
+        r#"{"a": {"command": "x"}, "a": {"command": "y"}}"#,
+    ] {
+        assert!(
+            load_env(&env(&[(external_env::SERVERS_JSON, bad)])).is_err(),
+            "{bad}"
+        );
+    }
+}
+
+#[test]
+fn env_enabled_false_ignores_the_servers_json() {
+    let pairs = [
+        (external_env::ENABLED, "0"),
+        (external_env::SERVERS_JSON, "not even json"),
+    ];
+    let loaded = load_env(&env(&pairs)).expect("ignored");
+    assert_eq!(ids(&loaded), ["demo"]);
+    assert_eq!(
+        loaded.warnings,
+        ["EXTERNAL_MCP_SERVERS_JSON: ignored because EXTERNAL_MCP_ENABLED is false"]
+    );
+
+    let json = r#"{"x": {"command": "c"}}"#;
+    for on in ["true", "1", "TRUE", ""] {
+        let loaded = load_env(&env(&[
+            (external_env::ENABLED, on),
+            (external_env::SERVERS_JSON, json),
+        ]))
+        .expect(on);
+        assert_eq!(ids(&loaded), ["demo", "x"], "{on}");
+    }
+    let err = load_env(&env(&[(external_env::ENABLED, "yes")])).expect_err("not a bool");
+    assert_eq!(paths(&err), [external_env::ENABLED]);
+}
+
+#[test]
+fn env_limits_override_the_file_and_are_bounded() {
+    let text = "[limits]\nconnect_timeout = 3\ncall_timeout = 4\n";
+    let pairs = [
+        (external_env::CONNECT_TIMEOUT, "500ms"),
+        (external_env::CALL_TIMEOUT, "2.5"),
+        (external_env::MAX_RESULT_BYTES, "65536"),
+    ];
+    let loaded = load_file("c.toml", text, &env(&pairs)).expect("loads");
+    let limits = &loaded.config.limits;
+    assert_eq!(limits.connect_timeout, Duration::from_millis(500));
+    assert_eq!(limits.call_timeout, Duration::from_millis(2500));
+    assert_eq!(limits.max_result_bytes, 65536);
+
+    let pairs = [
+        (external_env::CONNECT_TIMEOUT, "0"),
+        (external_env::CALL_TIMEOUT, "soon"),
+        (external_env::MAX_RESULT_BYTES, "1MB"),
+    ];
+    let err = load_env(&env(&pairs)).expect_err("invalid");
+    assert_eq!(
+        paths(&err),
+        [
+            external_env::CONNECT_TIMEOUT,
+            external_env::CALL_TIMEOUT,
+            external_env::MAX_RESULT_BYTES
+        ]
+    );
+    let err = load_env(&env(&[(external_env::MAX_RESULT_BYTES, "512")])).expect_err("too small");
+    assert!(err.problems[0].message.contains("between 1024 and"));
+}

@@ -1,0 +1,270 @@
+//! Opening one connection to an upstream server over the configured transport, with the
+//! rmcp client lifecycle that tries the 2026-07-28 protocol and falls back to `initialize`.
+
+use std::{collections::HashMap, path::PathBuf, sync::Arc, time::Duration};
+
+use rmcp::{
+    ClientHandler, ServiceExt,
+    model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion, SubscriptionFilter},
+    service::{ClientLifecycleMode, ClientServiceExt, NotificationContext, RunningService},
+    transport::{
+        StreamableHttpClientTransport, async_rw::AsyncRwTransport,
+        streamable_http_client::StreamableHttpClientTransportConfig,
+    },
+    RoleClient,
+};
+use tokio::sync::Notify;
+
+use super::{
+    UpstreamError,
+    sse::{self, SseClientConfig},
+    stdio::{self, ChildGuard, FramingError, StdioLaunch},
+};
+use crate::{
+    config::{Env, HttpConfig, HttpKind, Limits, ServerConfig, TransportConfig},
+    net::{self, NetPolicy},
+};
+
+/// The client side of one upstream connection: reports `tools/list_changed`.
+#[derive(Debug, Clone)]
+pub struct UpstreamClient {
+    tools_changed: Arc<Notify>,
+}
+
+impl ClientHandler for UpstreamClient {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("mcpgate", env!("CARGO_PKG_VERSION")),
+        )
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.tools_changed.notify_one();
+    }
+}
+
+/// A live connection: the rmcp service, and for stdio the child process behind it.
+pub struct Connection {
+    pub service: RunningService<RoleClient, UpstreamClient>,
+    pub child: Option<ChildGuard>,
+    /// Which transport was used (`stdio`, `streamable-http`, `sse`).
+    pub transport: &'static str,
+    /// For stdio: why the stream was cut off, if it was.
+    pub framing: Option<FramingError>,
+}
+
+/// What connecting needs besides the server's own config.
+#[derive(Debug, Clone)]
+pub struct ConnectOptions {
+    pub env: Env,
+    pub limits: Limits,
+    pub supervisor: Option<PathBuf>,
+}
+
+/// Connects `server`, bounded by its connect deadline. `tools_changed` is notified whenever
+/// the server says its tool list changed.
+pub async fn connect(
+    server: &ServerConfig,
+    options: &ConnectOptions,
+    tools_changed: Arc<Notify>,
+) -> Result<Connection, UpstreamError> {
+    let deadline = server.connect_timeout.unwrap_or(options.limits.connect_timeout);
+    let client = UpstreamClient { tools_changed: tools_changed.clone() };
+    let attempt = async {
+        match &server.transport {
+            TransportConfig::Stdio(config) => {
+                let launch = StdioLaunch {
+                    server: server.id.clone(),
+                    config: config.clone(),
+                    supervisor: options.supervisor.clone(),
+                    max_line_bytes: options.limits.max_line_bytes,
+                    max_stderr_line_bytes: options.limits.max_stderr_line_bytes,
+                };
+                connect_stdio(&launch, &options.env, client).await
+            }
+            TransportConfig::Http(http) => connect_http(server, http, options, client).await,
+            TransportConfig::InProcess(factory) => {
+                let (read, write) = tokio::io::split((factory.0)());
+                let service = serve(client, AsyncRwTransport::new_client(read, write)).await?;
+                Ok(Connection { service, child: None, transport: "in-process", framing: None })
+            }
+        }
+    };
+    let connection = tokio::time::timeout(deadline, attempt)
+        .await
+        .map_err(|_| UpstreamError::ConnectTimeout { after: deadline })??;
+    listen_for_changes(&connection.service, tools_changed).await;
+    Ok(connection)
+}
+
+async fn connect_stdio(
+    launch: &StdioLaunch,
+    env: &Env,
+    client: UpstreamClient,
+) -> Result<Connection, UpstreamError> {
+    let (stdout, stdin, child, framing) =
+        stdio::spawn(launch, env).map_err(|e| UpstreamError::Connect(e.to_string()))?;
+    // rmcp's own bound sits just above ours so that ours, which fails the connection with a
+    // clear reason, is the one that fires.
+    let transport = AsyncRwTransport::new_client(stdout, stdin)
+        .with_max_line_length(launch.max_line_bytes.saturating_add(1));
+    match serve(client, transport).await {
+        Ok(service) => Ok(Connection { service, child: Some(child), transport: "stdio", framing: Some(framing) }),
+        Err(err) => {
+            child.shutdown().await;
+            Err(framing_or(&framing, err))
+        }
+    }
+}
+
+fn framing_or(framing: &FramingError, err: UpstreamError) -> UpstreamError {
+    match framing.get() {
+        Some(reason) => UpstreamError::Framing(reason),
+        None => err,
+    }
+}
+
+async fn connect_http(
+    server: &ServerConfig,
+    http: &HttpConfig,
+    options: &ConnectOptions,
+    client: UpstreamClient,
+) -> Result<Connection, UpstreamError> {
+    let policy = NetPolicy {
+        allow_http: server.allow_http,
+        allow_private: server.allow_private,
+        allowed_hosts: server.allowed_hosts.clone(),
+        connect_timeout: server.connect_timeout.unwrap_or(options.limits.connect_timeout),
+        ..NetPolicy::default()
+    };
+    net::check_url(&http.url, &policy).map_err(|e| UpstreamError::Connect(e.to_string()))?;
+    let reqwest = net::client(&policy).map_err(|e| UpstreamError::Connect(e.to_string()))?;
+    let headers = resolve_headers(http, &options.env)?;
+    match http.kind {
+        HttpKind::Streamable => connect_streamable(reqwest, http, headers, client).await,
+        HttpKind::Sse => connect_sse(reqwest, http, headers, options, client).await,
+        HttpKind::Auto => {
+            match connect_streamable(reqwest.clone(), http, headers.clone(), client.clone()).await
+            {
+                Ok(connection) => Ok(connection),
+                Err(streamable) => {
+                    tracing::info!(server = %server.id, error = %streamable,
+                        "Streamable HTTP failed; trying legacy SSE");
+                    connect_sse(reqwest, http, headers, options, client)
+                        .await
+                        .map_err(|sse| UpstreamError::Connect(format!(
+                            "neither transport worked: Streamable HTTP: {streamable}; SSE: {sse}"
+                        )))
+                }
+            }
+        }
+    }
+}
+
+type Headers = Vec<(http::HeaderName, http::HeaderValue)>;
+
+fn resolve_headers(http: &HttpConfig, env: &Env) -> Result<Headers, UpstreamError> {
+    http.headers
+        .iter()
+        .map(|(name, template)| {
+            let bad = |reason: String| UpstreamError::Connect(format!("header `{name}`: {reason}"));
+            let value = template.resolve(env).map_err(bad)?;
+            let name = http::HeaderName::from_bytes(name.as_bytes())
+                .map_err(|_| bad("not a valid header name".to_owned()))?;
+            let mut value = http::HeaderValue::from_str(value.expose())
+                .map_err(|_| bad("value is not a valid header value".to_owned()))?;
+            value.set_sensitive(true);
+            Ok((name, value))
+        })
+        .collect()
+}
+
+async fn connect_streamable(
+    reqwest: reqwest::Client,
+    http: &HttpConfig,
+    headers: Headers,
+    client: UpstreamClient,
+) -> Result<Connection, UpstreamError> {
+    let mut config = StreamableHttpClientTransportConfig::with_uri(http.url.as_str());
+    config.custom_headers = headers.into_iter().collect::<HashMap<_, _>>();
+    let transport = StreamableHttpClientTransport::with_client(reqwest, config);
+    let service = serve(client, transport).await?;
+    Ok(Connection { service, child: None, transport: "streamable-http", framing: None })
+}
+
+/// How long a legacy SSE server gets to send its `endpoint` event.
+const SSE_ENDPOINT_TIMEOUT: Duration = Duration::from_secs(10);
+
+async fn connect_sse(
+    reqwest: reqwest::Client,
+    http: &HttpConfig,
+    headers: Headers,
+    options: &ConnectOptions,
+    client: UpstreamClient,
+) -> Result<Connection, UpstreamError> {
+    let config = SseClientConfig {
+        url: http.url.clone(),
+        headers,
+        endpoint_timeout: SSE_ENDPOINT_TIMEOUT.min(options.limits.connect_timeout),
+        max_event_bytes: options.limits.max_line_bytes,
+    };
+    let transport = sse::connect(reqwest, config)
+        .await
+        .map_err(|e| UpstreamError::Connect(e.to_string()))?;
+    // Legacy SSE servers speak 2024-11-05 only: no discovery probe.
+    let service = client
+        .serve(transport)
+        .await
+        .map_err(|e| UpstreamError::Connect(e.to_string()))?;
+    Ok(Connection { service, child: None, transport: "sse", framing: None })
+}
+
+/// Starts the rmcp client: `server/discover` first (2026-07-28), `initialize` as fallback.
+async fn serve<T, E, A>(
+    client: UpstreamClient,
+    transport: T,
+) -> Result<RunningService<RoleClient, UpstreamClient>, UpstreamError>
+where
+    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let lifecycle = ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::LATEST],
+        legacy_version: None,
+    };
+    client
+        .serve_with_lifecycle(transport, lifecycle)
+        .await
+        .map_err(|e| UpstreamError::Connect(e.to_string()))
+}
+
+/// On the 2026-07-28 protocol list changes arrive only on a `subscriptions/listen` stream;
+/// older sessions deliver them to [`UpstreamClient::on_tool_list_changed`].
+async fn listen_for_changes(
+    service: &RunningService<RoleClient, UpstreamClient>,
+    tools_changed: Arc<Notify>,
+) {
+    let Some(info) = service.peer_info() else { return };
+    let modern = info.protocol_version == ProtocolVersion::V_2026_07_28;
+    let wants = info
+        .capabilities
+        .tools
+        .as_ref()
+        .and_then(|t| t.list_changed)
+        .unwrap_or(false);
+    if !(modern && wants) {
+        return;
+    }
+    let filter = SubscriptionFilter::builder().tools_list_changed().build();
+    match service.peer().listen(filter).await {
+        Ok(mut subscription) => {
+            tokio::spawn(async move {
+                while let Ok(Some(_)) = subscription.next().await {
+                    tools_changed.notify_one();
+                }
+            });
+        }
+        Err(err) => tracing::warn!(error = %err, "cannot subscribe to tool list changes"),
+    }
+}

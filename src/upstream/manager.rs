@@ -1,0 +1,372 @@
+//! The upstream manager: one supervised connection per configured server, connected
+//! concurrently with per-server deadlines, reconnected with bounded exponential backoff,
+//! re-listed on `tools/list_changed` and when the tool list's TTL runs out, shut down cleanly.
+
+use std::{
+    sync::{Arc, Mutex, MutexGuard},
+    time::Duration,
+};
+
+use rmcp::{
+    RoleClient,
+    model::{CallToolRequestParams, CallToolResult, Tool},
+    service::Peer,
+};
+use tokio::sync::{Notify, watch};
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+
+use super::{ConnectOptions, ServerState, UpstreamError, connect};
+use crate::config::{CacheConfig, ReconnectConfig, ServerConfig, ServerId};
+
+/// How long shutdown waits for supervisors to close their connections and reap children.
+const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(10);
+
+/// A server's state as shown to people and APIs.
+#[derive(Debug, Clone)]
+pub struct ServerStatus {
+    pub id: ServerId,
+    pub state: ServerState,
+    pub last_error: Option<String>,
+    /// `stdio`, `streamable-http` or `sse` once connected.
+    pub transport: Option<&'static str>,
+    /// The last good tool list, if any.
+    pub tools: Option<Arc<Vec<Tool>>>,
+    /// Whether `tools` may be out of date (the last refresh failed or the connection is down).
+    pub stale: bool,
+}
+
+#[derive(Debug)]
+struct SlotState {
+    state: ServerState,
+    last_error: Option<String>,
+    transport: Option<&'static str>,
+    peer: Option<Peer<RoleClient>>,
+    tools: Option<Arc<Vec<Tool>>>,
+    stale: bool,
+    /// At least one connection attempt has finished (for [`Manager::wait_settled`]).
+    settled: bool,
+}
+
+struct Slot {
+    config: ServerConfig,
+    state: Mutex<SlotState>,
+    tools_changed: Arc<Notify>,
+    refresh: Notify,
+}
+
+impl Slot {
+    fn lock(&self) -> MutexGuard<'_, SlotState> {
+        // A poisoned lock only means another thread panicked mid-update of plain data.
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+struct Inner {
+    slots: Vec<Arc<Slot>>,
+    options: ConnectOptions,
+    reconnect: ReconnectConfig,
+    cache: CacheConfig,
+    generation: watch::Sender<u64>,
+    cancel: CancellationToken,
+    tracker: TaskTracker,
+}
+
+impl Inner {
+    fn bump(&self) {
+        self.generation.send_modify(|g| *g += 1);
+    }
+}
+
+/// Owns every upstream connection. Cheap to clone.
+#[derive(Clone)]
+pub struct Manager {
+    inner: Arc<Inner>,
+}
+
+impl Manager {
+    /// Starts connecting every server at once; returns immediately.
+    pub fn start(
+        servers: Vec<ServerConfig>,
+        options: ConnectOptions,
+        reconnect: ReconnectConfig,
+        cache: CacheConfig,
+    ) -> Manager {
+        let slots = servers
+            .into_iter()
+            .map(|config| {
+                Arc::new(Slot {
+                    config,
+                    state: Mutex::new(SlotState {
+                        state: ServerState::Connecting,
+                        last_error: None,
+                        transport: None,
+                        peer: None,
+                        tools: None,
+                        stale: false,
+                        settled: false,
+                    }),
+                    tools_changed: Arc::new(Notify::new()),
+                    refresh: Notify::new(),
+                })
+            })
+            .collect::<Vec<_>>();
+        let inner = Arc::new(Inner {
+            slots,
+            options,
+            reconnect,
+            cache,
+            generation: watch::channel(0).0,
+            cancel: CancellationToken::new(),
+            tracker: TaskTracker::new(),
+        });
+        for slot in &inner.slots {
+            inner.tracker.spawn(supervise(inner.clone(), slot.clone()));
+        }
+        Manager { inner }
+    }
+
+    /// A receiver that changes whenever any server's state or tools change.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.inner.generation.subscribe()
+    }
+
+    /// Waits until every server has finished its first connection attempt (successful or
+    /// not), or `deadline` passes. Each attempt is itself bounded by its connect deadline.
+    pub async fn wait_settled(&self, deadline: Duration) {
+        let mut changes = self.changes();
+        let settled = async {
+            loop {
+                if self.inner.slots.iter().all(|s| s.lock().settled) {
+                    return;
+                }
+                if changes.changed().await.is_err() {
+                    return;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(deadline, settled).await;
+    }
+
+    /// Every server's status, in configuration order.
+    pub fn statuses(&self) -> Vec<ServerStatus> {
+        self.inner
+            .slots
+            .iter()
+            .map(|slot| {
+                let s = slot.lock();
+                ServerStatus {
+                    id: slot.config.id.clone(),
+                    state: s.state,
+                    last_error: s.last_error.clone(),
+                    transport: s.transport,
+                    tools: s.tools.clone(),
+                    stale: s.stale,
+                }
+            })
+            .collect()
+    }
+
+    /// Asks a server to re-list its tools now (or reconnect at once if it is down).
+    pub fn refresh(&self, id: &ServerId) -> bool {
+        match self.slot(id) {
+            Some(slot) => {
+                slot.refresh.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Calls a tool, bounded by `timeout`. On timeout the pending request is dropped, which
+    /// sends `notifications/cancelled` upstream.
+    pub async fn call_tool(
+        &self,
+        id: &ServerId,
+        params: CallToolRequestParams,
+        timeout: Duration,
+    ) -> Result<CallToolResult, UpstreamError> {
+        let peer = self.peer(id)?;
+        match tokio::time::timeout(timeout, peer.call_tool(params)).await {
+            Err(_) => Err(UpstreamError::Timeout { after: timeout }),
+            Ok(result) => result.map_err(UpstreamError::from_service),
+        }
+    }
+
+    fn peer(&self, id: &ServerId) -> Result<Peer<RoleClient>, UpstreamError> {
+        let slot = self.slot(id).ok_or_else(|| UpstreamError::Unavailable {
+            state: ServerState::Failed,
+            last_error: Some("not configured".to_owned()),
+        })?;
+        let s = slot.lock();
+        match (&s.peer, s.state) {
+            (Some(peer), ServerState::Ready | ServerState::Degraded) => Ok(peer.clone()),
+            _ => Err(UpstreamError::Unavailable { state: s.state, last_error: s.last_error.clone() }),
+        }
+    }
+
+    fn slot(&self, id: &ServerId) -> Option<&Arc<Slot>> {
+        self.inner.slots.iter().find(|s| &s.config.id == id)
+    }
+
+    /// Closes every connection and reaps every child process, bounded by a deadline.
+    pub async fn shutdown(&self) {
+        self.inner.cancel.cancel();
+        self.inner.tracker.close();
+        if tokio::time::timeout(SHUTDOWN_DEADLINE, self.inner.tracker.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("upstream shutdown did not finish within {SHUTDOWN_DEADLINE:?}");
+        }
+    }
+}
+
+/// One server's life: connect, list, serve until the connection drops, back off, again.
+async fn supervise(inner: Arc<Inner>, slot: Arc<Slot>) {
+    let id = slot.config.id.clone();
+    let mut failures: u32 = 0;
+    loop {
+        let attempt = tokio::select! {
+            result = connect(&slot.config, &inner.options, slot.tools_changed.clone()) => result,
+            () = inner.cancel.cancelled() => return,
+        };
+        match attempt {
+            Ok(connection) => {
+                failures = 0;
+                let lost = serve(&inner, &slot, connection).await;
+                match lost {
+                    None => return,
+                    Some(reason) => {
+                        tracing::warn!(server = %id, error = %reason, "upstream connection lost");
+                        mark_down(&inner, &slot, reason);
+                    }
+                }
+            }
+            Err(err) => {
+                tracing::warn!(server = %id, error = %err, "upstream connection failed");
+                mark_down(&inner, &slot, err.to_string());
+                failures += 1;
+            }
+        }
+        if failures > inner.reconnect.max_attempts {
+            slot.lock().state = ServerState::Failed;
+            inner.bump();
+            tokio::select! {
+                () = slot.refresh.notified() => failures = 0,
+                () = inner.cancel.cancelled() => return,
+            }
+            continue;
+        }
+        let delay = backoff(&inner.reconnect, failures);
+        tokio::select! {
+            () = tokio::time::sleep(delay) => {}
+            () = slot.refresh.notified() => {}
+            () = inner.cancel.cancelled() => return,
+        }
+    }
+}
+
+/// Delay before reconnect attempt `failures` (1-based): doubles from the initial delay up to
+/// the maximum. No jitter: one gateway reconnecting its own upstreams is no thundering herd,
+/// and deterministic delays keep tests exact.
+fn backoff(config: &ReconnectConfig, failures: u32) -> Duration {
+    let factor = 2u32.saturating_pow(failures.saturating_sub(1));
+    config.initial_delay.saturating_mul(factor).min(config.max_delay)
+}
+
+fn mark_down(inner: &Inner, slot: &Slot, reason: String) {
+    {
+        let mut s = slot.lock();
+        s.peer = None;
+        s.state = if s.tools.is_some() { ServerState::Degraded } else { ServerState::Failed };
+        s.stale = s.tools.is_some();
+        s.last_error = Some(reason);
+        s.settled = true;
+    }
+    inner.bump();
+}
+
+/// Serves one live connection. Returns `None` on shutdown, or why the connection was lost.
+async fn serve(inner: &Inner, slot: &Slot, connection: super::Connection) -> Option<String> {
+    let super::Connection { service, child, transport, framing } = connection;
+    let peer = service.peer().clone();
+    {
+        let mut s = slot.lock();
+        s.peer = Some(peer.clone());
+        s.transport = Some(transport);
+    }
+    relist(inner, slot, &peer).await;
+    let stop = service.cancellation_token();
+    let waiting = service.waiting();
+    tokio::pin!(waiting);
+    let mut ttl = tokio::time::interval(inner.cache.ttl);
+    ttl.tick().await;
+    let lost = loop {
+        tokio::select! {
+            _ = &mut waiting => break true,
+            () = slot.tools_changed.notified() => relist(inner, slot, &peer).await,
+            () = slot.refresh.notified() => relist(inner, slot, &peer).await,
+            _ = ttl.tick() => relist(inner, slot, &peer).await,
+            () = inner.cancel.cancelled() => {
+                stop.cancel();
+                let _ = waiting.await;
+                break false;
+            }
+        }
+    };
+    if let Some(child) = child {
+        child.shutdown().await;
+    }
+    lost.then(|| {
+        framing
+            .and_then(|f| f.get())
+            .unwrap_or_else(|| "connection closed by the server".to_owned())
+    })
+}
+
+/// Lists all pages of tools, bounded by the list deadline; a failure keeps the last good
+/// list and marks it stale.
+async fn relist(inner: &Inner, slot: &Slot, peer: &Peer<RoleClient>) {
+    let deadline = inner.options.limits.list_timeout;
+    let result = match tokio::time::timeout(deadline, peer.list_all_tools()).await {
+        Err(_) => Err(format!("tools/list did not answer within {deadline:?}")),
+        Ok(Err(err)) => Err(UpstreamError::from_service(err).to_string()),
+        Ok(Ok(tools)) => Ok(tools),
+    };
+    {
+        let mut s = slot.lock();
+        s.settled = true;
+        match result {
+            Ok(tools) => {
+                s.tools = Some(Arc::new(tools));
+                s.stale = false;
+                s.state = ServerState::Ready;
+                s.last_error = None;
+            }
+            Err(reason) => {
+                tracing::warn!(server = %slot.config.id, error = %reason, "listing tools failed");
+                s.stale = s.tools.is_some();
+                s.state = ServerState::Degraded;
+                s.last_error = Some(reason);
+            }
+        }
+    }
+    inner.bump();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        let config = ReconnectConfig {
+            initial_delay: Duration::from_millis(100),
+            max_delay: Duration::from_secs(1),
+            max_attempts: 5,
+        };
+        let delays: Vec<_> = (1..=6).map(|n| backoff(&config, n).as_millis()).collect();
+        assert_eq!(delays, [100, 200, 400, 800, 1000, 1000]);
+        assert_eq!(backoff(&config, 200), Duration::from_secs(1));
+    }
+}

@@ -1,0 +1,317 @@
+//! stdio upstreams: a hardened child process (no shell, cleared environment, own process
+//! group, optional supervisor), stdout framed with a line-length bound, stderr drained into
+//! the log with a byte bound.
+
+use std::{
+    io,
+    path::PathBuf,
+    pin::Pin,
+    sync::{Arc, Mutex},
+    task::{Context, Poll},
+    time::Duration,
+};
+
+use nix::{
+    sys::signal::{Signal, killpg},
+    unistd::Pid,
+};
+use tokio::{
+    io::{AsyncBufReadExt, AsyncRead, BufReader, ReadBuf},
+    process::{Child, ChildStdin, ChildStdout, Command},
+};
+
+use crate::config::{Env, Secret, ServerId, StdioConfig};
+
+/// Variables passed to every child from the gateway's own environment: what programs need to
+/// start (find executables, a home, a locale), nothing that usually carries a secret.
+const INHERITED_VARS: &[&str] = &[
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LC_ALL", "TMPDIR", "TZ",
+];
+
+/// How long a child gets to exit on its own after its stdin is closed, and again after
+/// SIGTERM, before it is killed.
+const EXIT_GRACE: Duration = Duration::from_secs(3);
+
+/// How to start a stdio server.
+#[derive(Debug, Clone)]
+pub struct StdioLaunch {
+    pub server: ServerId,
+    pub config: StdioConfig,
+    /// The `mcpgate` binary to run as supervisor (see [`super::supervisor`]); `None` runs the
+    /// server directly (still in its own process group, but a SIGKILLed gateway then leaves
+    /// it to notice the closed stdin on its own).
+    pub supervisor: Option<PathBuf>,
+    pub max_line_bytes: usize,
+    pub max_stderr_line_bytes: usize,
+}
+
+/// A running child process; kills its whole process group when closed or dropped.
+#[derive(Debug)]
+pub struct ChildGuard {
+    child: Child,
+    group: Option<Pid>,
+}
+
+impl ChildGuard {
+    /// Stops the child: waits for it to exit after stdin was closed, then SIGTERM, then
+    /// SIGKILL to the whole group, and reaps it.
+    pub async fn shutdown(mut self) {
+        if tokio::time::timeout(EXIT_GRACE, self.child.wait())
+            .await
+            .is_err()
+        {
+            self.signal(Signal::SIGTERM);
+            if tokio::time::timeout(EXIT_GRACE, self.child.wait())
+                .await
+                .is_err()
+            {
+                self.signal(Signal::SIGKILL);
+                let _ = self.child.wait().await;
+            }
+        }
+        // Grandchildren may outlive a server that exited by itself.
+        self.signal(Signal::SIGKILL);
+        self.group = None;
+    }
+
+    fn signal(&self, signal: Signal) {
+        if let Some(group) = self.group {
+            let _ = killpg(group, signal);
+        }
+    }
+}
+
+impl Drop for ChildGuard {
+    fn drop(&mut self) {
+        // Last resort when `shutdown` was not awaited: no orphans, whatever path we took.
+        self.signal(Signal::SIGKILL);
+        let _ = self.child.start_kill();
+    }
+}
+
+/// Starts the child. Returns its stdout (line-bounded), stdin, the guard, and the shared slot
+/// where a framing failure is described.
+pub fn spawn(
+    launch: &StdioLaunch,
+    env: &Env,
+) -> Result<(LineBounded<ChildStdout>, ChildStdin, ChildGuard, FramingError), SpawnError> {
+    let vars = resolve_env(&launch.config, env)?;
+    let mut command = match &launch.supervisor {
+        Some(exe) => {
+            let mut c = Command::new(exe);
+            c.arg("supervise")
+                .arg("--parent")
+                .arg(std::process::id().to_string())
+                .arg("--")
+                .arg(&launch.config.command)
+                .args(&launch.config.args);
+            c
+        }
+        None => {
+            let mut c = Command::new(&launch.config.command);
+            c.args(&launch.config.args);
+            c
+        }
+    };
+    command
+        .env_clear()
+        .envs(vars.iter().map(|(k, v)| (k, v.expose())))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .process_group(0)
+        .kill_on_drop(true);
+    if let Some(cwd) = &launch.config.cwd {
+        command.current_dir(cwd);
+    }
+    let mut child = command.spawn().map_err(|source| SpawnError::Spawn {
+        command: launch.config.command.clone(),
+        source,
+    })?;
+    let group = child.id().map(|id| Pid::from_raw(id as i32));
+    let (Some(stdin), Some(stdout), Some(stderr)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    else {
+        return Err(SpawnError::Pipes);
+    };
+    drain_stderr(launch.server.clone(), stderr, launch.max_stderr_line_bytes);
+    let failure = FramingError::default();
+    let stdout = LineBounded::new(stdout, launch.max_line_bytes, failure.clone());
+    Ok((stdout, stdin, ChildGuard { child, group }, failure))
+}
+
+fn resolve_env(config: &StdioConfig, env: &Env) -> Result<Vec<(String, Secret)>, SpawnError> {
+    let mut vars: Vec<(String, Secret)> = INHERITED_VARS
+        .iter()
+        .filter_map(|name| {
+            let value = env.get(name)?;
+            Some(((*name).to_owned(), Secret::new(value)))
+        })
+        .collect();
+    for (name, template) in &config.env {
+        let value = template
+            .resolve(env)
+            .map_err(|reason| SpawnError::Env { name: name.clone(), reason })?;
+        vars.retain(|(n, _)| n != name);
+        vars.push((name.clone(), value));
+    }
+    Ok(vars)
+}
+
+/// Copies the child's stderr into the log, a line at a time, each line cut to `max` bytes.
+/// The task ends when the child closes stderr.
+fn drain_stderr(server: ServerId, stderr: tokio::process::ChildStderr, max: usize) {
+    tokio::spawn(async move {
+        let mut reader = BufReader::new(stderr);
+        let mut line = Vec::new();
+        loop {
+            line.clear();
+            match read_line_capped(&mut reader, &mut line, max).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {
+                    let text = String::from_utf8_lossy(&line);
+                    tracing::info!(server = %server, stderr = %text.trim_end(), "upstream stderr");
+                }
+            }
+        }
+    });
+}
+
+/// Reads one line, keeping at most `max` bytes of it and discarding the rest.
+async fn read_line_capped<R: AsyncBufReadExt + Unpin>(
+    reader: &mut R,
+    out: &mut Vec<u8>,
+    max: usize,
+) -> io::Result<usize> {
+    let mut total = 0;
+    loop {
+        let available = reader.fill_buf().await?;
+        if available.is_empty() {
+            return Ok(total);
+        }
+        let newline = available.iter().position(|b| *b == b'\n');
+        let take = newline.map_or(available.len(), |i| i + 1);
+        let room = max.saturating_sub(out.len());
+        out.extend_from_slice(&available[..take.min(room)]);
+        reader.consume(take);
+        total += take;
+        if newline.is_some() {
+            return Ok(total);
+        }
+    }
+}
+
+/// Why a stdio stream was cut off, shared between the reader and whoever reports the error.
+#[derive(Debug, Clone, Default)]
+pub struct FramingError(Arc<Mutex<Option<String>>>);
+
+impl FramingError {
+    pub fn get(&self) -> Option<String> {
+        self.0.lock().ok().and_then(|slot| slot.clone())
+    }
+
+    fn set(&self, message: String) {
+        if let Ok(mut slot) = self.0.lock() {
+            slot.get_or_insert(message);
+        }
+    }
+}
+
+/// An `AsyncRead` that fails once a line grows past `max` bytes without a newline, so a child
+/// that prints without newlines cannot grow our buffers without bound: the connection fails
+/// with a clear error instead.
+#[derive(Debug)]
+pub struct LineBounded<R> {
+    inner: R,
+    max: usize,
+    current: usize,
+    failure: FramingError,
+}
+
+impl<R> LineBounded<R> {
+    pub fn new(inner: R, max: usize, failure: FramingError) -> Self {
+        LineBounded { inner, max, current: 0, failure }
+    }
+}
+
+impl<R: AsyncRead + Unpin> AsyncRead for LineBounded<R> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if self.current > self.max {
+            return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, "line too long")));
+        }
+        let before = buf.filled().len();
+        let this = &mut *self;
+        match Pin::new(&mut this.inner).poll_read(cx, buf) {
+            Poll::Ready(Ok(())) => {
+                for byte in &buf.filled()[before..] {
+                    if *byte == b'\n' {
+                        this.current = 0;
+                    } else {
+                        this.current += 1;
+                    }
+                }
+                if this.current > this.max {
+                    let message = format!(
+                        "upstream wrote a line longer than {} bytes on stdout; connection closed",
+                        this.max
+                    );
+                    this.failure.set(message.clone());
+                    return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, message)));
+                }
+                Poll::Ready(Ok(()))
+            }
+            other => other,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SpawnError {
+    #[error("cannot start `{command}`: {source}")]
+    Spawn { command: String, source: io::Error },
+    #[error("environment variable `{name}` for the child: {reason}")]
+    Env { name: String, reason: String },
+    #[error("child process pipes were not available")]
+    Pipes,
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::AsyncReadExt;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn line_bound_fails_on_long_line_and_passes_short_ones() {
+        let data = b"short\nline\n".repeat(10);
+        let failure = FramingError::default();
+        let mut ok = LineBounded::new(&data[..], 8, failure.clone());
+        let mut out = Vec::new();
+        ok.read_to_end(&mut out).await.expect("short lines pass");
+        assert_eq!(out, data);
+        assert!(failure.get().is_none());
+
+        let long = vec![b'x'; 100];
+        let failure = FramingError::default();
+        let mut bad = LineBounded::new(&long[..], 8, failure.clone());
+        let err = bad.read_to_end(&mut Vec::new()).await.expect_err("long line fails");
+        assert_eq!(err.kind(), io::ErrorKind::InvalidData);
+        assert!(failure.get().expect("reason recorded").contains("longer than 8 bytes"));
+    }
+
+    #[tokio::test]
+    async fn stderr_lines_are_capped() {
+        let input = b"0123456789abcdef\nsecond\n";
+        let mut reader = BufReader::new(&input[..]);
+        let mut line = Vec::new();
+        read_line_capped(&mut reader, &mut line, 4).await.expect("reads");
+        assert_eq!(line, b"0123");
+        line.clear();
+        read_line_capped(&mut reader, &mut line, 40).await.expect("reads");
+        assert_eq!(line, b"second\n");
+    }
+}

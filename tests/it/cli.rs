@@ -1,0 +1,130 @@
+//! The `mcpgate` command line: embedded defaults, `tools`, `call`, `config check`, and system
+//! proxies being ignored.
+
+use std::{
+    io::{Read, Write},
+    net::TcpListener,
+    process::Command,
+    sync::{
+        Arc,
+        atomic::{AtomicUsize, Ordering},
+    },
+};
+
+use crate::support::{everything_http, mcpgate_bin};
+
+fn mcpgate(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    Command::new(mcpgate_bin())
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("mcpgate runs")
+}
+
+#[test]
+fn embedded_defaults_list_and_call_the_demo_server() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = mcpgate(dir.path(), &["tools", "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let listing: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(listing["servers"][0]["id"], "demo");
+    assert_eq!(listing["servers"][0]["state"], "ready");
+    let names: Vec<&str> =
+        listing["tools"].as_array().expect("tools").iter().filter_map(|t| t["name"].as_str()).collect();
+    assert!(names.contains(&"demo.echo"), "{names:?}");
+    assert!(names.contains(&"demo.add_note"), "{names:?}");
+
+    let out = mcpgate(dir.path(), &["call", "demo.echo", r#"{"message":"hello"}"#]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "Echo: hello");
+}
+
+#[test]
+fn call_errors_are_typed_and_readable() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = mcpgate(dir.path(), &["call", "demo.nope", "{}"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("error[not_found]"), "{stderr}");
+
+    let out = mcpgate(dir.path(), &["call", "demo.echo", "not json"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not valid JSON"));
+}
+
+#[test]
+fn config_check_reports_every_problem_with_its_path() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(
+        dir.path().join("mcpgate.toml"),
+        r#"
+[servers.Bad_Id]
+command = "x"
+
+[servers.web]
+url = "ftp://example.com/"
+
+[servers.both]
+command = "x"
+url = "https://example.com/"
+"#,
+    )
+    .expect("written");
+    let out = mcpgate(dir.path(), &["config", "check"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for path in ["servers.Bad_Id", "servers.web.url", "servers.both"] {
+        assert!(stderr.contains(path), "missing {path} in: {stderr}");
+    }
+
+    let out = mcpgate(dir.path(), &["--config", "/nonexistent/mcpgate.toml", "config", "check"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+/// A listener that counts connections; stands in for a proxy that must never be used.
+fn counting_listener() -> (u16, Arc<AtomicUsize>) {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let count = Arc::new(AtomicUsize::new(0));
+    let seen = count.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming().flatten() {
+            seen.fetch_add(1, Ordering::SeqCst);
+            let mut stream = stream;
+            let mut buf = [0u8; 1024];
+            let _ = stream.read(&mut buf);
+            let _ = stream.write_all(b"HTTP/1.1 502 Bad Gateway\r\ncontent-length: 0\r\n\r\n");
+        }
+    });
+    (port, count)
+}
+
+#[tokio::test]
+async fn system_proxies_are_ignored() {
+    let peer = everything_http("streamableHttp").await;
+    let (proxy_port, proxy_hits) = counting_listener();
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(
+        dir.path().join("mcpgate.toml"),
+        format!(
+            "[servers.everything]\nurl = \"http://127.0.0.1:{}/mcp\"\ntransport = \"streamable-http\"\nallow_private = true\nallow_http = true\n",
+            peer.port
+        ),
+    )
+    .expect("written");
+    let proxy = format!("http://127.0.0.1:{proxy_port}");
+    let out = Command::new(mcpgate_bin())
+        .current_dir(dir.path())
+        .args(["call", "everything.echo", r#"{"message":"direct"}"#])
+        .env("HTTP_PROXY", &proxy)
+        .env("http_proxy", &proxy)
+        .env("HTTPS_PROXY", &proxy)
+        .env("ALL_PROXY", &proxy)
+        .env_remove("NO_PROXY")
+        .env_remove("no_proxy")
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "Echo: direct");
+    assert_eq!(proxy_hits.load(Ordering::SeqCst), 0, "the proxy was used");
+}

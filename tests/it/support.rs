@@ -1,0 +1,168 @@
+//! Shared test support: where the installed peers live, building configs, starting gateways
+//! and peer processes on loopback, and bounded waits.
+
+use std::{
+    net::TcpListener,
+    path::PathBuf,
+    process::Stdio,
+    time::{Duration, Instant},
+};
+
+use mcpgate::{
+    config::{
+        CacheConfig, Config, Env, HttpConfig, HttpKind, Limits, ReconnectConfig, ServerConfig,
+        ServerId, StdioConfig, TransportConfig,
+    },
+    gateway::{Gateway, GatewayOptions},
+};
+use tokio::process::{Child, Command};
+
+/// How long any single condition in a test may take before the test fails.
+pub const WAIT: Duration = Duration::from_secs(30);
+
+pub fn peers() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/peers");
+    assert!(
+        dir.join(".npm-installed").exists(),
+        "test peers are missing: run scripts/install-peers.sh (the README's test command does)"
+    );
+    dir
+}
+
+pub fn npm_package(name: &str) -> PathBuf {
+    peers().join("node_modules").join(name)
+}
+
+pub fn everything_js() -> String {
+    npm_package("@modelcontextprotocol/server-everything")
+        .join("dist/index.js")
+        .to_string_lossy()
+        .into_owned()
+}
+
+pub fn mcpgate_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_mcpgate"))
+}
+
+pub fn id(raw: &str) -> ServerId {
+    ServerId::new(raw).expect("test server ids are valid")
+}
+
+pub fn stdio(id_: &str, command: &str, args: &[&str]) -> ServerConfig {
+    ServerConfig::new(
+        id(id_),
+        TransportConfig::Stdio(StdioConfig {
+            command: command.to_owned(),
+            args: args.iter().map(|s| (*s).to_owned()).collect(),
+            env: Vec::new(),
+            cwd: None,
+        }),
+    )
+}
+
+/// A server from one of our fixtures, run by the mcpgate binary.
+pub fn fixture(id_: &str, name: &str) -> ServerConfig {
+    stdio(id_, &mcpgate_bin().to_string_lossy(), &["fixture", name])
+}
+
+pub fn http(id_: &str, url: &str, kind: HttpKind) -> ServerConfig {
+    let mut server = ServerConfig::new(
+        id(id_),
+        TransportConfig::Http(HttpConfig {
+            url: url.parse().expect("test URLs are valid"),
+            kind,
+            headers: Vec::new(),
+        }),
+    );
+    // Test upstreams listen on loopback over plain HTTP.
+    server.allow_private = true;
+    server.allow_http = true;
+    server
+}
+
+pub fn config(servers: Vec<ServerConfig>) -> Config {
+    let mut servers = servers;
+    servers.sort_by(|a, b| a.id.cmp(&b.id));
+    Config {
+        servers,
+        limits: Limits::default(),
+        cache: CacheConfig::default(),
+        reconnect: ReconnectConfig {
+            initial_delay: Duration::from_millis(50),
+            max_delay: Duration::from_millis(500),
+            max_attempts: 20,
+        },
+    }
+}
+
+/// Starts a gateway (stdio servers supervised by the mcpgate binary) and waits until every
+/// server had its first try.
+pub async fn gateway(config: Config) -> Gateway {
+    let gateway = Gateway::start(
+        config,
+        GatewayOptions { env: Env::from_process(), supervisor: Some(mcpgate_bin()) },
+    );
+    gateway.wait_ready(WAIT).await;
+    gateway
+}
+
+/// Polls `check` until it returns `Some`, failing the test after [`WAIT`].
+pub async fn wait_for<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(start.elapsed() < WAIT, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A free loopback port for a peer that takes its port from the environment.
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+/// server-everything over HTTP (`streamableHttp` or `sse`) on a loopback port; killed on drop.
+pub struct NodePeer {
+    pub port: u16,
+    _child: Child,
+}
+
+pub async fn everything_http(mode: &str) -> NodePeer {
+    let port = free_port();
+    let child = Command::new("node")
+        .arg(everything_js())
+        .arg(mode)
+        .env("PORT", port.to_string())
+        .env("NODE_OPTIONS", format!("--require {}", peers().join("loopback.cjs").display()))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("node starts");
+    wait_listening(port).await;
+    NodePeer { port, _child: child }
+}
+
+pub async fn wait_listening(port: u16) {
+    let start = Instant::now();
+    while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+        assert!(start.elapsed() < WAIT, "peer did not listen on {port}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Whether a process with this PID still exists (zombies count as gone).
+pub fn alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => !stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        Err(_) => false,
+    }
+}
