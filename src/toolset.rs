@@ -137,7 +137,11 @@ impl ServerSpec {
     /// Require confirmation for every tool: [`ToolSet::call`] refuses them and
     /// [`ToolSet::call_confirmed`] must be used once your user has approved.
     pub fn confirm_all(mut self, confirm: bool) -> Self {
-        self.server.confirm = if confirm { Confirm::All } else { Confirm::Writes };
+        self.server.confirm = if confirm {
+            Confirm::All
+        } else {
+            Confirm::Writes
+        };
         self
     }
 
@@ -149,14 +153,18 @@ impl ServerSpec {
         K: Into<String>,
         V: Into<String>,
     {
-        self.known_fingerprints = known.into_iter().map(|(k, v)| (k.into(), v.into())).collect();
+        self.known_fingerprints = known
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect();
         self
     }
 
     /// A header for HTTP servers; `${VAR}` references are read from the environment.
     pub fn header(mut self, name: &str, value: &str) -> Self {
         if let TransportConfig::Http(http) = &mut self.server.transport {
-            http.headers.push((name.to_owned(), SecretTemplate::new(value)));
+            http.headers
+                .push((name.to_owned(), SecretTemplate::new(value)));
         }
         self
     }
@@ -165,7 +173,9 @@ impl ServerSpec {
     /// environment.
     pub fn env(mut self, name: &str, value: &str) -> Self {
         if let TransportConfig::Stdio(stdio) = &mut self.server.transport {
-            stdio.env.push((name.to_owned(), SecretTemplate::new(value)));
+            stdio
+                .env
+                .push((name.to_owned(), SecretTemplate::new(value)));
         }
         self
     }
@@ -227,7 +237,11 @@ impl ToolSet {
         for name in &changed {
             tracing::warn!(tool = %name, "tool definition changed since its fingerprint was recorded");
         }
-        Ok(ToolSet { gateway, url, changed })
+        Ok(ToolSet {
+            gateway,
+            url,
+            changed,
+        })
     }
 
     /// The current catalog: iterate with `.tools()`; names, schemas, fingerprints.
@@ -249,7 +263,12 @@ impl ToolSet {
         self.catalog()
             .tools()
             .iter()
-            .map(|t| (t.upstream.name.to_string(), t.fingerprint.as_str().to_owned()))
+            .map(|t| {
+                (
+                    t.upstream.name.to_string(),
+                    t.fingerprint.as_str().to_owned(),
+                )
+            })
             .collect()
     }
 
@@ -265,7 +284,11 @@ impl ToolSet {
 
     /// Whether calling `tool` needs your user's confirmation first.
     pub fn requires_confirmation(&self, tool: &str) -> bool {
-        self.gateway.config().servers.iter().any(|s| s.confirm == Confirm::All)
+        self.gateway
+            .config()
+            .servers
+            .iter()
+            .any(|s| s.confirm == Confirm::All)
             && self.resolve(tool).is_some()
     }
 
@@ -321,7 +344,9 @@ fn changed_tools(catalog: &Catalog, known: &BTreeMap<String, String>) -> Vec<Str
 pub enum ToolSetError {
     #[error("invalid URL: {0}")]
     InvalidUrl(String),
-    #[error("invalid server id `{0}`: use lowercase letters, digits and `-`, starting with a letter")]
+    #[error(
+        "invalid server id `{0}`: use lowercase letters, digits and `-`, starting with a letter"
+    )]
     InvalidId(String),
     #[error("cannot connect: {0}")]
     Connect(String),

@@ -12,21 +12,37 @@ function isPort(value) {
   return typeof value === 'number' || (typeof value === 'string' && /^\d+$/.test(value));
 }
 
+// Binds `port` on loopback at once. Giving listen() a host would bind only after an
+// asynchronous lookup, and programs that read `server.address()` right after `listen(0)` (the
+// conformance suite's scenario servers do) would see null; a ready handle binds synchronously.
+function loopbackHandle(port) {
+  const handle = net._createServerHandle(LOOPBACK, Number(port), 4);
+  return typeof handle === 'number' ? null : handle;
+}
+
 net.Server.prototype.listen = function listenOnLoopback(...args) {
   const [first, second] = args;
+  const callbacks = args.filter((a) => typeof a === 'function');
+  let port = null;
   // listen() and listen(callback) pick a random port on every interface.
   if (first === undefined || typeof first === 'function') {
-    return originalListen.call(this, 0, LOOPBACK, ...args.filter((a) => typeof a === 'function'));
-  }
-  // listen(port[, backlog][, callback]): a host, when given, is always the second argument.
-  if (isPort(first) && typeof second !== 'string') {
-    return originalListen.call(this, first, LOOPBACK, ...args.slice(1));
-  }
-  // listen({ port }) without host or path.
-  if (typeof first === 'object' && first !== null && first.host === undefined &&
+    port = 0;
+  } else if (isPort(first) && typeof second !== 'string') {
+    // listen(port[, backlog][, callback]): a host, when given, is always the second argument.
+    port = first;
+  } else if (typeof first === 'object' && first !== null && first.host === undefined &&
       first.path === undefined && first.fd === undefined && first.handle === undefined &&
       first._handle === undefined) {
-    return originalListen.call(this, { ...first, host: LOOPBACK }, ...args.slice(1));
+    // listen({ port }) without host or path.
+    port = first.port === undefined ? 0 : first.port;
   }
-  return originalListen.apply(this, args);
+  if (port === null) {
+    return originalListen.apply(this, args);
+  }
+  const handle = loopbackHandle(port);
+  if (handle === null) {
+    // Let listen() report the error (port in use, ...) in its usual way.
+    return originalListen.call(this, port, LOOPBACK, ...callbacks);
+  }
+  return originalListen.call(this, handle, ...callbacks);
 };

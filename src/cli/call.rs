@@ -13,7 +13,10 @@ const CALL_FAILED: u8 = 1;
 
 pub fn parse_arguments(raw: &str) -> anyhow::Result<Value> {
     let value: Value = serde_json::from_str(raw).context("the arguments are not valid JSON")?;
-    anyhow::ensure!(value.is_object(), "the arguments must be a JSON object, like '{{\"a\": 1}}'");
+    anyhow::ensure!(
+        value.is_object(),
+        "the arguments must be a JSON object, like '{{\"a\": 1}}'"
+    );
     Ok(value)
 }
 
@@ -31,10 +34,18 @@ pub async fn run(gateway: &Gateway, tool: &str, arguments: Value, as_json: bool)
                 match part {
                     ContentBlock::Text(text) => println!("{}", text.text),
                     ContentBlock::Image(image) => {
-                        println!("[image {} , {} base64 bytes]", image.mime_type, image.data.len())
+                        println!(
+                            "[image {} , {} base64 bytes]",
+                            image.mime_type,
+                            image.data.len()
+                        )
                     }
                     ContentBlock::Audio(audio) => {
-                        println!("[audio {}, {} base64 bytes]", audio.mime_type, audio.data.len())
+                        println!(
+                            "[audio {}, {} base64 bytes]",
+                            audio.mime_type,
+                            audio.data.len()
+                        )
                     }
                     ContentBlock::Resource(_) => println!("[embedded resource]"),
                     ContentBlock::ResourceLink(link) => println!("[resource link {}]", link.uri),

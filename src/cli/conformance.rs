@@ -24,7 +24,11 @@ pub async fn run(url: &str) -> anyhow::Result<ExitCode> {
     let id = ServerId::new("conformance").context("static id")?;
     let mut server = ServerConfig::new(
         id.clone(),
-        TransportConfig::Http(HttpConfig { url, kind: HttpKind::Streamable, headers: Vec::new() }),
+        TransportConfig::Http(HttpConfig {
+            url,
+            kind: HttpKind::Streamable,
+            headers: Vec::new(),
+        }),
     );
     // The suite's servers listen on localhost over plain HTTP.
     server.allow_private = true;
@@ -33,9 +37,18 @@ pub async fn run(url: &str) -> anyhow::Result<ExitCode> {
         servers: vec![server],
         limits: Limits::default(),
         cache: CacheConfig::default(),
-        reconnect: ReconnectConfig { max_attempts: 0, ..ReconnectConfig::default() },
+        reconnect: ReconnectConfig {
+            max_attempts: 0,
+            ..ReconnectConfig::default()
+        },
     };
-    let gateway = Gateway::start(config, GatewayOptions { env: Env::default(), supervisor: None });
+    let gateway = Gateway::start(
+        config,
+        GatewayOptions {
+            env: Env::default(),
+            supervisor: None,
+        },
+    );
     gateway.wait_ready(READY_DEADLINE).await;
     let outcome = scenario_steps(&gateway, &scenario).await;
     gateway.shutdown().await;
@@ -47,7 +60,9 @@ async fn scenario_steps(gateway: &Gateway, scenario: &str) -> anyhow::Result<()>
     anyhow::ensure!(
         status.tools.is_some(),
         "not connected: {}",
-        status.last_error.unwrap_or_else(|| status.state.to_string())
+        status
+            .last_error
+            .unwrap_or_else(|| status.state.to_string())
     );
     if scenario == "tools_call" {
         let output = gateway

@@ -91,7 +91,10 @@ pub fn main() -> ExitCode {
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
     init_logging(&cli.log, cli.log_json);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("error: cannot start the async runtime: {err}");
@@ -110,7 +113,9 @@ pub fn main() -> ExitCode {
 fn init_logging(filter: &str, json: bool) {
     let filter = tracing_subscriber::EnvFilter::try_new(filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     if json {
         builder.json().init();
     } else {
@@ -131,7 +136,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::ConformanceClient { url } => conformance::run(&url).await,
-        Command::Config { command: ConfigCommand::Check } => {
+        Command::Config {
+            command: ConfigCommand::Check,
+        } => {
             let loaded = load(cli.config.as_deref())?;
             for warning in &loaded.warnings {
                 println!("warning: {warning}");
@@ -151,7 +158,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             };
             until_signal(&gateway, work).await
         }
-        Command::Call { tool, arguments, json } => {
+        Command::Call {
+            tool,
+            arguments,
+            json,
+        } => {
             let arguments = call::parse_arguments(&arguments)?;
             let (gateway, settle) = start(cli.config.as_deref())?;
             let work = async {

@@ -62,7 +62,12 @@ pub fn print(gateway: &Gateway, as_json: bool) -> anyhow::Result<()> {
     }
     writeln!(out, "\nTOOLS")?;
     for t in catalog.tools() {
-        let description = t.upstream.description.as_deref().map(one_line).unwrap_or_default();
+        let description = t
+            .upstream
+            .description
+            .as_deref()
+            .map(one_line)
+            .unwrap_or_default();
         writeln!(
             out,
             "  {:<32} {:<32} {}  {}",
@@ -80,7 +85,9 @@ pub fn print(gateway: &Gateway, as_json: bool) -> anyhow::Result<()> {
 
 /// Control characters could forge extra lines in a terminal: fold them to spaces.
 fn one_line(text: &str) -> String {
-    text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect()
+    text.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect()
 }
 
 fn truncate(text: &str, max: usize) -> String {

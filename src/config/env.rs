@@ -20,7 +20,10 @@ impl Env {
         K: Into<String>,
         V: Into<String>,
     {
-        Env(pairs.into_iter().map(|(k, v)| (k.into(), v.into())).collect())
+        Env(pairs
+            .into_iter()
+            .map(|(k, v)| (k.into(), v.into()))
+            .collect())
     }
 
     pub fn get(&self, name: &str) -> Option<&str> {

@@ -156,12 +156,12 @@ pub(super) struct Draft {
     pub cache: CacheConfig,
     pub reconnect: ReconnectConfig,
     servers: Vec<ServerConfig>,
-    /// Every id taken so far, enabled or not, with the path that defined it.
+    /// Every id taken so far, enabled or not, with where it was defined (for messages).
     taken: BTreeMap<ServerId, String>,
 }
 
 impl Draft {
-    /// Starts from `config` (whose servers count as defined at `origin`).
+    /// Starts from `config` (whose servers count as defined by `origin`, in words).
     pub fn from_config(config: Config, origin: &str) -> Draft {
         let taken = config
             .servers
@@ -203,11 +203,11 @@ impl Draft {
             if let Some(first) = self.taken.get(&id) {
                 report.problem(
                     &entry.path,
-                    format!("server id `{id}` is already defined at `{first}`"),
+                    format!("server id `{id}` is already defined by {first}"),
                 );
                 continue;
             }
-            self.taken.insert(id.clone(), entry.path.clone());
+            self.taken.insert(id.clone(), format!("`{}`", entry.path));
             if let Some(server) = server_rules::validate(id, &entry, env, report) {
                 self.servers.push(server);
             }

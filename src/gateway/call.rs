@@ -42,12 +42,18 @@ fn text_of(content: &[ContentBlock]) -> String {
 
 impl Gateway {
     /// Calls a tool by canonical id (`server.tool`) or function name (`server_tool`).
-    pub async fn call_tool(&self, name: &str, arguments: Value) -> Result<ToolOutput, GatewayError> {
+    pub async fn call_tool(
+        &self,
+        name: &str,
+        arguments: Value,
+    ) -> Result<ToolOutput, GatewayError> {
         let catalog = self.catalog();
         let tool = catalog
             .by_canonical(name)
             .or_else(|| catalog.by_function_name(name))
-            .ok_or_else(|| GatewayError::NotFound { name: name.to_owned() })?;
+            .ok_or_else(|| GatewayError::NotFound {
+                name: name.to_owned(),
+            })?;
         let arguments = match arguments {
             Value::Object(map) => map,
             Value::Null => serde_json::Map::new(),
@@ -58,11 +64,14 @@ impl Gateway {
             }
         };
         let config = self.config();
-        let server = config.server(&tool.server).ok_or_else(|| GatewayError::NotFound {
-            name: name.to_owned(),
-        })?;
+        let server = config
+            .server(&tool.server)
+            .ok_or_else(|| GatewayError::NotFound {
+                name: name.to_owned(),
+            })?;
         let timeout = call_timeout(config, server, tool);
-        let params = CallToolRequestParams::new(tool.upstream.name.clone()).with_arguments(arguments);
+        let params =
+            CallToolRequestParams::new(tool.upstream.name.clone()).with_arguments(arguments);
         let result = self
             .inner
             .manager
@@ -70,7 +79,10 @@ impl Gateway {
             .await
             .map_err(|source| match source {
                 UpstreamError::Timeout { after } => GatewayError::Timeout { after },
-                source => GatewayError::Upstream { server: tool.server.to_string(), source },
+                source => GatewayError::Upstream {
+                    server: tool.server.to_string(),
+                    source,
+                },
             })?;
         shape(config, tool, result)
     }
@@ -86,16 +98,28 @@ fn call_timeout(config: &Config, server: &ServerConfig, tool: &CatalogTool) -> D
         .unwrap_or(config.limits.call_timeout)
 }
 
-fn shape(config: &Config, tool: &CatalogTool, result: CallToolResult) -> Result<ToolOutput, GatewayError> {
-    let size = serde_json::to_vec(&result).map(|v| v.len()).unwrap_or(usize::MAX);
+fn shape(
+    config: &Config,
+    tool: &CatalogTool,
+    result: CallToolResult,
+) -> Result<ToolOutput, GatewayError> {
+    let size = serde_json::to_vec(&result)
+        .map(|v| v.len())
+        .unwrap_or(usize::MAX);
     let limit = config.limits.max_result_bytes;
     if size > limit {
         return Err(GatewayError::ResultTooLarge { size, limit });
     }
     if result.is_error == Some(true) {
-        return Err(GatewayError::ToolError { message: text_of(&result.content) });
+        return Err(GatewayError::ToolError {
+            message: text_of(&result.content),
+        });
     }
-    Ok(ToolOutput { tool: tool.canonical.clone(), server: tool.server.to_string(), result })
+    Ok(ToolOutput {
+        tool: tool.canonical.clone(),
+        server: tool.server.to_string(),
+        result,
+    })
 }
 
 fn kind(value: &Value) -> &'static str {

@@ -24,7 +24,10 @@ pub enum GatewayError {
     Timeout { after: Duration },
     /// The upstream could not serve the call.
     #[error("upstream `{server}`: {source}")]
-    Upstream { server: String, source: UpstreamError },
+    Upstream {
+        server: String,
+        source: UpstreamError,
+    },
 }
 
 impl GatewayError {

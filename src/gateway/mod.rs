@@ -68,7 +68,10 @@ impl Gateway {
         });
         let gateway = Gateway { inner };
         let follower = gateway.clone();
-        gateway.inner.tasks.spawn(async move { follower.follow_upstreams().await });
+        gateway
+            .inner
+            .tasks
+            .spawn(async move { follower.follow_upstreams().await });
         gateway
     }
 
@@ -137,8 +140,16 @@ impl Gateway {
             .filter_map(|status| {
                 let tools = status.tools?;
                 let config = self.inner.config.server(&status.id)?;
-                let tools = tools.iter().filter(|t| config.exposes(&t.name)).cloned().collect();
-                Some(ServerTools { server: status.id, tools, stale: status.stale })
+                let tools = tools
+                    .iter()
+                    .filter(|t| config.exposes(&t.name))
+                    .cloned()
+                    .collect();
+                Some(ServerTools {
+                    server: status.id,
+                    tools,
+                    stale: status.stale,
+                })
             })
             .collect();
         let catalog = Arc::new(Catalog::build(servers));

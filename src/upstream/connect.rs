@@ -4,14 +4,18 @@
 use std::{collections::HashMap, path::PathBuf, sync::Arc, time::Duration};
 
 use rmcp::{
-    ClientHandler, ServiceExt,
-    model::{ClientCapabilities, ClientConfig, Implementation, ProtocolVersion, SubscriptionFilter},
-    service::{ClientLifecycleMode, ClientServiceExt, NotificationContext, RunningService},
+    ClientHandler, RoleClient, ServiceExt,
+    model::{
+        ClientCapabilities, ClientConfig, Implementation, ProtocolVersion, SubscriptionFilter,
+    },
+    service::{
+        ClientInitializeError, ClientLifecycleMode, ClientServiceExt, NotificationContext,
+        RunningService,
+    },
     transport::{
         StreamableHttpClientTransport, async_rw::AsyncRwTransport,
         streamable_http_client::StreamableHttpClientTransportConfig,
     },
-    RoleClient,
 };
 use tokio::sync::Notify;
 
@@ -29,14 +33,18 @@ use crate::{
 #[derive(Debug, Clone)]
 pub struct UpstreamClient {
     tools_changed: Arc<Notify>,
+    lifecycle: Lifecycle,
 }
 
 impl ClientHandler for UpstreamClient {
     fn get_info(&self) -> ClientConfig {
+        // `initialize` carries the newest version that still has it; 2026-07-28 is reached
+        // through `server/discover` instead.
         ClientConfig::new(
             ClientCapabilities::default(),
             Implementation::new("mcpgate", env!("CARGO_PKG_VERSION")),
         )
+        .with_protocol_version(ProtocolVersion::V_2025_11_25)
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
@@ -69,33 +77,71 @@ pub async fn connect(
     options: &ConnectOptions,
     tools_changed: Arc<Notify>,
 ) -> Result<Connection, UpstreamError> {
-    let deadline = server.connect_timeout.unwrap_or(options.limits.connect_timeout);
-    let client = UpstreamClient { tools_changed: tools_changed.clone() };
-    let attempt = async {
-        match &server.transport {
-            TransportConfig::Stdio(config) => {
-                let launch = StdioLaunch {
-                    server: server.id.clone(),
-                    config: config.clone(),
-                    supervisor: options.supervisor.clone(),
-                    max_line_bytes: options.limits.max_line_bytes,
-                    max_stderr_line_bytes: options.limits.max_stderr_line_bytes,
-                };
-                connect_stdio(&launch, &options.env, client).await
+    let deadline = server
+        .connect_timeout
+        .unwrap_or(options.limits.connect_timeout);
+    let attempts = async {
+        match connect_once(server, options, &tools_changed, Lifecycle::Auto).await {
+            // Some servers answer the `server/discover` probe with a bogus success (`{}`)
+            // instead of an error; rmcp then gives up rather than falling back. Try again
+            // with `initialize` alone.
+            Err(UpstreamError::Handshake(reason)) => {
+                tracing::debug!(server = %server.id, %reason, "discovery failed; retrying with initialize");
+                connect_once(server, options, &tools_changed, Lifecycle::Initialize).await
             }
-            TransportConfig::Http(http) => connect_http(server, http, options, client).await,
-            TransportConfig::InProcess(factory) => {
-                let (read, write) = tokio::io::split((factory.0)());
-                let service = serve(client, AsyncRwTransport::new_client(read, write)).await?;
-                Ok(Connection { service, child: None, transport: "in-process", framing: None })
-            }
+            other => other,
         }
     };
-    let connection = tokio::time::timeout(deadline, attempt)
+    let connection = tokio::time::timeout(deadline, attempts)
         .await
         .map_err(|_| UpstreamError::ConnectTimeout { after: deadline })??;
     listen_for_changes(&connection.service, tools_changed).await;
     Ok(connection)
+}
+
+/// How to open the MCP session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lifecycle {
+    /// `server/discover` (2026-07-28), falling back to `initialize` when the server says it
+    /// does not know the method.
+    Auto,
+    /// `initialize` only.
+    Initialize,
+}
+
+async fn connect_once(
+    server: &ServerConfig,
+    options: &ConnectOptions,
+    tools_changed: &Arc<Notify>,
+    lifecycle: Lifecycle,
+) -> Result<Connection, UpstreamError> {
+    let client = UpstreamClient {
+        tools_changed: tools_changed.clone(),
+        lifecycle,
+    };
+    match &server.transport {
+        TransportConfig::Stdio(config) => {
+            let launch = StdioLaunch {
+                server: server.id.clone(),
+                config: config.clone(),
+                supervisor: options.supervisor.clone(),
+                max_line_bytes: options.limits.max_line_bytes,
+                max_stderr_line_bytes: options.limits.max_stderr_line_bytes,
+            };
+            connect_stdio(&launch, &options.env, client).await
+        }
+        TransportConfig::Http(http) => connect_http(server, http, options, client).await,
+        TransportConfig::InProcess(factory) => {
+            let (read, write) = tokio::io::split((factory.0)());
+            let service = serve(client, AsyncRwTransport::new_client(read, write)).await?;
+            Ok(Connection {
+                service,
+                child: None,
+                transport: "in-process",
+                framing: None,
+            })
+        }
+    }
 }
 
 async fn connect_stdio(
@@ -110,7 +156,12 @@ async fn connect_stdio(
     let transport = AsyncRwTransport::new_client(stdout, stdin)
         .with_max_line_length(launch.max_line_bytes.saturating_add(1));
     match serve(client, transport).await {
-        Ok(service) => Ok(Connection { service, child: Some(child), transport: "stdio", framing: Some(framing) }),
+        Ok(service) => Ok(Connection {
+            service,
+            child: Some(child),
+            transport: "stdio",
+            framing: Some(framing),
+        }),
         Err(err) => {
             child.shutdown().await;
             Err(framing_or(&framing, err))
@@ -135,7 +186,9 @@ async fn connect_http(
         allow_http: server.allow_http,
         allow_private: server.allow_private,
         allowed_hosts: server.allowed_hosts.clone(),
-        connect_timeout: server.connect_timeout.unwrap_or(options.limits.connect_timeout),
+        connect_timeout: server
+            .connect_timeout
+            .unwrap_or(options.limits.connect_timeout),
         ..NetPolicy::default()
     };
     net::check_url(&http.url, &policy).map_err(|e| UpstreamError::Connect(e.to_string()))?;
@@ -145,8 +198,7 @@ async fn connect_http(
         HttpKind::Streamable => connect_streamable(reqwest, http, headers, client).await,
         HttpKind::Sse => connect_sse(reqwest, http, headers, options, client).await,
         HttpKind::Auto => {
-            match connect_streamable(reqwest.clone(), http, headers.clone(), client.clone()).await
-            {
+            match connect_streamable(reqwest.clone(), http, headers.clone(), client.clone()).await {
                 Ok(connection) => Ok(connection),
                 Err(streamable) => {
                     tracing::info!(server = %server.id, error = %streamable,
@@ -190,7 +242,12 @@ async fn connect_streamable(
     config.custom_headers = headers.into_iter().collect::<HashMap<_, _>>();
     let transport = StreamableHttpClientTransport::with_client(reqwest, config);
     let service = serve(client, transport).await?;
-    Ok(Connection { service, child: None, transport: "streamable-http", framing: None })
+    Ok(Connection {
+        service,
+        child: None,
+        transport: "streamable-http",
+        framing: None,
+    })
 }
 
 /// How long a legacy SSE server gets to send its `endpoint` event.
@@ -217,7 +274,12 @@ async fn connect_sse(
         .serve(transport)
         .await
         .map_err(|e| UpstreamError::Connect(e.to_string()))?;
-    Ok(Connection { service, child: None, transport: "sse", framing: None })
+    Ok(Connection {
+        service,
+        child: None,
+        transport: "sse",
+        framing: None,
+    })
 }
 
 /// Starts the rmcp client: `server/discover` first (2026-07-28), `initialize` as fallback.
@@ -229,14 +291,26 @@ where
     T: rmcp::transport::IntoTransport<RoleClient, E, A>,
     E: std::error::Error + Send + Sync + 'static,
 {
-    let lifecycle = ClientLifecycleMode::Auto {
-        preferred_versions: vec![ProtocolVersion::LATEST],
-        legacy_version: None,
+    let lifecycle = match client.lifecycle {
+        Lifecycle::Auto => ClientLifecycleMode::Auto {
+            preferred_versions: vec![ProtocolVersion::LATEST],
+            legacy_version: None,
+        },
+        Lifecycle::Initialize => ClientLifecycleMode::Initialize,
     };
+    let auto = client.lifecycle == Lifecycle::Auto;
     client
         .serve_with_lifecycle(transport, lifecycle)
         .await
-        .map_err(|e| UpstreamError::Connect(e.to_string()))
+        .map_err(|e| match e {
+            ClientInitializeError::ExpectedInitResult(_)
+            | ClientInitializeError::ExpectedInitResponse(_)
+                if auto =>
+            {
+                UpstreamError::Handshake(e.to_string())
+            }
+            e => UpstreamError::Connect(e.to_string()),
+        })
 }
 
 /// On the 2026-07-28 protocol list changes arrive only on a `subscriptions/listen` stream;
@@ -245,7 +319,9 @@ async fn listen_for_changes(
     service: &RunningService<RoleClient, UpstreamClient>,
     tools_changed: Arc<Notify>,
 ) {
-    let Some(info) = service.peer_info() else { return };
+    let Some(info) = service.peer_info() else {
+        return;
+    };
     let modern = info.protocol_version == ProtocolVersion::V_2026_07_28;
     let wants = info
         .capabilities

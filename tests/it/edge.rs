@@ -22,10 +22,16 @@ async fn lists_every_page() {
 async fn list_changed_swaps_in_a_new_snapshot() {
     let gw = gateway(config(vec![fixture("shifty", "changing")])).await;
     let before = gw.catalog();
-    let alpha_before = before.by_canonical("shifty.alpha").expect("alpha").fingerprint.clone();
+    let alpha_before = before
+        .by_canonical("shifty.alpha")
+        .expect("alpha")
+        .fingerprint
+        .clone();
     assert!(before.by_canonical("shifty.gamma").is_none());
 
-    gw.call_tool("shifty.mutate", json!({ "what": "add_tool" })).await.expect("mutate");
+    gw.call_tool("shifty.mutate", json!({ "what": "add_tool" }))
+        .await
+        .expect("mutate");
     let after = wait_for("gamma to appear", || {
         let c = gw.catalog();
         c.by_canonical("shifty.gamma").is_some().then_some(c)
@@ -33,9 +39,17 @@ async fn list_changed_swaps_in_a_new_snapshot() {
     .await;
     // The old snapshot is untouched: snapshots are immutable.
     assert!(before.by_canonical("shifty.gamma").is_none());
-    assert_eq!(after.by_canonical("shifty.alpha").expect("alpha").fingerprint, alpha_before);
+    assert_eq!(
+        after
+            .by_canonical("shifty.alpha")
+            .expect("alpha")
+            .fingerprint,
+        alpha_before
+    );
 
-    gw.call_tool("shifty.mutate", json!({ "what": "nested" })).await.expect("mutate");
+    gw.call_tool("shifty.mutate", json!({ "what": "nested" }))
+        .await
+        .expect("mutate");
     let changed = wait_for("alpha's fingerprint to change", || {
         let c = gw.catalog();
         let fp = c.by_canonical("shifty.alpha")?.fingerprint.clone();
@@ -49,30 +63,46 @@ async fn list_changed_swaps_in_a_new_snapshot() {
 #[tokio::test]
 async fn crash_mid_call_is_typed_and_reconnects() {
     let gw = gateway(config(vec![fixture("crashy", "crashy")])).await;
-    let err = gw.call_tool("crashy.crash", json!({})).await.expect_err("the server dies");
+    let err = gw
+        .call_tool("crashy.crash", json!({}))
+        .await
+        .expect_err("the server dies");
     assert_eq!(err.code(), "upstream_connection_lost", "{err}");
     wait_for("reconnect", || {
         let s = gw.servers().into_iter().next()?;
         (s.state == ServerState::Ready && !s.stale).then_some(())
     })
     .await;
-    let echo = gw.call_tool("crashy.echo", json!({ "message": "back" })).await.expect("echo");
+    let echo = gw
+        .call_tool("crashy.echo", json!({ "message": "back" }))
+        .await
+        .expect("echo");
     assert!(echo.text().contains("back"));
     gw.shutdown().await;
 }
 
 #[tokio::test]
 async fn endless_line_fails_the_connection_with_bounded_memory() {
-    let mut cfg = config(vec![fixture("flood", "endless-line"), fixture("fine", "paginate")]);
+    let mut cfg = config(vec![
+        fixture("flood", "endless-line"),
+        fixture("fine", "paginate"),
+    ]);
     cfg.limits.max_line_bytes = 64 * 1024;
     cfg.reconnect.max_attempts = 0;
     let gw = gateway(cfg).await;
-    let flood = gw.servers().into_iter().find(|s| s.id.as_str() == "flood").expect("flood");
+    let flood = gw
+        .servers()
+        .into_iter()
+        .find(|s| s.id.as_str() == "flood")
+        .expect("flood");
     assert_ne!(flood.state, ServerState::Ready);
     let error = flood.last_error.expect("an error is shown");
     assert!(error.contains("longer than 65536 bytes"), "{error}");
     // The other server is unaffected.
-    assert_eq!(gw.catalog().for_server(&crate::support::id("fine")).len(), 25);
+    assert_eq!(
+        gw.catalog().for_server(&crate::support::id("fine")).len(),
+        25
+    );
     gw.shutdown().await;
 }
 
@@ -83,9 +113,18 @@ async fn a_silent_server_hits_its_deadline_and_others_are_listed() {
     let mut cfg = config(vec![silent, fixture("fine", "paginate")]);
     cfg.reconnect.max_attempts = 0;
     let gw = gateway(cfg).await;
-    let status = gw.servers().into_iter().find(|s| s.id.as_str() == "silent").expect("silent");
+    let status = gw
+        .servers()
+        .into_iter()
+        .find(|s| s.id.as_str() == "silent")
+        .expect("silent");
     assert_eq!(status.state, ServerState::Failed);
-    assert!(status.last_error.expect("error").contains("did not complete within"));
+    assert!(
+        status
+            .last_error
+            .expect("error")
+            .contains("did not complete within")
+    );
     assert_eq!(gw.catalog().len(), 25);
     gw.shutdown().await;
 }

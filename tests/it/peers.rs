@@ -17,7 +17,10 @@ async fn assert_everything(gateway: &Gateway, server: &str, transport: &str) {
     assert_eq!(catalog.len(), EVERYTHING_TOOLS);
     let echo = format!("{server}.echo");
     assert!(catalog.by_canonical(&echo).is_some());
-    let output = gateway.call_tool(&echo, json!({ "message": "hi" })).await.expect("echo works");
+    let output = gateway
+        .call_tool(&echo, json!({ "message": "hi" }))
+        .await
+        .expect("echo works");
     assert_eq!(output.text(), "Echo: hi");
     // The function name reaches the same tool.
     let output = gateway
@@ -77,8 +80,15 @@ async fn server_memory_over_stdio() {
     let dir = tempfile::tempdir().expect("temp dir");
     let mut server = stdio("memory", "node", &[&js.to_string_lossy()]);
     if let mcpgate::config::TransportConfig::Stdio(s) = &mut server.transport {
-        let file = dir.path().join("memory.jsonl").to_string_lossy().into_owned();
-        s.env.push(("MEMORY_FILE_PATH".into(), mcpgate::config::SecretTemplate::new(file)));
+        let file = dir
+            .path()
+            .join("memory.jsonl")
+            .to_string_lossy()
+            .into_owned();
+        s.env.push((
+            "MEMORY_FILE_PATH".into(),
+            mcpgate::config::SecretTemplate::new(file),
+        ));
     }
     let gw = gateway(config(vec![server])).await;
     let catalog = gw.catalog();
@@ -89,7 +99,10 @@ async fn server_memory_over_stdio() {
     )
     .await
     .expect("create_entities");
-    let graph = gw.call_tool("memory.read_graph", json!({})).await.expect("read_graph");
+    let graph = gw
+        .call_tool("memory.read_graph", json!({}))
+        .await
+        .expect("read_graph");
     assert!(graph.text().contains("mcpgate"), "{}", graph.text());
     gw.shutdown().await;
 }

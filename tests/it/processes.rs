@@ -55,7 +55,10 @@ async fn stop_gateway_and_check(signal: Signal) {
     assert!(pids.iter().all(|p| alive(*p)), "server and grandchild run");
     // Give the call time to be in flight: wait until the slow server is connected too.
     wait_for("the slow server process", || {
-        let out = std::process::Command::new("pgrep").args(["-f", "fixture slow"]).output().ok()?;
+        let out = std::process::Command::new("pgrep")
+            .args(["-f", "fixture slow"])
+            .output()
+            .ok()?;
         (!out.stdout.is_empty()).then_some(())
     })
     .await;

@@ -100,7 +100,10 @@ pub fn config(servers: Vec<ServerConfig>) -> Config {
 pub async fn gateway(config: Config) -> Gateway {
     let gateway = Gateway::start(
         config,
-        GatewayOptions { env: Env::from_process(), supervisor: Some(mcpgate_bin()) },
+        GatewayOptions {
+            env: Env::from_process(),
+            supervisor: Some(mcpgate_bin()),
+        },
     );
     gateway.wait_ready(WAIT).await;
     gateway
@@ -138,7 +141,10 @@ pub async fn everything_http(mode: &str) -> NodePeer {
         .arg(everything_js())
         .arg(mode)
         .env("PORT", port.to_string())
-        .env("NODE_OPTIONS", format!("--require {}", peers().join("loopback.cjs").display()))
+        .env(
+            "NODE_OPTIONS",
+            format!("--require {}", peers().join("loopback.cjs").display()),
+        )
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -146,12 +152,18 @@ pub async fn everything_http(mode: &str) -> NodePeer {
         .spawn()
         .expect("node starts");
     wait_listening(port).await;
-    NodePeer { port, _child: child }
+    NodePeer {
+        port,
+        _child: child,
+    }
 }
 
 pub async fn wait_listening(port: u16) {
     let start = Instant::now();
-    while tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
         assert!(start.elapsed() < WAIT, "peer did not listen on {port}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
