@@ -13,10 +13,12 @@
 //! - [`net`]: the SSRF-safe HTTP client every outbound request goes through.
 //! - [`config`]: raw serde types, validation into [`config::Config`], file, JSON and
 //!   environment sources.
+//! - [`digest`]: the one digest form (hex SHA-256).
 //! - [`fixtures`]: small MCP servers (the demo server and edge-case servers for tests).
 
 pub mod catalog;
 pub mod config;
+pub mod digest;
 pub mod fixtures;
 pub mod gateway;
 pub mod net;

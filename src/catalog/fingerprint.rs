@@ -1,14 +1,14 @@
 //! Tool fingerprints and argument hashes: SHA-256 over the JCS form, so the same definition
 //! or arguments always hash alike whatever their key order or whitespace.
 
-use std::fmt::{self, Write};
+use std::fmt;
 
 use rmcp::model::Tool;
 use serde::Serialize;
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
 
 use super::canonical::canonical_json;
+use crate::digest::sha256_hex;
 
 /// SHA-256 (lowercase hex) of a tool's upstream definition: `name`, `title`, `description`,
 /// `inputSchema`, `outputSchema` and `annotations`, absent fields omitted. Icons and `_meta`
@@ -67,16 +67,6 @@ impl fmt::Display for Fingerprint {
 /// it so approved arguments cannot be swapped for others.
 pub fn args_hash(args: &Value) -> String {
     sha256_hex(canonical_json(args).as_bytes())
-}
-
-/// Lowercase hex SHA-256, the one digest form used across the catalog.
-pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
-    let digest = Sha256::digest(bytes);
-    let mut out = String::with_capacity(digest.len() * 2);
-    for b in digest.iter() {
-        let _ = write!(out, "{b:02x}");
-    }
-    out
 }
 
 #[cfg(test)]

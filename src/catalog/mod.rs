@@ -1,14 +1,12 @@
-//! The tool catalog: naming, schema repair, fingerprints, cache and the immutable snapshot.
+//! The tool catalog: naming, schema repair, fingerprints and the immutable snapshot.
 //! Pure: no I/O, no async, no clock (time is passed in).
 
-mod cache;
 mod canonical;
 mod fingerprint;
 mod naming;
 mod schema;
 mod snapshot;
 
-pub use cache::{CacheKey, ToolListCache};
 pub use canonical::canonical_json;
 pub use fingerprint::{Fingerprint, args_hash};
 pub use naming::{MAX_FUNCTION_NAME_LEN, canonical_id, function_names};

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::config::ServerId;
 
-use super::fingerprint::sha256_hex;
+use crate::digest::sha256_hex;
 
 /// Longest function name: OpenAI, Anthropic and Gemini all reject names over 64 characters.
 pub const MAX_FUNCTION_NAME_LEN: usize = 64;

@@ -12,11 +12,21 @@ use rmcp::{
     model::{CallToolRequestParams, CallToolResult, Tool},
     service::Peer,
 };
-use tokio::sync::{Notify, watch};
+use tokio::{
+    sync::{Notify, watch},
+    time::Instant,
+};
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-use super::{ConnectOptions, ServerState, UpstreamError, connect};
+use super::{
+    ConnectOptions, ServerState, UpstreamError,
+    cache::{CacheKey, ToolListCache},
+    connect,
+};
 use crate::config::{CacheConfig, ReconnectConfig, ServerConfig, ServerId};
+
+/// Shortest period between TTL re-listings, so a TTL of zero (no caching) cannot spin.
+const MIN_RELIST_PERIOD: Duration = Duration::from_secs(1);
 
 /// How long shutdown waits for supervisors to close their connections and reap children.
 const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(10);
@@ -49,6 +59,8 @@ struct SlotState {
 
 struct Slot {
     config: ServerConfig,
+    /// The cache key: server identity plus a hash of its resolved credentials.
+    key: CacheKey,
     state: Mutex<SlotState>,
     tools_changed: Arc<Notify>,
     refresh: Notify,
@@ -68,12 +80,20 @@ struct Inner {
     options: ConnectOptions,
     reconnect: ReconnectConfig,
     cache: CacheConfig,
+    /// Fresh tool lists; a server is re-listed when its entry expires or is invalidated.
+    lists: Mutex<ToolListCache>,
     generation: watch::Sender<u64>,
     cancel: CancellationToken,
     tracker: TaskTracker,
 }
 
 impl Inner {
+    fn lists(&self) -> MutexGuard<'_, ToolListCache> {
+        self.lists
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     fn bump(&self) {
         self.generation.send_modify(|g| *g += 1);
     }
@@ -97,6 +117,7 @@ impl Manager {
             .into_iter()
             .map(|config| {
                 Arc::new(Slot {
+                    key: CacheKey::for_server(&config, &options.env),
                     config,
                     state: Mutex::new(SlotState {
                         state: ServerState::Connecting,
@@ -116,6 +137,7 @@ impl Manager {
             slots,
             options,
             reconnect,
+            lists: Mutex::new(ToolListCache::new(&cache)),
             cache,
             generation: watch::channel(0).0,
             cancel: CancellationToken::new(),
@@ -283,6 +305,8 @@ fn backoff(config: &ReconnectConfig, failures: u32) -> Duration {
 }
 
 fn mark_down(inner: &Inner, slot: &Slot, reason: String) {
+    // Whatever the server lists after it comes back must be asked afresh.
+    inner.lists().invalidate(&slot.key);
     {
         let mut s = slot.lock();
         s.peer = None;
@@ -316,14 +340,25 @@ async fn serve(inner: &Inner, slot: &Slot, connection: super::Connection) -> Opt
     let stop = service.cancellation_token();
     let waiting = service.waiting();
     tokio::pin!(waiting);
-    let mut ttl = tokio::time::interval(inner.cache.ttl);
+    let mut ttl = tokio::time::interval(inner.cache.ttl.max(MIN_RELIST_PERIOD));
     ttl.tick().await;
     let lost = loop {
         tokio::select! {
             _ = &mut waiting => break true,
-            () = slot.tools_changed.notified() => relist(inner, slot, &peer).await,
-            () = slot.refresh.notified() => relist(inner, slot, &peer).await,
-            _ = ttl.tick() => relist(inner, slot, &peer).await,
+            () = slot.tools_changed.notified() => {
+                inner.lists().invalidate_server(&slot.config.id);
+                relist(inner, slot, &peer).await;
+            }
+            () = slot.refresh.notified() => {
+                inner.lists().invalidate(&slot.key);
+                relist(inner, slot, &peer).await;
+            }
+            _ = ttl.tick() => {
+                let fresh = inner.lists().get(&slot.key, Instant::now().into_std()).is_some();
+                if !fresh {
+                    relist(inner, slot, &peer).await;
+                }
+            }
             () = inner.cancel.cancelled() => {
                 stop.cancel();
                 let _ = waiting.await;
@@ -355,7 +390,11 @@ async fn relist(inner: &Inner, slot: &Slot, peer: &Peer<RoleClient>) {
         s.settled = true;
         match result {
             Ok(tools) => {
-                s.tools = Some(Arc::new(tools));
+                let tools = Arc::new(tools);
+                inner
+                    .lists()
+                    .insert(slot.key.clone(), tools.clone(), Instant::now().into_std());
+                s.tools = Some(tools);
                 s.stale = false;
                 s.state = ServerState::Ready;
                 s.last_error = None;

@@ -1,5 +1,6 @@
 //! Connections to upstream MCP servers and the manager that keeps them healthy.
 
+pub mod cache;
 mod connect;
 mod manager;
 pub mod sse;

@@ -277,6 +277,8 @@ impl<R: AsyncRead + Unpin> AsyncRead for LineBounded<R> {
                         this.max
                     );
                     this.failure.set(message.clone());
+                    // An error must not come with data: hand back none of this read.
+                    buf.set_filled(before);
                     return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, message)));
                 }
                 Poll::Ready(Ok(()))

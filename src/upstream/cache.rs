@@ -9,9 +9,10 @@ use std::{
 
 use rmcp::model::Tool;
 
-use crate::config::{CacheConfig, ServerId, TransportConfig};
-
-use super::fingerprint::sha256_hex;
+use crate::{
+    config::{CacheConfig, Env, ServerConfig, ServerId, TransportConfig},
+    digest::sha256_hex,
+};
 
 /// Which cached list a connection may use: same server, same transport, same credentials.
 /// Only hashes of the transport and credentials are held, so a key can be logged or kept in
@@ -60,6 +61,32 @@ impl CacheKey {
             transport,
             credentials,
         }
+    }
+
+    /// The key of a configured server, with its header (HTTP) or environment (stdio)
+    /// references resolved from `env`; a reference that does not resolve counts as its
+    /// written form, which no resolved value can equal.
+    pub fn for_server(server: &ServerConfig, env: &Env) -> CacheKey {
+        let templates = match &server.transport {
+            TransportConfig::Http(http) => http.headers.as_slice(),
+            TransportConfig::Stdio(stdio) => stdio.env.as_slice(),
+            TransportConfig::InProcess(_) => &[],
+        };
+        let resolved: Vec<(&str, String)> = templates
+            .iter()
+            .map(|(name, template)| {
+                let value = template
+                    .resolve(env)
+                    .map(|secret| secret.expose().to_owned())
+                    .unwrap_or_else(|_| format!("unresolved:{}", template.as_written()));
+                (name.as_str(), value)
+            })
+            .collect();
+        CacheKey::new(
+            &server.id,
+            &server.transport,
+            resolved.iter().map(|(k, v)| (*k, v.as_str())),
+        )
     }
 
     pub fn server(&self) -> &ServerId {
