@@ -20,6 +20,22 @@
 //! tools.close().await;
 //! # Ok(()) }
 //! ```
+//!
+//! A server written with rmcp runs in the same process without any network, which suits
+//! tests of your own servers:
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! use mcpgate::{fixtures::demo::DemoServer, toolset::{ServerSpec, ToolSet}};
+//!
+//! let tools = ToolSet::connect(ServerSpec::in_process(DemoServer::new()).id("demo")?).await?;
+//! assert!(tools.catalog().by_canonical("demo.echo").is_some());
+//! let reply = tools.call("echo", serde_json::json!({ "message": "hi" })).await?;
+//! assert_eq!(reply.text(), "Echo: hi");
+//! tools.close().await;
+//! # Ok(()) }
+//! ```
 
 use std::{collections::BTreeMap, sync::Arc, time::Duration};
 

@@ -6,3 +6,4 @@ mod edge;
 mod peers;
 mod processes;
 mod support;
+mod toolset;
