@@ -6,14 +6,17 @@
 //!
 //! - [`toolset`]: the embedding API: connect one server, get its tools, call them.
 //! - [`gateway`]: `Gateway`, the one gate every tool call passes; keeps the catalog fresh.
+//! - [`policy`]: access, write classification, confirmations and limits: pure decisions
+//!   plus calls into the stores.
 //! - [`catalog`]: names, schema repair, fingerprints, the tool-list cache and the immutable
 //!   catalog snapshot. Pure: no I/O.
 //! - [`upstream`]: connections to MCP servers (stdio, Streamable HTTP, legacy SSE) and the
 //!   manager that keeps them healthy.
+//! - [`store`]: confirmation, audit and counter stores: memory and SQLite.
 //! - [`net`]: the SSRF-safe HTTP client every outbound request goes through.
 //! - [`config`]: raw serde types, validation into [`config::Config`], file, JSON and
 //!   environment sources.
-//! - [`digest`]: the one digest form (hex SHA-256).
+//! - [`digest`]: hex SHA-256 and random ids.
 //! - [`fixtures`]: small MCP servers (the demo server and edge-case servers for tests).
 
 pub mod catalog;
@@ -22,5 +25,7 @@ pub mod digest;
 pub mod fixtures;
 pub mod gateway;
 pub mod net;
+pub mod policy;
+pub mod store;
 pub mod toolset;
 pub mod upstream;

@@ -45,8 +45,8 @@ use serde_json::Value;
 use crate::{
     catalog::Catalog,
     config::{
-        CacheConfig, Config, Confirm, Env, HttpConfig, HttpKind, InProcess, Limits,
-        ReconnectConfig, SecretTemplate, ServerConfig, ServerId, StdioConfig, TransportConfig,
+        Config, Confirm, Env, HttpConfig, HttpKind, InProcess, Limits, SecretTemplate,
+        ServerConfig, ServerId, StdioConfig, TransportConfig,
     },
     gateway::{Gateway, GatewayError, GatewayOptions, ToolOutput},
     upstream::ServerState,
@@ -229,8 +229,7 @@ impl ToolSet {
         let config = Config {
             servers: vec![spec.server],
             limits: spec.limits,
-            cache: CacheConfig::default(),
-            reconnect: ReconnectConfig::default(),
+            ..Config::default()
         };
         let options = GatewayOptions {
             env: spec.env.unwrap_or_else(Env::from_process),

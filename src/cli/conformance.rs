@@ -8,8 +8,7 @@ use std::{process::ExitCode, time::Duration};
 use anyhow::Context as _;
 use mcpgate::{
     config::{
-        CacheConfig, Config, Env, HttpConfig, HttpKind, Limits, ReconnectConfig, ServerConfig,
-        ServerId, TransportConfig,
+        Config, Env, HttpConfig, HttpKind, ReconnectConfig, ServerConfig, ServerId, TransportConfig,
     },
     gateway::{Gateway, GatewayOptions},
 };
@@ -35,12 +34,11 @@ pub async fn run(url: &str) -> anyhow::Result<ExitCode> {
     server.allow_http = true;
     let config = Config {
         servers: vec![server],
-        limits: Limits::default(),
-        cache: CacheConfig::default(),
         reconnect: ReconnectConfig {
             max_attempts: 0,
             ..ReconnectConfig::default()
         },
+        ..Config::default()
     };
     let gateway = Gateway::start(
         config,

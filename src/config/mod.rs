@@ -4,6 +4,7 @@
 mod duration;
 mod env;
 mod external_env;
+mod gate;
 mod load;
 mod mcp_servers;
 mod raw;
@@ -15,6 +16,10 @@ mod validate;
 use std::{fmt, path::PathBuf, time::Duration};
 
 pub use env::Env;
+pub use gate::{
+    AccessConfig, AuditConfig, CallLimits, ConfirmationConfig, Grant, PinsConfig, ResultOverflow,
+    StateConfig, TenantAccess,
+};
 pub use load::{ConfigSource, Loaded, load};
 pub use secret::{Secret, SecretTemplate};
 pub use validate::{ConfigError, Problem};
@@ -51,13 +56,20 @@ impl fmt::Debug for ServerId {
 }
 
 /// The whole validated configuration.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Config {
     /// Servers in id order (deterministic catalog order follows from it).
     pub servers: Vec<ServerConfig>,
     pub limits: Limits,
     pub cache: CacheConfig,
     pub reconnect: ReconnectConfig,
+    /// `None`: single-tenant mode, every caller sees every server.
+    pub access: Option<AccessConfig>,
+    pub call_limits: CallLimits,
+    pub confirmations: ConfirmationConfig,
+    pub state: StateConfig,
+    pub audit: AuditConfig,
+    pub pins: PinsConfig,
 }
 
 /// Gateway-wide bounds; each has a safe default and can be overridden per server where noted.
@@ -274,9 +286,7 @@ impl Config {
             .collect();
         Config {
             servers: vec![demo],
-            limits: Limits::default(),
-            cache: CacheConfig::default(),
-            reconnect: ReconnectConfig::default(),
+            ..Config::default()
         }
     }
 

@@ -229,6 +229,7 @@ impl Draft {
             limits: self.limits,
             cache: self.cache,
             reconnect: self.reconnect,
+            ..Config::default()
         }
     }
 }

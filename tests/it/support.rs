@@ -10,8 +10,8 @@ use std::{
 
 use mcpgate::{
     config::{
-        CacheConfig, Config, Env, HttpConfig, HttpKind, Limits, ReconnectConfig, ServerConfig,
-        ServerId, StdioConfig, TransportConfig,
+        Config, Env, HttpConfig, HttpKind, ReconnectConfig, ServerConfig, ServerId, StateConfig,
+        StdioConfig, TransportConfig,
     },
     gateway::{Gateway, GatewayOptions},
 };
@@ -85,13 +85,14 @@ pub fn config(servers: Vec<ServerConfig>) -> Config {
     servers.sort_by(|a, b| a.id.cmp(&b.id));
     Config {
         servers,
-        limits: Limits::default(),
-        cache: CacheConfig::default(),
         reconnect: ReconnectConfig {
             initial_delay: Duration::from_millis(50),
             max_delay: Duration::from_millis(500),
             max_attempts: 20,
         },
+        // Tests leave nothing on disk.
+        state: StateConfig::Memory,
+        ..Config::default()
     }
 }
 

@@ -1,0 +1,137 @@
+//! Validated settings of the gate: access, confirmations, audit, pins, embedded state, and the
+//! per-call limits beyond [`super::Limits`].
+
+use std::{path::PathBuf, time::Duration};
+
+/// Who sees and may call what. `None` in [`super::Config::access`] means single-tenant mode:
+/// every caller sees every server (the local CLI and a fresh install); once an `[access]`
+/// section exists, everything not granted is hidden.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AccessConfig {
+    /// Tenant → the servers it sees, by id. A tenant not listed sees nothing.
+    pub tenants: Vec<TenantAccess>,
+    /// Which users or roles of a tenant may use which tools; no matching grant → hidden.
+    pub grants: Vec<Grant>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TenantAccess {
+    pub tenant: String,
+    pub servers: Vec<super::ServerId>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Grant {
+    pub tenant: String,
+    /// Matches when the caller is one of these users or has one of these roles; both empty
+    /// matches everyone in the tenant.
+    pub users: Vec<String>,
+    pub roles: Vec<String>,
+    /// Canonical tool ids (`server.tool`) or `server.*`.
+    pub tools: Vec<String>,
+}
+
+/// Confirmation tokens for write tools.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfirmationConfig {
+    /// Lifetime of an approved, single-use token.
+    pub token_ttl: Duration,
+    /// How long a pending confirmation waits to be approved or denied.
+    pub pending_ttl: Duration,
+}
+
+impl Default for ConfirmationConfig {
+    fn default() -> Self {
+        ConfirmationConfig {
+            token_ttl: Duration::from_secs(120),
+            pending_ttl: Duration::from_secs(600),
+        }
+    }
+}
+
+/// Where durable state lives.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StateConfig {
+    /// Everything in memory: lost at exit (tests, throwaway runs).
+    Memory,
+    /// One SQLite file (WAL) for confirmations, audit and pins.
+    Sqlite { path: PathBuf },
+}
+
+impl Default for StateConfig {
+    fn default() -> Self {
+        StateConfig::Sqlite {
+            path: PathBuf::from("mcpgate.db"),
+        }
+    }
+}
+
+/// What the audit log may keep beyond the always-recorded metadata.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AuditConfig {
+    /// Canonical ids of read tools whose argument values may be recorded.
+    pub log_arguments_for: Vec<String>,
+}
+
+/// The pin file (fingerprint baselines, reviewed like a lock file).
+#[derive(Debug, Clone, PartialEq)]
+pub struct PinsConfig {
+    pub file: PathBuf,
+}
+
+impl Default for PinsConfig {
+    fn default() -> Self {
+        PinsConfig {
+            file: PathBuf::from("mcpgate.lock"),
+        }
+    }
+}
+
+/// What happens to a result over `max_result_bytes`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ResultOverflow {
+    /// A typed `ResultTooLarge` error.
+    #[default]
+    Error,
+    /// Text cut to fit and the result visibly marked `truncated`.
+    Truncate,
+}
+
+/// Per-call limits enforced by the gate (per server overridable where noted).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CallLimits {
+    /// Largest arguments object, in bytes of JSON.
+    pub max_argument_bytes: usize,
+    /// Largest single binary part (image, audio, blob) passed on, in bytes of base64.
+    pub max_binary_bytes: usize,
+    pub result_overflow: ResultOverflow,
+    /// Calls in flight per user × server.
+    pub user_concurrency: u32,
+    /// Calls in flight per server, all users together.
+    pub server_concurrency: u32,
+    /// How long a call may wait for a concurrency permit; zero refuses at once.
+    pub concurrency_wait: Duration,
+    /// Calls per minute per user (across servers); zero disables.
+    pub user_calls_per_minute: u32,
+    /// Calls per minute per server (all users); zero disables.
+    pub server_calls_per_minute: u32,
+    /// Extra attempts for read tools whose connection failed; writes are never retried once
+    /// sent.
+    pub retries: u32,
+}
+
+impl Default for CallLimits {
+    fn default() -> Self {
+        CallLimits {
+            max_argument_bytes: 256 * 1024,
+            max_binary_bytes: 4 * 1024 * 1024,
+            result_overflow: ResultOverflow::Error,
+            user_concurrency: 8,
+            server_concurrency: 64,
+            concurrency_wait: Duration::ZERO,
+            user_calls_per_minute: 600,
+            server_calls_per_minute: 6000,
+            retries: 1,
+        }
+    }
+}

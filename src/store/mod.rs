@@ -1,0 +1,1 @@
+//! Durable and shared state behind traits: confirmations, audit records; memory and SQLite.
