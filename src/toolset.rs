@@ -45,10 +45,11 @@ use serde_json::Value;
 use crate::{
     catalog::Catalog,
     config::{
-        Config, Confirm, Env, HttpConfig, HttpKind, InProcess, Limits, SecretTemplate,
-        ServerConfig, ServerId, StdioConfig, TransportConfig,
+        Config, Confirm, Env, HttpConfig, HttpKind, InProcess, Limits, PinsConfig, SecretTemplate,
+        ServerConfig, ServerId, StateConfig, StdioConfig, TransportConfig,
     },
     gateway::{Gateway, GatewayError, GatewayOptions, ToolOutput},
+    policy::CallContext,
     upstream::ServerState,
 };
 
@@ -112,8 +113,10 @@ impl ServerSpec {
 
     fn new(transport: TransportConfig) -> ServerSpec {
         let id = ServerId::new("server").expect("static id is valid");
+        let mut server = ServerConfig::new(id, transport);
+        server.confirm = Confirm::None;
         ServerSpec {
-            server: ServerConfig::new(id, transport),
+            server,
             known_fingerprints: BTreeMap::new(),
             limits: Limits::default(),
             env: None,
@@ -213,6 +216,8 @@ impl ServerSpec {
 /// A connected server's tools.
 pub struct ToolSet {
     gateway: Gateway,
+    /// The embedding application acts as one local caller.
+    ctx: CallContext,
     url: Option<url::Url>,
     changed: Vec<String>,
 }
@@ -229,13 +234,19 @@ impl ToolSet {
         let config = Config {
             servers: vec![spec.server],
             limits: spec.limits,
+            // An embedded tool set keeps no files: confirmations and audit live in memory.
+            state: StateConfig::Memory,
+            // No pin file is read: `known_fingerprints` is the embedding's way to pin.
+            pins: PinsConfig::none(),
             ..Config::default()
         };
         let options = GatewayOptions {
             env: spec.env.unwrap_or_else(Env::from_process),
-            supervisor: None,
+            ..GatewayOptions::default()
         };
-        let gateway = Gateway::start(config, options);
+        let gateway = Gateway::start(config, options)
+            .await
+            .map_err(|e| ToolSetError::Connect(e.to_string()))?;
         gateway.wait_ready(settle).await;
         let status = gateway.servers().into_iter().next();
         match status {
@@ -256,6 +267,7 @@ impl ToolSet {
             gateway,
             url,
             changed,
+            ctx: CallContext::local(),
         })
     }
 
@@ -307,23 +319,46 @@ impl ToolSet {
             && self.resolve(tool).is_some()
     }
 
-    /// Calls a tool by its upstream name, canonical id or function name. Tools that require
-    /// confirmation are refused with [`ToolSetError::ConfirmationRequired`].
+    /// Calls a tool by its upstream name, canonical id or function name, through the gate.
+    /// Tools that require confirmation are refused with
+    /// [`ToolSetError::ConfirmationRequired`].
     pub async fn call(&self, tool: &str, arguments: Value) -> Result<ToolOutput, ToolSetError> {
-        if self.requires_confirmation(tool) {
-            return Err(ToolSetError::ConfirmationRequired(tool.to_owned()));
+        let name = self.resolve(tool).unwrap_or_else(|| tool.to_owned());
+        let ctx = self.ctx.next_request();
+        match self.gateway.call_tool(&ctx, &name, arguments, None).await {
+            Err(GatewayError::ConfirmationRequired { .. }) => {
+                Err(ToolSetError::ConfirmationRequired(tool.to_owned()))
+            }
+            other => Ok(other?),
         }
-        self.call_confirmed(tool, arguments).await
     }
 
-    /// Calls a tool your user has approved.
+    /// Calls a tool your user has approved: asks the gate for a confirmation, approves it as
+    /// this tool set's caller, and makes the call with the single-use token.
     pub async fn call_confirmed(
         &self,
         tool: &str,
         arguments: Value,
     ) -> Result<ToolOutput, ToolSetError> {
         let name = self.resolve(tool).unwrap_or_else(|| tool.to_owned());
-        Ok(self.gateway.call_tool(&name, arguments).await?)
+        let ctx = self.ctx.next_request();
+        match self
+            .gateway
+            .call_tool(&ctx, &name, arguments.clone(), None)
+            .await
+        {
+            Err(GatewayError::ConfirmationRequired {
+                confirmation_id, ..
+            }) => {
+                let approval = self.gateway.approve(&ctx, &confirmation_id).await?;
+                let ctx = ctx.next_request();
+                Ok(self
+                    .gateway
+                    .call_tool(&ctx, &name, arguments, Some(&approval.token))
+                    .await?)
+            }
+            other => Ok(other?),
+        }
     }
 
     fn resolve(&self, tool: &str) -> Option<String> {

@@ -1,14 +1,21 @@
 //! The tool catalog: naming, schema repair, fingerprints and the immutable snapshot.
-//! Pure: no I/O, no async, no clock (time is passed in).
+//! Pure: no async, no clock (time is passed in); the only I/O is reading and writing the pin
+//! file (`pins/file.rs`).
 
 mod canonical;
 mod fingerprint;
 mod naming;
+mod pins;
+mod scan;
 mod schema;
 mod snapshot;
 
 pub use canonical::canonical_json;
 pub use fingerprint::{Fingerprint, args_hash};
 pub use naming::{MAX_FUNCTION_NAME_LEN, canonical_id, function_names};
+pub use pins::{
+    ChangedPin, PinFileProblem, PinReport, PinStatus, Pins, PinsError, check, removed, status,
+};
+pub use scan::{Finding, FindingCode, scan_tool};
 pub use schema::{sanitize_input_schema, sanitize_schema};
-pub use snapshot::{Catalog, CatalogTool, ServerTools};
+pub use snapshot::{Catalog, CatalogTool, ServerTools, ToolStatus};

@@ -8,11 +8,14 @@ use std::{
 
 use rmcp::model::{JsonObject, Tool};
 
-use crate::config::ServerId;
+use crate::config::{OnChange, ScanMode, ServerId};
 
 use super::{
+    Finding, PinStatus, Pins,
     fingerprint::Fingerprint,
     naming::{canonical_id, function_names},
+    pins,
+    scan::scan_tool,
     schema::sanitize_input_schema,
 };
 
@@ -27,6 +30,54 @@ pub struct ServerTools {
     pub tools: Vec<Tool>,
     /// The list is the last good one of a server that failed its latest refresh.
     pub stale: bool,
+    /// What a definition that differs from its pin does.
+    pub on_change: OnChange,
+    /// What a poisoning-scan finding does.
+    pub scan: ScanMode,
+}
+
+impl ServerTools {
+    /// A server's tools under the default policies (warn on changes and findings).
+    pub fn new(server: ServerId, tools: Vec<Tool>, stale: bool) -> ServerTools {
+        ServerTools {
+            server,
+            tools,
+            stale,
+            on_change: OnChange::Warn,
+            scan: ScanMode::Warn,
+        }
+    }
+}
+
+/// Whether a tool may be offered and called.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolStatus {
+    Ok,
+    /// Callable, but from the last good list of a server that failed its latest refresh.
+    Stale,
+    /// Hidden from models and refused: its definition changed since it was pinned, or it
+    /// failed the poisoning scan, under a blocking policy.
+    Quarantined {
+        reason: String,
+    },
+    /// New since the pin file was written, under a blocking policy: waits for review.
+    Pending,
+}
+
+impl ToolStatus {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            ToolStatus::Ok => "ok",
+            ToolStatus::Stale => "stale",
+            ToolStatus::Quarantined { .. } => "quarantined",
+            ToolStatus::Pending => "pending",
+        }
+    }
+
+    /// Whether the tool may be offered to models and called.
+    pub fn is_usable(&self) -> bool {
+        matches!(self, ToolStatus::Ok | ToolStatus::Stale)
+    }
 }
 
 /// One tool as the gateway exposes it.
@@ -44,6 +95,11 @@ pub struct CatalogTool {
     /// Of the upstream definition, not of the repaired one.
     pub fingerprint: Fingerprint,
     pub stale: bool,
+    /// Compared with the pin file.
+    pub pin: PinStatus,
+    /// Poisoning-scan findings on the definition.
+    pub findings: Vec<Finding>,
+    pub status: ToolStatus,
 }
 
 /// An immutable set of tools; a refresh builds a new one and swaps it in whole.
@@ -59,16 +115,24 @@ impl Catalog {
     /// Orders tools by server id, then upstream name. A server listed twice keeps its first
     /// list; a tool name listed twice by one server keeps its first definition. Each is
     /// recorded as a warning.
-    pub fn build(mut servers: Vec<ServerTools>) -> Catalog {
+    pub fn build(servers: Vec<ServerTools>) -> Catalog {
+        Catalog::build_with_pins(servers, None)
+    }
+
+    /// Like [`Catalog::build`], comparing every definition with `pins` and scanning it; each
+    /// tool's status follows from its server's `on_change` and `scan` policies.
+    pub fn build_with_pins(mut servers: Vec<ServerTools>, pins: Option<&Pins>) -> Catalog {
         // Stable, so "first" below means first in the caller's order.
         servers.sort_by(|a, b| a.server.cmp(&b.server));
         let mut warnings = Vec::new();
         let mut seen_servers = HashSet::new();
-        let mut entries: Vec<(ServerId, Tool, bool)> = Vec::new();
+        let mut entries: Vec<(ServerId, Tool, bool, OnChange, ScanMode)> = Vec::new();
         for ServerTools {
             server,
             tools,
             stale,
+            on_change,
+            scan,
         } in servers
         {
             if !seen_servers.insert(server.clone()) {
@@ -91,26 +155,40 @@ impl Catalog {
                 }
             }
             kept.sort_by(|a, b| a.name.cmp(&b.name));
-            entries.extend(kept.into_iter().map(|tool| (server.clone(), tool, stale)));
+            entries.extend(
+                kept.into_iter()
+                    .map(|tool| (server.clone(), tool, stale, on_change, scan)),
+            );
         }
 
         let ids: Vec<(ServerId, String)> = entries
             .iter()
-            .map(|(server, tool, _)| (server.clone(), tool.name.to_string()))
+            .map(|(server, tool, ..)| (server.clone(), tool.name.to_string()))
             .collect();
         let names = function_names(&ids);
         let tools: Vec<CatalogTool> = entries
             .into_iter()
             .zip(names)
-            .map(|((server, upstream, stale), function_name)| CatalogTool {
-                canonical: canonical_id(&server, &upstream.name),
-                input_schema: Arc::new(sanitize_input_schema(&upstream.input_schema)),
-                fingerprint: Fingerprint::of(&upstream),
-                server,
-                function_name,
-                upstream,
-                stale,
-            })
+            .map(
+                |((server, upstream, stale, on_change, scan), function_name)| {
+                    let fingerprint = Fingerprint::of(&upstream);
+                    let pin = pins::status(pins, &server, &upstream.name, &fingerprint);
+                    let findings = scan_tool(&upstream);
+                    let status = status_of(&pin, &findings, stale, on_change, scan);
+                    CatalogTool {
+                        canonical: canonical_id(&server, &upstream.name),
+                        input_schema: Arc::new(sanitize_input_schema(&upstream.input_schema)),
+                        fingerprint,
+                        server,
+                        function_name,
+                        upstream,
+                        stale,
+                        pin,
+                        findings,
+                        status,
+                    }
+                },
+            )
             .collect();
 
         let by_canonical = tools
@@ -165,6 +243,39 @@ impl Catalog {
     }
 }
 
+/// A tool's status: blocking policies turn findings and pin differences into quarantine;
+/// warning policies leave the tool usable (the gateway logs and audits the difference).
+fn status_of(
+    pin: &PinStatus,
+    findings: &[Finding],
+    stale: bool,
+    on_change: OnChange,
+    scan: ScanMode,
+) -> ToolStatus {
+    if scan == ScanMode::Block && !findings.is_empty() {
+        let codes: Vec<&str> = findings.iter().map(|f| f.code.as_str()).collect();
+        return ToolStatus::Quarantined {
+            reason: format!("the poisoning scan found: {}", codes.join(", ")),
+        };
+    }
+    if on_change == OnChange::Block {
+        match pin {
+            PinStatus::Changed { .. } => {
+                return ToolStatus::Quarantined {
+                    reason: "its definition changed since it was pinned".to_owned(),
+                };
+            }
+            PinStatus::New => return ToolStatus::Pending,
+            PinStatus::Pinned | PinStatus::Unpinned => {}
+        }
+    }
+    if stale {
+        ToolStatus::Stale
+    } else {
+        ToolStatus::Ok
+    }
+}
+
 /// An untrusted name quoted for a warning: escaped, and cut to [`MAX_NAME_IN_WARNING`].
 fn shown(name: &str) -> String {
     let cut: String = name.chars().take(MAX_NAME_IN_WARNING).collect();
@@ -195,11 +306,11 @@ mod tests {
     }
 
     fn list(id: &str, names: &[&str], stale: bool) -> ServerTools {
-        ServerTools {
-            server: server(id),
-            tools: names.iter().map(|n| tool(n, "d")).collect(),
+        ServerTools::new(
+            server(id),
+            names.iter().map(|n| tool(n, "d")).collect(),
             stale,
-        }
+        )
     }
 
     fn canonical_ids(catalog: &Catalog) -> Vec<&str> {

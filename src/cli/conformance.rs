@@ -8,9 +8,11 @@ use std::{process::ExitCode, time::Duration};
 use anyhow::Context as _;
 use mcpgate::{
     config::{
-        Config, Env, HttpConfig, HttpKind, ReconnectConfig, ServerConfig, ServerId, TransportConfig,
+        Config, Confirm, HttpConfig, HttpKind, PinsConfig, ReconnectConfig, ServerConfig, ServerId,
+        StateConfig, TransportConfig,
     },
     gateway::{Gateway, GatewayOptions},
+    policy::CallContext,
 };
 use serde_json::json;
 
@@ -32,21 +34,19 @@ pub async fn run(url: &str) -> anyhow::Result<ExitCode> {
     // The suite's servers listen on localhost over plain HTTP.
     server.allow_private = true;
     server.allow_http = true;
+    // The suite plays the user: its scenarios call tools without an approval step.
+    server.confirm = Confirm::None;
     let config = Config {
         servers: vec![server],
+        state: StateConfig::Memory,
+        pins: PinsConfig::none(),
         reconnect: ReconnectConfig {
             max_attempts: 0,
             ..ReconnectConfig::default()
         },
         ..Config::default()
     };
-    let gateway = Gateway::start(
-        config,
-        GatewayOptions {
-            env: Env::default(),
-            supervisor: None,
-        },
-    );
+    let gateway = Gateway::start(config, GatewayOptions::default()).await?;
     gateway.wait_ready(READY_DEADLINE).await;
     let outcome = scenario_steps(&gateway, &scenario).await;
     gateway.shutdown().await;
@@ -64,7 +64,12 @@ async fn scenario_steps(gateway: &Gateway, scenario: &str) -> anyhow::Result<()>
     );
     if scenario == "tools_call" {
         let output = gateway
-            .call_tool("conformance.add_numbers", json!({ "a": 5, "b": 3 }))
+            .call_tool(
+                &CallContext::local(),
+                "conformance.add_numbers",
+                json!({ "a": 5, "b": 3 }),
+                None,
+            )
             .await?;
         println!("{}", output.text());
     }

@@ -1,8 +1,10 @@
 //! Command-line parsing and dispatch: `tools`, `call`, `config check`, `demo-server`, and the
 //! hidden helpers (`supervise`, `fixture`, `conformance-client`).
 
+mod audit;
 mod call;
 mod conformance;
+mod pin;
 mod tools;
 
 use std::{ffi::OsString, path::PathBuf, process::ExitCode, time::Duration};
@@ -47,10 +49,21 @@ enum Command {
         /// Arguments as a JSON object.
         #[arg(default_value = "{}")]
         arguments: String,
-        /// Print the whole MCP result as JSON.
+        /// Print the whole result as JSON.
         #[arg(long)]
         json: bool,
+        /// Approve a confirmation without asking (the call is still audited as approved).
+        #[arg(long)]
+        yes: bool,
     },
+    /// Record every tool's fingerprint in the pin file (or compare with `--check`).
+    Pin {
+        /// Compare the live catalog with the pin file; exit 1 on any difference.
+        #[arg(long)]
+        check: bool,
+    },
+    /// Show the audit log: who called what, with whose approval.
+    Audit(audit::AuditArgs),
     /// Configuration commands.
     Config {
         #[command(subcommand)]
@@ -151,7 +164,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Tools { json } => {
-            let (gateway, settle) = start(cli.config.as_deref())?;
+            let (gateway, settle) = start(cli.config.as_deref()).await?;
             let work = async {
                 gateway.wait_ready(settle).await;
                 tools::print(&gateway, json).map(|()| ExitCode::SUCCESS)
@@ -162,14 +175,33 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             tool,
             arguments,
             json,
+            yes,
         } => {
-            let arguments = call::parse_arguments(&arguments)?;
-            let (gateway, settle) = start(cli.config.as_deref())?;
+            let (gateway, settle) = start(cli.config.as_deref()).await?;
+            let arguments = match call::parse_arguments(&gateway, &arguments) {
+                Ok(arguments) => arguments,
+                Err(err) => {
+                    gateway.shutdown().await;
+                    return Err(err);
+                }
+            };
             let work = async {
                 gateway.wait_ready(settle).await;
-                Ok(call::run(&gateway, &tool, arguments, json).await)
+                Ok(call::run(&gateway, &tool, arguments, json, yes).await)
             };
             until_signal(&gateway, work).await
+        }
+        Command::Pin { check } => {
+            let (gateway, settle) = start(cli.config.as_deref()).await?;
+            let work = async {
+                gateway.wait_ready(settle).await;
+                pin::run(&gateway, check).await
+            };
+            until_signal(&gateway, work).await
+        }
+        Command::Audit(args) => {
+            let loaded = load(cli.config.as_deref())?;
+            audit::run(&loaded.config, args).await
         }
         Command::Supervise { .. } => Ok(ExitCode::SUCCESS),
     }
@@ -185,7 +217,14 @@ fn source_name(source: &config::ConfigSource) -> String {
 fn load(explicit: Option<&std::path::Path>) -> anyhow::Result<Loaded> {
     let cwd = std::env::current_dir().context("cannot read the working directory")?;
     let exe = std::env::current_exe().context("cannot locate the mcpgate binary")?;
-    Ok(config::load(explicit, &cwd, &Env::from_process(), &exe)?)
+    // Without a file, state (audit, confirmations) goes to ./mcpgate.db.
+    Ok(config::load_with_embedded_state(
+        explicit,
+        &cwd,
+        &Env::from_process(),
+        &exe,
+        config::StateConfig::default(),
+    )?)
 }
 
 /// Runs `work`, or stops at SIGINT/SIGTERM; either way the gateway is shut down after, so
@@ -222,7 +261,7 @@ async fn shutdown_signal() -> &'static str {
 
 /// Loads configuration and starts the gateway; returns it with how long to wait for every
 /// server's first try.
-fn start(explicit: Option<&std::path::Path>) -> anyhow::Result<(Gateway, Duration)> {
+async fn start(explicit: Option<&std::path::Path>) -> anyhow::Result<(Gateway, Duration)> {
     let loaded = load(explicit)?;
     for warning in &loaded.warnings {
         tracing::warn!("{warning}");
@@ -242,7 +281,9 @@ fn start(explicit: Option<&std::path::Path>) -> anyhow::Result<(Gateway, Duratio
         GatewayOptions {
             env: Env::from_process(),
             supervisor: std::env::current_exe().ok(),
+            ..GatewayOptions::default()
         },
-    );
+    )
+    .await?;
     Ok((gateway, settle))
 }

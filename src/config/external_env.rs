@@ -7,10 +7,9 @@ use serde_json::Value;
 use super::{
     Env,
     duration::RawDuration,
+    limit_rules::{PAYLOAD_BYTES_RANGE, TIMEOUT_RANGE},
     raw::{EnvServer, UniqueMap},
-    validate::{
-        Draft, Entry, FieldCase, PAYLOAD_BYTES_RANGE, Report, TIMEOUT_RANGE, count, duration, join,
-    },
+    validate::{Draft, Entry, FieldCase, Report, count, duration, join},
 };
 
 /// `true`/`false`/`1`/`0`; `false` ignores [`SERVERS_JSON`].

@@ -76,7 +76,22 @@ pub struct AuditConfig {
 /// The pin file (fingerprint baselines, reviewed like a lock file).
 #[derive(Debug, Clone, PartialEq)]
 pub struct PinsConfig {
+    /// An empty path means no pin file at all ([`PinsConfig::none`]).
     pub file: PathBuf,
+}
+
+impl PinsConfig {
+    /// No pin file: every tool is unpinned (embedded tool sets pin through the API instead).
+    pub fn none() -> PinsConfig {
+        PinsConfig {
+            file: PathBuf::new(),
+        }
+    }
+
+    /// The pin file's path, if there is one.
+    pub fn path(&self) -> Option<&std::path::Path> {
+        (!self.file.as_os_str().is_empty()).then_some(self.file.as_path())
+    }
 }
 
 impl Default for PinsConfig {

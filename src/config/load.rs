@@ -7,7 +7,7 @@ use std::{
 };
 
 use super::{
-    Config, ConfigError, Env, external_env, mcp_servers,
+    Config, ConfigError, Env, StateConfig, external_env, mcp_servers,
     raw::{RawFile, RawServer},
     validate::{Draft, Entry, FieldCase, Report, join},
 };
@@ -33,14 +33,31 @@ pub struct Loaded {
     pub warnings: Vec<String>,
 }
 
+/// Where the embedded default keeps its state when [`load`] is used: in memory, because
+/// a first run on embedded defaults should not leave a database in whatever directory it was
+/// started from.
+const EMBEDDED_STATE: StateConfig = StateConfig::Memory;
+
 /// Loads configuration. `explicit` (relative to `cwd`) is `--config`; `exe` is this binary,
 /// which the embedded default runs as its demo server. Every problem of every source is
-/// reported together.
+/// reported together. Relative paths in a file are resolved against the file's folder.
 pub fn load(
     explicit: Option<&Path>,
     cwd: &Path,
     env: &Env,
     exe: &Path,
+) -> Result<Loaded, ConfigError> {
+    load_with_embedded_state(explicit, cwd, env, exe, EMBEDDED_STATE)
+}
+
+/// [`load`], with the embedded default (no file) keeping its state as `embedded_state` says;
+/// a relative SQLite path, and the default pin file, are resolved against `cwd`.
+pub fn load_with_embedded_state(
+    explicit: Option<&Path>,
+    cwd: &Path,
+    env: &Env,
+    exe: &Path,
+    embedded_state: StateConfig,
 ) -> Result<Loaded, ConfigError> {
     let mut report = Report::default();
     let file = match explicit {
@@ -50,9 +67,12 @@ pub fn load(
     let (mut draft, source) = match file {
         Some(path) => (from_file(&path, env, &mut report), ConfigSource::File(path)),
         None => {
-            let config = Config::embedded_default(exe.to_path_buf());
+            let config = Config {
+                state: embedded_state,
+                ..Config::embedded_default(exe.to_path_buf())
+            };
             (
-                Draft::from_config(config, "the embedded default"),
+                Draft::from_config(config, "the embedded default", cwd),
                 ConfigSource::Embedded,
             )
         }
@@ -69,12 +89,8 @@ pub fn load(
 
 fn from_file(path: &Path, env: &Env, report: &mut Report) -> Draft {
     let label = path.display().to_string();
-    let mut draft = Draft::from_sections(
-        &Default::default(),
-        &Default::default(),
-        &Default::default(),
-        report,
-    );
+    let base = path.parent().unwrap_or(Path::new(""));
+    let mut draft = Draft::from_file(RawFile::default(), base, report);
     let text = match read_bounded(path) {
         Ok(text) => text,
         Err(message) => {
@@ -88,7 +104,7 @@ fn from_file(path: &Path, env: &Env, report: &mut Report) -> Draft {
         .map(str::to_ascii_lowercase);
     let entries = match extension.as_deref() {
         Some("toml") => {
-            let Some((file_draft, entries)) = toml_file(&text, &label, report) else {
+            let Some((file_draft, entries)) = toml_file(&text, &label, base, report) else {
                 return draft;
             };
             draft = file_draft;
@@ -123,17 +139,23 @@ fn read_bounded(path: &Path) -> Result<String, String> {
 
 /// The sections of a TOML file and its servers, each deserialized on its own so that every
 /// broken server is reported.
-fn toml_file(text: &str, label: &str, report: &mut Report) -> Option<(Draft, Vec<Entry>)> {
-    let file: RawFile = match toml::from_str(text) {
+fn toml_file(
+    text: &str,
+    label: &str,
+    base: &Path,
+    report: &mut Report,
+) -> Option<(Draft, Vec<Entry>)> {
+    let mut file: RawFile = match toml::from_str(text) {
         Ok(file) => file,
         Err(e) => {
             report.problem(label, toml_message(&e, text));
             return None;
         }
     };
-    let draft = Draft::from_sections(&file.limits, &file.cache, &file.reconnect, report);
+    let servers = std::mem::take(&mut file.servers);
+    let draft = Draft::from_file(file, base, report);
     let mut entries = Vec::new();
-    for (key, value) in file.servers {
+    for (key, value) in servers {
         let path = join("servers", &key);
         if !value.is_table() {
             report.problem(path, "must be a table");

@@ -1,10 +1,13 @@
 //! Configuration: raw serde types from TOML, `mcpServers` JSON and the environment, validated
 //! into [`Config`]. Everything downstream sees only the validated types.
 
+mod access_rules;
 mod duration;
 mod env;
 mod external_env;
 mod gate;
+mod gate_rules;
+mod limit_rules;
 mod load;
 mod mcp_servers;
 mod raw;
@@ -20,7 +23,7 @@ pub use gate::{
     AccessConfig, AuditConfig, CallLimits, ConfirmationConfig, Grant, PinsConfig, ResultOverflow,
     StateConfig, TenantAccess,
 };
-pub use load::{ConfigSource, Loaded, load};
+pub use load::{ConfigSource, Loaded, load, load_with_embedded_state};
 pub use secret::{Secret, SecretTemplate};
 pub use validate::{ConfigError, Problem};
 

@@ -4,7 +4,8 @@
 //! # The `mcpgate.toml` file
 //!
 //! ```toml
-//! # Every section and every field is optional; the values shown are the defaults.
+//! # Every section and every field is optional. In [limits], [cache], [reconnect], [state],
+//! # [confirmations] and [pins] the values shown are the defaults.
 //! [limits]
 //! connect_timeout = "30s"          # connect + initialize one upstream
 //! call_timeout = "60s"             # one tool call
@@ -12,6 +13,33 @@
 //! max_result_bytes = 1048576       # largest tool result passed on (1 KiB ..= 256 MiB)
 //! max_line_bytes = 4194304         # longest line a stdio upstream may print (1 KiB ..= 256 MiB)
 //! max_stderr_line_bytes = 4096     # stderr kept per line in the log (64 B ..= 64 KiB)
+//! max_argument_bytes = 262144      # largest arguments object, JSON (1 KiB ..= 16 MiB)
+//! max_binary_bytes = 4194304       # largest image/audio/blob part, base64 (1 KiB ..= 256 MiB)
+//! result_overflow = "error"        # error | truncate: a result over max_result_bytes fails,
+//!                                  # or its text is cut and the result marked truncated
+//! user_concurrency = 8             # calls in flight per user and server (1 ..= 10000)
+//! server_concurrency = 64          # calls in flight per server, all users (1 ..= 100000)
+//! concurrency_wait = "0s"          # wait for a free slot (0 ..= 60s); 0 refuses at once
+//! user_calls_per_minute = 600      # per user, all servers (0 = off ..= 1000000)
+//! server_calls_per_minute = 6000   # per server, all users (0 = off ..= 1000000)
+//! retries = 1                      # extra attempts of a read tool whose connection failed
+//!                                  # (0 ..= 5); a write is never sent twice
+//!
+//! [state]
+//! database = "mcpgate.db"          # SQLite file for confirmations, audit and pins, relative
+//!                                  # to this file's folder; "memory" (or ":memory:") keeps
+//!                                  # everything in memory and loses it at exit
+//!
+//! [confirmations]                  # a write tool waits for its user's approval
+//! token_ttl = "120s"               # an approved, single-use token (1s ..= 10m)
+//! pending_ttl = "10m"              # a request waiting for approval (1s ..= 24h)
+//!
+//! [pins]
+//! file = "mcpgate.lock"            # tool fingerprint baselines, relative to this file's folder
+//!
+//! [audit]                          # every call is recorded; argument values only for:
+//! log_arguments_for = ["time.get_current_time"]  # canonical ids of read tools (the server has
+//!                                  # confirm = "none", or lists the tool in read_only_tools)
 //!
 //! [cache]                          # the tool-list cache
 //! ttl = "60s"                      # 0 ..= 24h; 0 means every refresh asks the upstream
@@ -28,6 +56,7 @@
 //! args = ["--local-timezone", "UTC"]
 //! env = { TZ = "UTC" }
 //! cwd = "/srv/time"
+//! read_only_tools = ["get_current_time", "convert_time"]
 //!
 //! # A remote server.
 //! [servers.github]
@@ -52,6 +81,18 @@
 //!
 //! [servers.github.tool_timeouts]   # per tool, by upstream tool name
 //! search_repositories = "2m"
+//!
+//! # Without an [access] section the gateway is single-tenant: every caller sees every
+//! # server. With one, a caller sees only what a grant of its tenant gives it.
+//! [access.tenants.acme]            # tenant, user and role names: 1 to 128 characters,
+//! servers = ["github", "time"]     # no control characters; servers: ids, or ["*"] for all
+//!
+//! [[access.grants]]
+//! tenant = "acme"                  # a tenant listed above
+//! users = ["alice"]                # optional; a caller matches by user or by role, and a
+//! roles = ["dev"]                  # grant with neither matches everyone in the tenant
+//! tools = ["github.*", "time.get_current_time"]  # server.* or server.tool, servers of the
+//!                                                # tenant
 //! ```
 //!
 //! Durations are a number of seconds (`30`, `0.5`) or a string with a unit: `"500ms"`,
@@ -82,6 +123,16 @@ pub struct RawFile {
     #[serde(default)]
     pub reconnect: RawReconnect,
     #[serde(default)]
+    pub state: RawState,
+    #[serde(default)]
+    pub confirmations: RawConfirmations,
+    #[serde(default)]
+    pub pins: RawPins,
+    #[serde(default)]
+    pub audit: RawAudit,
+    /// Kept apart from an empty section: absent means single-tenant mode.
+    pub access: Option<RawAccess>,
+    #[serde(default)]
     pub servers: BTreeMap<String, toml::Value>,
 }
 
@@ -94,6 +145,72 @@ pub struct RawLimits {
     pub max_result_bytes: Option<u64>,
     pub max_line_bytes: Option<u64>,
     pub max_stderr_line_bytes: Option<u64>,
+    pub max_argument_bytes: Option<u64>,
+    pub max_binary_bytes: Option<u64>,
+    pub result_overflow: Option<RawResultOverflow>,
+    pub user_concurrency: Option<u64>,
+    pub server_concurrency: Option<u64>,
+    pub concurrency_wait: Option<RawDuration>,
+    pub user_calls_per_minute: Option<u64>,
+    pub server_calls_per_minute: Option<u64>,
+    pub retries: Option<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RawResultOverflow {
+    Error,
+    Truncate,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawState {
+    pub database: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfirmations {
+    pub token_ttl: Option<RawDuration>,
+    pub pending_ttl: Option<RawDuration>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPins {
+    pub file: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAudit {
+    pub log_arguments_for: Option<Vec<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAccess {
+    #[serde(default)]
+    pub tenants: BTreeMap<String, RawTenant>,
+    #[serde(default)]
+    pub grants: Vec<RawGrant>,
+}
+
+/// Required fields are optional here so that a missing one is reported with its path.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTenant {
+    pub servers: Option<Vec<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawGrant {
+    pub tenant: Option<String>,
+    pub users: Option<Vec<String>>,
+    pub roles: Option<Vec<String>>,
+    pub tools: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -227,56 +344,4 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for UniqueMap<V> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn env_server_uses_camel_case_and_toml_server_snake_case() {
-        let json = r#"{"id": "x", "url": "https://a.example", "allowedTools": ["t"],
-                       "toolTimeouts": {"t": "5s"}, "readOnlyTools": ["t"]}"#;
-        let (id, name, server) = serde_json::from_str::<EnvServer>(json)
-            .expect("camelCase parses")
-            .into_parts();
-        assert_eq!(id.as_deref(), Some("x"));
-        assert_eq!(name, None);
-        assert_eq!(server.allowed_tools, Some(vec!["t".to_owned()]));
-        assert!(server.tool_timeouts.is_some_and(|t| t.contains_key("t")));
-
-        let err = serde_json::from_str::<EnvServer>(r#"{"allowed_tools": []}"#)
-            .expect_err("snake_case is unknown in JSON");
-        assert!(
-            err.to_string().contains("unknown field `allowed_tools`"),
-            "{err}"
-        );
-
-        let err = toml::from_str::<RawServer>("allowedTools = []").expect_err("camel in TOML");
-        assert!(
-            err.to_string().contains("unknown field `allowedTools`"),
-            "{err}"
-        );
-    }
-
-    #[test]
-    fn transport_names_and_aliases() {
-        for (text, want) in [
-            ("stdio", RawTransport::Stdio),
-            ("streamable-http", RawTransport::StreamableHttp),
-            ("http", RawTransport::StreamableHttp),
-            ("streamableHttp", RawTransport::StreamableHttp),
-            ("sse", RawTransport::Sse),
-            ("auto", RawTransport::Auto),
-        ] {
-            let got: RawTransport = serde_json::from_str(&format!("\"{text}\"")).expect(text);
-            assert_eq!(got, want);
-        }
-        assert!(serde_json::from_str::<RawTransport>("\"websocket\"").is_err());
-    }
-
-    #[test]
-    fn unique_map_rejects_duplicate_keys_and_keeps_order() {
-        let map: UniqueMap<u8> = serde_json::from_str(r#"{"b": 1, "a": 2}"#).expect("parses");
-        assert_eq!(map.0, [("b".to_owned(), 1), ("a".to_owned(), 2)]);
-        let err = serde_json::from_str::<UniqueMap<u8>>(r#"{"a": 1, "a": 2}"#).expect_err("dup");
-        assert!(err.to_string().contains("duplicate key `a`"), "{err}");
-    }
-}
+mod tests;

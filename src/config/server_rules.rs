@@ -8,9 +8,10 @@ use url::{Host, Url};
 use super::{
     Confirm, Env, HttpConfig, HttpKind, OnChange, ScanMode, ServerConfig, ServerId, StdioConfig,
     TransportConfig,
+    limit_rules::TIMEOUT_RANGE,
     raw::{RawConfirm, RawReaction, RawServer, RawTransport},
     secret_rules::{self, Context},
-    validate::{Entry, FieldCase, Report, TIMEOUT_RANGE, duration, join},
+    validate::{Entry, FieldCase, Report, duration, join},
 };
 
 /// Names fields of one entry in its source's spelling.

@@ -1,31 +1,23 @@
 //! Validation of raw configuration into [`super::Config`]; every problem is collected with its
 //! field path and reported together.
 
-use std::{borrow::Cow, collections::BTreeMap, fmt, ops::RangeInclusive, time::Duration};
-
-use super::{
-    CacheConfig, Config, Env, Limits, ReconnectConfig, ServerConfig, ServerId,
-    duration::RawDuration,
-    raw::{RawCache, RawLimits, RawReconnect, RawServer},
-    server_rules,
+use std::{
+    borrow::Cow,
+    collections::{BTreeMap, BTreeSet},
+    fmt,
+    ops::RangeInclusive,
+    path::Path,
+    time::Duration,
 };
 
-/// Timeouts and delays: above zero (a deadline under a millisecond can only fail) and at most
-/// an hour (a caller cannot tell a longer wait from a hang).
-pub(super) const TIMEOUT_RANGE: RangeInclusive<Duration> =
-    Duration::from_millis(1)..=Duration::from_secs(3600);
-/// Tool-list cache lifetime: zero asks the upstream on every refresh; a day is already far
-/// longer than a tool list should be trusted.
-const CACHE_TTL_RANGE: RangeInclusive<Duration> = Duration::ZERO..=Duration::from_secs(86_400);
-/// Tool results and stdio lines: 1 KiB holds any error result; 256 MiB bounds what one call
-/// may make us hold in memory.
-pub(super) const PAYLOAD_BYTES_RANGE: RangeInclusive<usize> = 1024..=256 * 1024 * 1024;
-/// Stderr kept per line: enough for a stack-trace line, small enough for a log.
-const STDERR_LINE_BYTES_RANGE: RangeInclusive<usize> = 64..=64 * 1024;
-/// Tool-list cache entries: at least one; 100 000 servers' lists is beyond any deployment.
-const CACHE_ENTRIES_RANGE: RangeInclusive<usize> = 1..=100_000;
-/// Reconnect attempts: 0 means a failed server stays down until a manual refresh.
-const RECONNECT_ATTEMPTS_RANGE: RangeInclusive<u32> = 0..=1000;
+use super::{
+    AccessConfig, AuditConfig, CacheConfig, CallLimits, Config, ConfirmationConfig, Env, Limits,
+    PinsConfig, ReconnectConfig, ServerConfig, ServerId, StateConfig, access_rules,
+    duration::RawDuration,
+    gate_rules, limit_rules,
+    raw::{RawAccess, RawAudit, RawFile, RawServer},
+    server_rules,
+};
 
 /// One configuration problem, located by its field path (`servers.github.url`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -149,20 +141,47 @@ pub(super) fn join(prefix: &str, key: &str) -> String {
     }
 }
 
+/// A section that names servers: as written until every source has added its servers, then
+/// checked in [`Draft::finish`]; or already valid when the draft starts from a [`Config`].
+#[derive(Debug)]
+enum Deferred<Written, Valid> {
+    Written(Written),
+    Valid(Valid),
+}
+
+/// The servers a configuration defines, for the sections that name them.
+pub(super) struct Known<'a> {
+    /// The valid, enabled servers, in id order.
+    pub servers: &'a [ServerConfig],
+    /// Every id defined by any source, enabled, disabled or broken.
+    pub defined: &'a BTreeMap<ServerId, String>,
+    /// Defined with `enabled = false`: may be named, but their tool lists are not checked.
+    pub disabled: &'a BTreeSet<ServerId>,
+}
+
 /// A configuration being assembled from several sources.
 #[derive(Debug)]
 pub(super) struct Draft {
     pub limits: Limits,
     pub cache: CacheConfig,
     pub reconnect: ReconnectConfig,
+    call_limits: CallLimits,
+    confirmations: ConfirmationConfig,
+    state: StateConfig,
+    pins: PinsConfig,
+    access: Deferred<Option<RawAccess>, Option<AccessConfig>>,
+    audit: Deferred<RawAudit, AuditConfig>,
     servers: Vec<ServerConfig>,
     /// Every id taken so far, enabled or not, with where it was defined (for messages).
     taken: BTreeMap<ServerId, String>,
+    /// Ids of servers written with `enabled = false`: other sections may name them.
+    disabled: BTreeSet<ServerId>,
 }
 
 impl Draft {
-    /// Starts from `config` (whose servers count as defined by `origin`, in words).
-    pub fn from_config(config: Config, origin: &str) -> Draft {
+    /// Starts from `config` (whose servers count as defined by `origin`, in words); its
+    /// relative paths are resolved against `base`.
+    pub fn from_config(config: Config, origin: &str, base: &Path) -> Draft {
         let taken = config
             .servers
             .iter()
@@ -172,24 +191,36 @@ impl Draft {
             limits: config.limits,
             cache: config.cache,
             reconnect: config.reconnect,
+            call_limits: config.call_limits,
+            confirmations: config.confirmations,
+            state: gate_rules::resolve_state(config.state, base),
+            pins: PinsConfig {
+                file: base.join(config.pins.file),
+            },
+            access: Deferred::Valid(config.access),
+            audit: Deferred::Valid(config.audit),
             servers: config.servers,
             taken,
+            disabled: BTreeSet::new(),
         }
     }
 
-    /// Starts from a file's sections; servers are added with [`Draft::add_servers`].
-    pub fn from_sections(
-        limits: &RawLimits,
-        cache: &RawCache,
-        reconnect: &RawReconnect,
-        report: &mut Report,
-    ) -> Draft {
+    /// Starts from a file's sections (its servers are added with [`Draft::add_servers`]);
+    /// relative paths are resolved against `base`, the file's folder.
+    pub fn from_file(file: RawFile, base: &Path, report: &mut Report) -> Draft {
         Draft {
-            limits: validate_limits(limits, report),
-            cache: validate_cache(cache, report),
-            reconnect: validate_reconnect(reconnect, report),
+            limits: limit_rules::limits(&file.limits, report),
+            cache: limit_rules::cache(&file.cache, report),
+            reconnect: limit_rules::reconnect(&file.reconnect, report),
+            call_limits: limit_rules::call_limits(&file.limits, report),
+            confirmations: gate_rules::confirmations(&file.confirmations, report),
+            state: gate_rules::state(&file.state, base, report),
+            pins: gate_rules::pins(&file.pins, base, report),
+            access: Deferred::Written(file.access),
+            audit: Deferred::Written(file.audit),
             servers: Vec::new(),
             taken: BTreeMap::new(),
+            disabled: BTreeSet::new(),
         }
     }
 
@@ -208,6 +239,9 @@ impl Draft {
                 continue;
             }
             self.taken.insert(id.clone(), format!("`{}`", entry.path));
+            if entry.server.enabled == Some(false) {
+                self.disabled.insert(id.clone());
+            }
             if let Some(server) = server_rules::validate(id, &entry, env, report) {
                 self.servers.push(server);
             }
@@ -224,12 +258,30 @@ impl Draft {
                  overlong line instead of as a too-large result",
             );
         }
+        let known = Known {
+            servers: &self.servers,
+            defined: &self.taken,
+            disabled: &self.disabled,
+        };
+        let access = match self.access {
+            Deferred::Written(raw) => raw.map(|raw| access_rules::validate(&raw, &known, report)),
+            Deferred::Valid(access) => access,
+        };
+        let audit = match self.audit {
+            Deferred::Written(raw) => gate_rules::audit(&raw, &known, report),
+            Deferred::Valid(audit) => audit,
+        };
         Config {
             servers: self.servers,
             limits: self.limits,
             cache: self.cache,
             reconnect: self.reconnect,
-            ..Config::default()
+            access,
+            call_limits: self.call_limits,
+            confirmations: self.confirmations,
+            state: self.state,
+            audit,
+            pins: self.pins,
         }
     }
 }
@@ -312,92 +364,5 @@ where
             report.problem(path, format!("must be between {min} and {max}"));
             None
         }
-    }
-}
-
-fn validate_limits(raw: &RawLimits, report: &mut Report) -> Limits {
-    let d = Limits::default();
-    let mut time = |raw: &Option<RawDuration>, field: &str, default: Duration| {
-        raw.as_ref()
-            .and_then(|r| duration(r, &TIMEOUT_RANGE, &format!("limits.{field}"), report))
-            .unwrap_or(default)
-    };
-    let connect_timeout = time(&raw.connect_timeout, "connect_timeout", d.connect_timeout);
-    let call_timeout = time(&raw.call_timeout, "call_timeout", d.call_timeout);
-    let list_timeout = time(&raw.list_timeout, "list_timeout", d.list_timeout);
-    let mut size = |raw: Option<u64>, field: &str, range, default| {
-        raw.and_then(|n| count(n, range, &format!("limits.{field}"), report))
-            .unwrap_or(default)
-    };
-    Limits {
-        connect_timeout,
-        call_timeout,
-        list_timeout,
-        max_result_bytes: size(
-            raw.max_result_bytes,
-            "max_result_bytes",
-            &PAYLOAD_BYTES_RANGE,
-            d.max_result_bytes,
-        ),
-        max_line_bytes: size(
-            raw.max_line_bytes,
-            "max_line_bytes",
-            &PAYLOAD_BYTES_RANGE,
-            d.max_line_bytes,
-        ),
-        max_stderr_line_bytes: size(
-            raw.max_stderr_line_bytes,
-            "max_stderr_line_bytes",
-            &STDERR_LINE_BYTES_RANGE,
-            d.max_stderr_line_bytes,
-        ),
-    }
-}
-
-fn validate_cache(raw: &RawCache, report: &mut Report) -> CacheConfig {
-    let d = CacheConfig::default();
-    CacheConfig {
-        ttl: raw
-            .ttl
-            .as_ref()
-            .and_then(|r| duration(r, &CACHE_TTL_RANGE, "cache.ttl", report))
-            .unwrap_or(d.ttl),
-        max_entries: raw
-            .max_entries
-            .and_then(|n| count(n, &CACHE_ENTRIES_RANGE, "cache.max_entries", report))
-            .unwrap_or(d.max_entries),
-    }
-}
-
-fn validate_reconnect(raw: &RawReconnect, report: &mut Report) -> ReconnectConfig {
-    let d = ReconnectConfig::default();
-    let mut delay = |raw: &Option<RawDuration>, field: &str, default: Duration| {
-        raw.as_ref()
-            .and_then(|r| duration(r, &TIMEOUT_RANGE, &format!("reconnect.{field}"), report))
-            .unwrap_or(default)
-    };
-    let initial_delay = delay(&raw.initial_delay, "initial_delay", d.initial_delay);
-    let max_delay = delay(&raw.max_delay, "max_delay", d.max_delay);
-    if max_delay < initial_delay {
-        report.problem(
-            "reconnect.max_delay",
-            format!("is below initial_delay ({initial_delay:?})"),
-        );
-    }
-    let max_attempts = raw
-        .max_attempts
-        .and_then(|n| {
-            count(
-                n,
-                &RECONNECT_ATTEMPTS_RANGE,
-                "reconnect.max_attempts",
-                report,
-            )
-        })
-        .unwrap_or(d.max_attempts);
-    ReconnectConfig {
-        initial_delay,
-        max_delay,
-        max_attempts,
     }
 }

@@ -1,90 +1,293 @@
-//! The call path: resolve the name, check the arguments, call the upstream with its deadline,
-//! shape the result.
+//! The call path, DESIGN.md "One tool call": resolve, access, quarantine, arguments,
+//! confirmation, limits, upstream, result shaping, audit, in that order, for every caller.
 
 use std::time::Duration;
 
-use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock};
-use serde_json::Value;
+use rmcp::model::CallToolRequestParams;
+use serde_json::{Map, Value};
 
-use super::{Gateway, GatewayError};
+use super::{Gateway, GatewayError, ToolOutput, audit::Attempt, result::shape};
 use crate::{
-    catalog::CatalogTool,
+    catalog::{CatalogTool, ToolStatus, args_hash},
     config::{Config, ServerConfig},
+    policy::{CallContext, Effect, classify, needs_confirmation},
+    store::{Approved, Binding, Pending},
     upstream::UpstreamError,
 };
 
-/// A successful tool result.
-#[derive(Debug, Clone)]
-pub struct ToolOutput {
-    /// Canonical id `server.tool`.
-    pub tool: String,
-    pub server: String,
-    pub result: CallToolResult,
-}
-
-impl ToolOutput {
-    /// The text parts of the result, joined by newlines.
-    pub fn text(&self) -> String {
-        text_of(&self.result.content)
-    }
-}
-
-fn text_of(content: &[ContentBlock]) -> String {
-    content
-        .iter()
-        .filter_map(|c| match c {
-            ContentBlock::Text(t) => Some(t.text.as_str()),
-            _ => None,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
-}
+/// How long a retried read waits for its server to come back before giving up.
+const RETRY_RECONNECT_WAIT: Duration = Duration::from_secs(5);
 
 impl Gateway {
-    /// Calls a tool by canonical id (`server.tool`) or function name (`server_tool`).
+    /// Calls a tool by canonical id (`server.tool`) or function name (`server_tool`) as `ctx`,
+    /// with a confirmation token when the tool needs one. Every attempt is audited.
     pub async fn call_tool(
         &self,
+        ctx: &CallContext,
         name: &str,
         arguments: Value,
+        confirmation: Option<&str>,
+    ) -> Result<ToolOutput, GatewayError> {
+        let mut attempt = Attempt::start(ctx, name);
+        let outcome = self
+            .call_inner(ctx, name, arguments, confirmation, &mut attempt)
+            .await;
+        let record = attempt.finish(&outcome, &self.inner.config.audit);
+        match self.inner.audit.append(record).await {
+            Ok(()) => outcome,
+            Err(err) => {
+                tracing::error!(error = %err, "audit record could not be written");
+                // An acknowledged call has its record: without one, report failure.
+                Err(GatewayError::StoreUnavailable {
+                    what: "the audit log",
+                })
+            }
+        }
+    }
+
+    async fn call_inner(
+        &self,
+        ctx: &CallContext,
+        name: &str,
+        arguments: Value,
+        confirmation: Option<&str>,
+        attempt: &mut Attempt,
     ) -> Result<ToolOutput, GatewayError> {
         let catalog = self.catalog();
+        let not_found = || GatewayError::NotFound {
+            name: name.to_owned(),
+        };
+        // 1, 2: resolve; a tool the caller may not use does not exist for them.
         let tool = catalog
             .by_canonical(name)
             .or_else(|| catalog.by_function_name(name))
-            .ok_or_else(|| GatewayError::NotFound {
-                name: name.to_owned(),
-            })?;
-        let arguments = match arguments {
-            Value::Object(map) => map,
-            Value::Null => serde_json::Map::new(),
-            other => {
-                return Err(GatewayError::InvalidArguments {
-                    reason: format!("arguments must be a JSON object, not {}", kind(&other)),
+            .filter(|t| self.inner.access.allows(ctx, &t.server, &t.canonical))
+            .ok_or_else(not_found)?;
+        attempt.tool(tool);
+        let config = self.config();
+        let server = config.server(&tool.server).ok_or_else(not_found)?;
+        // 3: pins and scan.
+        match &tool.status {
+            ToolStatus::Quarantined { reason } => {
+                return Err(GatewayError::Quarantined {
+                    tool: tool.canonical.clone(),
+                    reason: reason.clone(),
                 });
             }
-        };
-        let config = self.config();
-        let server = config
-            .server(&tool.server)
-            .ok_or_else(|| GatewayError::NotFound {
-                name: name.to_owned(),
-            })?;
-        let timeout = call_timeout(config, server, tool);
-        let params =
-            CallToolRequestParams::new(tool.upstream.name.clone()).with_arguments(arguments);
-        let result = self
+            ToolStatus::Pending => {
+                return Err(GatewayError::PendingReview {
+                    tool: tool.canonical.clone(),
+                });
+            }
+            ToolStatus::Ok | ToolStatus::Stale => {}
+        }
+        // 4: arguments.
+        let arguments = self.check_arguments(tool, arguments, config, attempt)?;
+        // 5: confirmation for writes.
+        let effect = classify(server, &tool.upstream);
+        attempt.effect(effect);
+        if needs_confirmation(server, effect) {
+            let hash = args_hash(&Value::Object(arguments.clone()));
+            let binding = Binding {
+                tenant: ctx.tenant.clone(),
+                user: ctx.user.clone(),
+                session: ctx.session.clone(),
+                tool: tool.canonical.clone(),
+                fingerprint: tool.fingerprint.as_str().to_owned(),
+                args_hash: hash,
+            };
+            match confirmation {
+                None => return Err(self.ask_confirmation(binding, attempt).await),
+                Some(token) => self.redeem(token, &binding, attempt).await?,
+            }
+        }
+        // 6: limits.
+        let limits = &config.call_limits;
+        self.inner
+            .limiter
+            .check_rate(&ctx.user, &tool.server, limits, tokio::time::Instant::now())
+            .map_err(limit_error)?;
+        let _permit = self
             .inner
-            .manager
-            .call_tool(&tool.server, params, timeout)
+            .limiter
+            .acquire(&ctx.user, &tool.server, limits)
             .await
-            .map_err(|source| match source {
-                UpstreamError::Timeout { after } => GatewayError::Timeout { after },
-                source => GatewayError::Upstream {
-                    server: tool.server.to_string(),
-                    source,
-                },
+            .map_err(limit_error)?;
+        // 7: the upstream.
+        attempt.allowed();
+        let timeout = call_timeout(config, server, tool);
+        let result = self
+            .call_upstream(tool, arguments, timeout, effect, config)
+            .await?;
+        // 8: shape.
+        let output = shape(
+            &tool.canonical,
+            tool.server.as_str(),
+            result,
+            config.limits.max_result_bytes,
+            limits,
+        )?;
+        attempt.result_bytes(output.size());
+        Ok(output)
+    }
+
+    fn check_arguments(
+        &self,
+        tool: &CatalogTool,
+        arguments: Value,
+        config: &Config,
+        attempt: &mut Attempt,
+    ) -> Result<Map<String, Value>, GatewayError> {
+        let invalid = |reason: String| GatewayError::InvalidArguments { reason };
+        let arguments = match arguments {
+            Value::Object(map) => map,
+            Value::Null => Map::new(),
+            other => {
+                return Err(invalid(format!(
+                    "arguments must be a JSON object, not {}",
+                    kind(&other)
+                )));
+            }
+        };
+        crate::policy::check_value(&arguments, config.call_limits.max_argument_bytes)
+            .map_err(|e| invalid(e.to_string()))?;
+        let size = serde_json::to_vec(&arguments).map_or(0, |v| v.len());
+        attempt.argument_bytes(size, &arguments);
+        let schema = self.schema_for(tool);
+        match schema.as_ref() {
+            Ok(compiled) => compiled
+                .validate(&arguments)
+                .map_err(|e| invalid(e.to_string()))?,
+            Err(reason) => {
+                return Err(invalid(format!(
+                    "the tool's input schema is unusable: {reason}"
+                )));
+            }
+        }
+        Ok(arguments)
+    }
+
+    /// Stores a pending confirmation and returns the error that tells the caller about it.
+    async fn ask_confirmation(&self, binding: Binding, attempt: &mut Attempt) -> GatewayError {
+        let now = self.inner.clock.now();
+        let pending = Pending {
+            id: crate::digest::random_hex(16),
+            created_at: now,
+            expires_at: now + self.inner.config.confirmations.pending_ttl,
+            binding,
+        };
+        attempt.confirmation(&pending.id);
+        let error = GatewayError::ConfirmationRequired {
+            confirmation_id: pending.id.clone(),
+            tool: pending.binding.tool.clone(),
+            args_hash: pending.binding.args_hash.clone(),
+            expires_at: pending.expires_at,
+        };
+        match self.inner.confirmations.insert_pending(pending).await {
+            Ok(()) => error,
+            Err(err) => {
+                tracing::error!(error = %err, "cannot store a pending confirmation");
+                GatewayError::StoreUnavailable {
+                    what: "the confirmation store",
+                }
+            }
+        }
+    }
+
+    /// Consumes a confirmation token: exactly once, and only for the exact call it was
+    /// approved for.
+    async fn redeem(
+        &self,
+        token: &str,
+        binding: &Binding,
+        attempt: &mut Attempt,
+    ) -> Result<(), GatewayError> {
+        let hash = crate::digest::sha256_hex(token.as_bytes());
+        let approved: Option<Approved> = self
+            .inner
+            .confirmations
+            .take_token(&hash, self.inner.clock.now())
+            .await
+            .map_err(|err| {
+                tracing::error!(error = %err, "cannot read the confirmation store");
+                GatewayError::StoreUnavailable {
+                    what: "the confirmation store",
+                }
             })?;
-        shape(config, tool, result)
+        let approved = approved.ok_or(GatewayError::ConfirmationInvalid {
+            reason: "unknown, already used or expired",
+        })?;
+        attempt.confirmation(&approved.confirmation_id);
+        let b = &approved.binding;
+        let reason = if (&b.tenant, &b.user, &b.session)
+            != (&binding.tenant, &binding.user, &binding.session)
+        {
+            Some("approved for another user or session")
+        } else if b.tool != binding.tool {
+            Some("approved for another tool")
+        } else if b.fingerprint != binding.fingerprint {
+            Some("the tool's definition changed since approval")
+        } else if b.args_hash != binding.args_hash {
+            Some("approved for other arguments")
+        } else {
+            None
+        };
+        match reason {
+            Some(reason) => Err(GatewayError::ConfirmationInvalid { reason }),
+            None => Ok(()),
+        }
+    }
+
+    /// Calls the upstream; reads are retried on connection failures, writes only when the
+    /// request was certainly not sent (the server was not connected), so a confirmed write
+    /// reaches the upstream at most once.
+    async fn call_upstream(
+        &self,
+        tool: &CatalogTool,
+        arguments: Map<String, Value>,
+        timeout: Duration,
+        effect: Effect,
+        config: &Config,
+    ) -> Result<rmcp::model::CallToolResult, GatewayError> {
+        let mut retries_left = config.call_limits.retries;
+        loop {
+            let params = CallToolRequestParams::new(tool.upstream.name.clone())
+                .with_arguments(arguments.clone());
+            match self
+                .inner
+                .manager
+                .call_tool(&tool.server, params, timeout)
+                .await
+            {
+                Ok(result) => return Ok(result),
+                Err(err) => {
+                    let not_sent = matches!(err, UpstreamError::Unavailable { .. });
+                    let lost = matches!(err, UpstreamError::ConnectionLost);
+                    let retry = retries_left > 0 && (not_sent || (lost && effect == Effect::Read));
+                    if !retry {
+                        return Err(match err {
+                            UpstreamError::Timeout { after } => GatewayError::Timeout { after },
+                            source => GatewayError::Upstream {
+                                server: tool.server.to_string(),
+                                source,
+                            },
+                        });
+                    }
+                    retries_left -= 1;
+                    self.inner
+                        .manager
+                        .wait_connected(&tool.server, RETRY_RECONNECT_WAIT)
+                        .await;
+                }
+            }
+        }
+    }
+}
+
+fn limit_error(e: crate::policy::LimitExceeded) -> GatewayError {
+    GatewayError::LimitExceeded {
+        limit: e.to_string(),
+        retry_after: e.retry_after,
     }
 }
 
@@ -96,30 +299,6 @@ fn call_timeout(config: &Config, server: &ServerConfig, tool: &CatalogTool) -> D
         .map(|(_, t)| *t)
         .or(server.call_timeout)
         .unwrap_or(config.limits.call_timeout)
-}
-
-fn shape(
-    config: &Config,
-    tool: &CatalogTool,
-    result: CallToolResult,
-) -> Result<ToolOutput, GatewayError> {
-    let size = serde_json::to_vec(&result)
-        .map(|v| v.len())
-        .unwrap_or(usize::MAX);
-    let limit = config.limits.max_result_bytes;
-    if size > limit {
-        return Err(GatewayError::ResultTooLarge { size, limit });
-    }
-    if result.is_error == Some(true) {
-        return Err(GatewayError::ToolError {
-            message: text_of(&result.content),
-        });
-    }
-    Ok(ToolOutput {
-        tool: tool.canonical.clone(),
-        server: tool.server.to_string(),
-        result,
-    })
 }
 
 fn kind(value: &Value) -> &'static str {

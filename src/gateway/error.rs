@@ -1,10 +1,11 @@
 //! The gateway's typed errors, each with a stable machine-readable code.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use crate::upstream::UpstreamError;
 
-/// Why a gateway operation did not succeed.
+/// Why a gateway operation did not succeed. Denials, limits, timeouts and upstream failures
+/// are distinct kinds, so a program (or a model) can act on them.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum GatewayError {
     /// No such tool (or not visible to the caller: the two are indistinguishable on purpose).
@@ -13,6 +14,36 @@ pub enum GatewayError {
     /// The arguments are not acceptable.
     #[error("invalid arguments: {reason}")]
     InvalidArguments { reason: String },
+    /// The tool's definition changed since it was pinned, or it failed the poisoning scan,
+    /// under a blocking policy.
+    #[error("`{tool}` is quarantined: {reason}")]
+    Quarantined { tool: String, reason: String },
+    /// A new tool not yet pinned, under a blocking policy.
+    #[error("`{tool}` is new and waits for review (run `mcpgate pin` after reviewing it)")]
+    PendingReview { tool: String },
+    /// The call needs the user's confirmation: approve `confirmation_id`, then call again with
+    /// the token.
+    #[error(
+        "`{tool}` needs confirmation: approve confirmation {confirmation_id}, then call again with the token"
+    )]
+    ConfirmationRequired {
+        confirmation_id: String,
+        tool: String,
+        args_hash: String,
+        expires_at: SystemTime,
+    },
+    /// The confirmation token is unknown, used, expired, or bound to another call.
+    #[error("the confirmation token is not valid for this call: {reason}")]
+    ConfirmationInvalid { reason: &'static str },
+    /// The caller may not do this (e.g. approve another user's confirmation).
+    #[error("forbidden: {reason}")]
+    Forbidden { reason: &'static str },
+    /// A rate or concurrency limit was hit.
+    #[error("limit exceeded: {limit}")]
+    LimitExceeded {
+        limit: String,
+        retry_after: Option<Duration>,
+    },
     /// The tool ran and reported an error (`isError`).
     #[error("the tool reported an error: {message}")]
     ToolError { message: String },
@@ -28,6 +59,9 @@ pub enum GatewayError {
         server: String,
         source: UpstreamError,
     },
+    /// A store the decision depends on could not be reached: the call is refused (fail closed).
+    #[error("{what} is unavailable; the call was refused")]
+    StoreUnavailable { what: &'static str },
 }
 
 impl GatewayError {
@@ -36,10 +70,33 @@ impl GatewayError {
         match self {
             GatewayError::NotFound { .. } => "not_found",
             GatewayError::InvalidArguments { .. } => "invalid_arguments",
+            GatewayError::Quarantined { .. } => "quarantined",
+            GatewayError::PendingReview { .. } => "pending_review",
+            GatewayError::ConfirmationRequired { .. } => "confirmation_required",
+            GatewayError::ConfirmationInvalid { .. } => "confirmation_invalid",
+            GatewayError::Forbidden { .. } => "forbidden",
+            GatewayError::LimitExceeded { .. } => "limit_exceeded",
             GatewayError::ToolError { .. } => "tool_error",
             GatewayError::ResultTooLarge { .. } => "result_too_large",
             GatewayError::Timeout { .. } => "timeout",
             GatewayError::Upstream { source, .. } => source.code(),
+            GatewayError::StoreUnavailable { .. } => "store_unavailable",
         }
+    }
+
+    /// Whether the call was refused by policy before reaching the upstream.
+    pub fn is_denial(&self) -> bool {
+        matches!(
+            self,
+            GatewayError::NotFound { .. }
+                | GatewayError::InvalidArguments { .. }
+                | GatewayError::Quarantined { .. }
+                | GatewayError::PendingReview { .. }
+                | GatewayError::ConfirmationRequired { .. }
+                | GatewayError::ConfirmationInvalid { .. }
+                | GatewayError::Forbidden { .. }
+                | GatewayError::LimitExceeded { .. }
+                | GatewayError::StoreUnavailable { .. }
+        )
     }
 }

@@ -1,24 +1,34 @@
 //! The gateway: the one gate every tool call passes, and the catalog it keeps fresh.
 
+mod audit;
 mod call;
+mod confirm;
 mod error;
+mod result;
 
 use std::{
+    collections::{HashMap, HashSet},
     path::PathBuf,
-    sync::{Arc, RwLock},
+    sync::{Arc, Mutex, RwLock},
     time::Duration,
 };
 
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
-pub use call::ToolOutput;
+pub use confirm::Approval;
 pub use error::GatewayError;
+pub use result::{Part, ToolOutput};
 
 use crate::{
-    catalog::{Catalog, ServerTools},
-    config::{Config, Env},
+    catalog::{Catalog, CatalogTool, Fingerprint, PinStatus, Pins, PinsError, ServerTools},
+    config::{Config, Env, StateConfig},
+    policy::{Access, CallContext, Clock, CompiledSchema, Limiter},
+    store::{AuditStore, ConfirmationStore, StoreError, memory_stores, open_sqlite},
     upstream::{ConnectOptions, Manager, ServerStatus},
 };
+
+/// How often expired confirmations are swept from the store.
+const PURGE_EVERY: Duration = Duration::from_secs(60);
 
 /// What the gateway needs from its surroundings besides configuration.
 #[derive(Debug, Clone, Default)]
@@ -28,12 +38,63 @@ pub struct GatewayOptions {
     /// The `mcpgate` binary, run as supervisor of stdio servers (see
     /// [`crate::upstream::supervisor`]); `None` runs them directly.
     pub supervisor: Option<PathBuf>,
+    /// The wall clock confirmations expire by.
+    pub clock: Clock,
+}
+
+/// The confirmation and audit stores the gateway writes to.
+#[derive(Clone)]
+pub struct Stores {
+    pub confirmations: Arc<dyn ConfirmationStore>,
+    pub audit: Arc<dyn AuditStore>,
+}
+
+impl Stores {
+    /// Opens the stores `state` names (SQLite file, or memory).
+    pub async fn open(state: &StateConfig) -> Result<Stores, StoreError> {
+        match state {
+            StateConfig::Memory => {
+                let (confirmations, audit) = memory_stores();
+                Ok(Stores {
+                    confirmations,
+                    audit,
+                })
+            }
+            StateConfig::Sqlite { path } => {
+                let stores = open_sqlite(path).await?;
+                Ok(Stores {
+                    confirmations: stores.confirmations(),
+                    audit: stores.audit(),
+                })
+            }
+        }
+    }
+}
+
+/// Why the gateway could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("cannot open the state store: {0}")]
+    Store(#[from] StoreError),
+    #[error("cannot read the pin file: {0}")]
+    Pins(#[from] PinsError),
 }
 
 struct Inner {
     config: Arc<Config>,
     manager: Manager,
     catalog: RwLock<Arc<Catalog>>,
+    pins: RwLock<Option<Arc<Pins>>>,
+    access: Access,
+    limiter: Limiter,
+    confirmations: Arc<dyn ConfirmationStore>,
+    audit: Arc<dyn AuditStore>,
+    clock: Clock,
+    /// Compiled input schemas by fingerprint; rebuilt with each catalog, so bounded by it.
+    schemas: Mutex<HashMap<Fingerprint, Arc<Result<CompiledSchema, String>>>>,
+    /// Definition changes already reported under `on_change = "warn"`, so each is logged and
+    /// audited once.
+    reported_changes: Mutex<HashSet<Fingerprint>>,
     cancel: CancellationToken,
     tasks: TaskTracker,
 }
@@ -45,9 +106,23 @@ pub struct Gateway {
 }
 
 impl Gateway {
+    /// Opens the stores named by the configuration and starts the gateway.
+    pub async fn start(config: Config, options: GatewayOptions) -> Result<Gateway, StartError> {
+        let stores = Stores::open(&config.state).await?;
+        Gateway::start_with_stores(config, options, stores)
+    }
+
     /// Starts connecting every configured server and keeps the catalog in step with them.
     /// Returns at once; see [`Gateway::wait_ready`].
-    pub fn start(config: Config, options: GatewayOptions) -> Gateway {
+    pub fn start_with_stores(
+        config: Config,
+        options: GatewayOptions,
+        stores: Stores,
+    ) -> Result<Gateway, StartError> {
+        let pins = match config.pins.path() {
+            Some(path) => Pins::load(path)?.map(Arc::new),
+            None => None,
+        };
         let connect = ConnectOptions {
             env: options.env,
             limits: config.limits.clone(),
@@ -60,9 +135,17 @@ impl Gateway {
             config.cache.clone(),
         );
         let inner = Arc::new(Inner {
+            access: Access::new(config.access.clone()),
             config: Arc::new(config),
             manager,
-            catalog: RwLock::new(Arc::new(Catalog::build(Vec::new()))),
+            catalog: RwLock::new(Arc::new(Catalog::default())),
+            pins: RwLock::new(pins),
+            limiter: Limiter::default(),
+            confirmations: stores.confirmations,
+            audit: stores.audit,
+            clock: options.clock,
+            schemas: Mutex::new(HashMap::new()),
+            reported_changes: Mutex::new(HashSet::new()),
             cancel: CancellationToken::new(),
             tasks: TaskTracker::new(),
         });
@@ -72,23 +155,47 @@ impl Gateway {
             .inner
             .tasks
             .spawn(async move { follower.follow_upstreams().await });
+        let sweeper = gateway.clone();
         gateway
+            .inner
+            .tasks
+            .spawn(async move { sweeper.purge_expired().await });
+        Ok(gateway)
     }
 
     /// Waits until every server finished its first connection attempt (each bounded by its
     /// connect deadline), or `deadline`; then the catalog reflects them.
     pub async fn wait_ready(&self, deadline: Duration) {
         self.inner.manager.wait_settled(deadline).await;
-        self.rebuild_catalog();
+        self.rebuild_catalog().await;
     }
 
-    /// The current catalog snapshot (immutable; refreshes swap in a new one).
+    /// The current catalog snapshot, every tool (operators' view).
     pub fn catalog(&self) -> Arc<Catalog> {
         self.inner
             .catalog
             .read()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .clone()
+    }
+
+    /// The tools `ctx` may see, with their status (quarantined and pending ones included, for
+    /// people to review; see [`Gateway::model_tools`] for what a model is offered).
+    pub fn list_tools(&self, ctx: &CallContext) -> Vec<CatalogTool> {
+        let catalog = self.catalog();
+        catalog
+            .tools()
+            .iter()
+            .filter(|t| self.inner.access.allows(ctx, &t.server, &t.canonical))
+            .cloned()
+            .collect()
+    }
+
+    /// The tools a model acting for `ctx` is offered: visible and usable.
+    pub fn model_tools(&self, ctx: &CallContext) -> Vec<CatalogTool> {
+        let mut tools = self.list_tools(ctx);
+        tools.retain(|t| t.status.is_usable());
+        tools
     }
 
     /// Every server's state, in id order.
@@ -100,6 +207,11 @@ impl Gateway {
         &self.inner.config
     }
 
+    /// The audit log (for `mcpgate audit` and the API).
+    pub fn audit_store(&self) -> &Arc<dyn AuditStore> {
+        &self.inner.audit
+    }
+
     /// A receiver that changes whenever upstream state or tools change.
     pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
         self.inner.manager.changes()
@@ -108,6 +220,16 @@ impl Gateway {
     /// Asks a server to re-list its tools (or reconnect now). `false` if no such server.
     pub fn refresh(&self, server: &crate::config::ServerId) -> bool {
         self.inner.manager.refresh(server)
+    }
+
+    /// Replaces the pins (after `mcpgate pin` wrote a new file) and rebuilds the catalog.
+    pub async fn set_pins(&self, pins: Option<Pins>) {
+        *self
+            .inner
+            .pins
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = pins.map(Arc::new);
+        self.rebuild_catalog().await;
     }
 
     /// Closes every upstream connection and reaps every child process.
@@ -121,7 +243,7 @@ impl Gateway {
     async fn follow_upstreams(&self) {
         let mut changes = self.inner.manager.changes();
         loop {
-            self.rebuild_catalog();
+            self.rebuild_catalog().await;
             tokio::select! {
                 changed = changes.changed() => if changed.is_err() { return },
                 () = self.inner.cancel.cancelled() => return,
@@ -129,9 +251,24 @@ impl Gateway {
         }
     }
 
-    /// Builds a new snapshot from every server's last good tools (allow/deny lists applied)
-    /// and swaps it in whole.
-    fn rebuild_catalog(&self) {
+    async fn purge_expired(&self) {
+        let mut every = tokio::time::interval(PURGE_EVERY);
+        loop {
+            tokio::select! {
+                _ = every.tick() => {
+                    let now = self.inner.clock.now();
+                    if let Err(err) = self.inner.confirmations.purge_expired(now).await {
+                        tracing::warn!(error = %err, "purging expired confirmations failed");
+                    }
+                }
+                () = self.inner.cancel.cancelled() => return,
+            }
+        }
+    }
+
+    /// Builds a new snapshot from every server's last good tools (allow/deny lists applied,
+    /// pins compared, definitions scanned) and swaps it in whole.
+    async fn rebuild_catalog(&self) {
         let servers = self
             .inner
             .manager
@@ -145,18 +282,72 @@ impl Gateway {
                     .filter(|t| config.exposes(&t.name))
                     .cloned()
                     .collect();
-                Some(ServerTools {
-                    server: status.id,
-                    tools,
-                    stale: status.stale,
-                })
+                let mut list = ServerTools::new(status.id, tools, status.stale);
+                list.on_change = config.on_change;
+                list.scan = config.scan;
+                Some(list)
             })
             .collect();
-        let catalog = Arc::new(Catalog::build(servers));
+        let pins = self
+            .inner
+            .pins
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        let catalog = Arc::new(Catalog::build_with_pins(servers, pins.as_deref()));
+        self.compile_schemas(&catalog);
+        self.report_changes(&catalog).await;
         *self
             .inner
             .catalog
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner()) = catalog;
+    }
+
+    /// Compiles each tool's input schema once per definition, dropping those of tools gone.
+    fn compile_schemas(&self, catalog: &Catalog) {
+        let mut schemas = self.inner.schemas.lock().unwrap_or_else(|p| p.into_inner());
+        let mut fresh = HashMap::with_capacity(catalog.len());
+        for tool in catalog.tools() {
+            let compiled = schemas.remove(&tool.fingerprint).unwrap_or_else(|| {
+                Arc::new(CompiledSchema::new(&tool.input_schema).map_err(|e| e.to_string()))
+            });
+            fresh.insert(tool.fingerprint.clone(), compiled);
+        }
+        *schemas = fresh;
+    }
+
+    fn schema_for(&self, tool: &CatalogTool) -> Arc<Result<CompiledSchema, String>> {
+        let mut schemas = self.inner.schemas.lock().unwrap_or_else(|p| p.into_inner());
+        schemas
+            .entry(tool.fingerprint.clone())
+            .or_insert_with(|| {
+                Arc::new(CompiledSchema::new(&tool.input_schema).map_err(|e| e.to_string()))
+            })
+            .clone()
+    }
+
+    /// Logs and audits, once each, definitions that differ from their pins and tools with
+    /// scan findings (under warn policies they stay usable, so this is how anyone learns).
+    async fn report_changes(&self, catalog: &Catalog) {
+        let mut new_reports = Vec::new();
+        {
+            let mut reported = self
+                .inner
+                .reported_changes
+                .lock()
+                .unwrap_or_else(|p| p.into_inner());
+            for tool in catalog.tools() {
+                let changed = matches!(tool.pin, PinStatus::Changed { .. });
+                if (changed || !tool.findings.is_empty())
+                    && reported.insert(tool.fingerprint.clone())
+                {
+                    new_reports.push(tool.clone());
+                }
+            }
+        }
+        for tool in new_reports {
+            audit::report_definition(self, &tool).await;
+        }
     }
 }

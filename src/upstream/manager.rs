@@ -171,6 +171,26 @@ impl Manager {
         let _ = tokio::time::timeout(deadline, settled).await;
     }
 
+    /// Waits until `id` is connected, at most `deadline`; returns whether it is.
+    pub async fn wait_connected(&self, id: &ServerId, deadline: Duration) -> bool {
+        let Some(slot) = self.slot(id) else {
+            return false;
+        };
+        let mut changes = self.changes();
+        let connected = async {
+            loop {
+                if slot.lock().peer.is_some() {
+                    return;
+                }
+                if changes.changed().await.is_err() {
+                    return;
+                }
+            }
+        };
+        let _ = tokio::time::timeout(deadline, connected).await;
+        slot.lock().peer.is_some()
+    }
+
     /// Every server's status, in configuration order.
     pub fn statuses(&self) -> Vec<ServerStatus> {
         self.inner

@@ -122,7 +122,7 @@ async fn system_proxies_are_ignored() {
     std::fs::write(
         dir.path().join("mcpgate.toml"),
         format!(
-            "[servers.everything]\nurl = \"http://127.0.0.1:{}/mcp\"\ntransport = \"streamable-http\"\nallow_private = true\nallow_http = true\n",
+            "[servers.everything]\nurl = \"http://127.0.0.1:{}/mcp\"\ntransport = \"streamable-http\"\nallow_private = true\nallow_http = true\nconfirm = \"none\"\n",
             peer.port
         ),
     )

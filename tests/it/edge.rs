@@ -6,7 +6,7 @@ use std::time::Duration;
 use mcpgate::upstream::ServerState;
 use serde_json::json;
 
-use crate::support::{config, fixture, gateway, wait_for};
+use crate::support::{CallExt as _, config, fixture, gateway, wait_for};
 
 #[tokio::test]
 async fn lists_every_page() {
@@ -29,7 +29,7 @@ async fn list_changed_swaps_in_a_new_snapshot() {
         .clone();
     assert!(before.by_canonical("shifty.gamma").is_none());
 
-    gw.call_tool("shifty.mutate", json!({ "what": "add_tool" }))
+    gw.call("shifty.mutate", json!({ "what": "add_tool" }))
         .await
         .expect("mutate");
     let after = wait_for("gamma to appear", || {
@@ -47,7 +47,7 @@ async fn list_changed_swaps_in_a_new_snapshot() {
         alpha_before
     );
 
-    gw.call_tool("shifty.mutate", json!({ "what": "nested" }))
+    gw.call("shifty.mutate", json!({ "what": "nested" }))
         .await
         .expect("mutate");
     let changed = wait_for("alpha's fingerprint to change", || {
@@ -64,7 +64,7 @@ async fn list_changed_swaps_in_a_new_snapshot() {
 async fn crash_mid_call_is_typed_and_reconnects() {
     let gw = gateway(config(vec![fixture("crashy", "crashy")])).await;
     let err = gw
-        .call_tool("crashy.crash", json!({}))
+        .call("crashy.crash", json!({}))
         .await
         .expect_err("the server dies");
     assert_eq!(err.code(), "upstream_connection_lost", "{err}");
@@ -74,7 +74,7 @@ async fn crash_mid_call_is_typed_and_reconnects() {
     })
     .await;
     let echo = gw
-        .call_tool("crashy.echo", json!({ "message": "back" }))
+        .call("crashy.echo", json!({ "message": "back" }))
         .await
         .expect("echo");
     assert!(echo.text().contains("back"));

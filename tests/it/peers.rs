@@ -4,7 +4,9 @@
 use mcpgate::{config::HttpKind, gateway::Gateway, upstream::ServerState};
 use serde_json::json;
 
-use crate::support::{self, config, everything_http, everything_js, gateway, http, stdio};
+use crate::support::{
+    self, CallExt as _, config, everything_http, everything_js, gateway, http, stdio,
+};
 
 /// server-everything's tool count (2026.8.31).
 const EVERYTHING_TOOLS: usize = 13;
@@ -18,13 +20,13 @@ async fn assert_everything(gateway: &Gateway, server: &str, transport: &str) {
     let echo = format!("{server}.echo");
     assert!(catalog.by_canonical(&echo).is_some());
     let output = gateway
-        .call_tool(&echo, json!({ "message": "hi" }))
+        .call(&echo, json!({ "message": "hi" }))
         .await
         .expect("echo works");
     assert_eq!(output.text(), "Echo: hi");
     // The function name reaches the same tool.
     let output = gateway
-        .call_tool(&format!("{server}_echo"), json!({ "message": "again" }))
+        .call(&format!("{server}_echo"), json!({ "message": "again" }))
         .await
         .expect("echo by function name");
     assert_eq!(output.text(), "Echo: again");
@@ -93,14 +95,14 @@ async fn server_memory_over_stdio() {
     let gw = gateway(config(vec![server])).await;
     let catalog = gw.catalog();
     assert_eq!(catalog.len(), 9, "server-memory has 9 tools");
-    gw.call_tool(
+    gw.call(
         "memory.create_entities",
         json!({ "entities": [{ "name": "mcpgate", "entityType": "project", "observations": ["gateway"] }] }),
     )
     .await
     .expect("create_entities");
     let graph = gw
-        .call_tool("memory.read_graph", json!({}))
+        .call("memory.read_graph", json!({}))
         .await
         .expect("read_graph");
     assert!(graph.text().contains("mcpgate"), "{}", graph.text());
@@ -118,7 +120,7 @@ async fn mcp_server_time_over_stdio() {
     .await;
     assert!(gw.catalog().by_canonical("time.get_current_time").is_some());
     let now = gw
-        .call_tool("time.get_current_time", json!({ "timezone": "UTC" }))
+        .call("time.get_current_time", json!({ "timezone": "UTC" }))
         .await
         .expect("get_current_time");
     assert!(now.text().contains("UTC"), "{}", now.text());

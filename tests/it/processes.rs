@@ -23,6 +23,7 @@ env = {{ FIXTURE_PID_FILE = "{pids}" }}
 [servers.slow]
 command = "{bin}"
 args = ["fixture", "slow"]
+confirm = "none"
 "#,
         bin = bin.display(),
         pids = pid_file.display()

@@ -10,11 +10,13 @@ use std::{
 
 use mcpgate::{
     config::{
-        Config, Env, HttpConfig, HttpKind, ReconnectConfig, ServerConfig, ServerId, StateConfig,
-        StdioConfig, TransportConfig,
+        Config, Confirm, Env, HttpConfig, HttpKind, PinsConfig, ReconnectConfig, ServerConfig,
+        ServerId, StateConfig, StdioConfig, TransportConfig,
     },
-    gateway::{Gateway, GatewayOptions},
+    gateway::{Gateway, GatewayError, GatewayOptions, ToolOutput},
+    policy::CallContext,
 };
+use serde_json::Value;
 use tokio::process::{Child, Command};
 
 /// How long any single condition in a test may take before the test fails.
@@ -48,8 +50,9 @@ pub fn id(raw: &str) -> ServerId {
     ServerId::new(raw).expect("test server ids are valid")
 }
 
+/// A stdio server; transport tests call tools without a confirmation step.
 pub fn stdio(id_: &str, command: &str, args: &[&str]) -> ServerConfig {
-    ServerConfig::new(
+    no_confirm(ServerConfig::new(
         id(id_),
         TransportConfig::Stdio(StdioConfig {
             command: command.to_owned(),
@@ -57,7 +60,12 @@ pub fn stdio(id_: &str, command: &str, args: &[&str]) -> ServerConfig {
             env: Vec::new(),
             cwd: None,
         }),
-    )
+    ))
+}
+
+pub fn no_confirm(mut server: ServerConfig) -> ServerConfig {
+    server.confirm = Confirm::None;
+    server
 }
 
 /// A server from one of our fixtures, run by the mcpgate binary.
@@ -77,7 +85,7 @@ pub fn http(id_: &str, url: &str, kind: HttpKind) -> ServerConfig {
     // Test upstreams listen on loopback over plain HTTP.
     server.allow_private = true;
     server.allow_http = true;
-    server
+    no_confirm(server)
 }
 
 pub fn config(servers: Vec<ServerConfig>) -> Config {
@@ -90,24 +98,51 @@ pub fn config(servers: Vec<ServerConfig>) -> Config {
             max_delay: Duration::from_millis(500),
             max_attempts: 20,
         },
-        // Tests leave nothing on disk.
+        // Tests leave nothing on disk and read no pin file.
         state: StateConfig::Memory,
+        pins: PinsConfig::none(),
         ..Config::default()
     }
 }
 
-/// Starts a gateway (stdio servers supervised by the mcpgate binary) and waits until every
-/// server had its first try.
+/// Starts a gateway (stdio servers supervised by the mcpgate binary, state in memory) and
+/// waits until every server had its first try.
 pub async fn gateway(config: Config) -> Gateway {
-    let gateway = Gateway::start(
-        config,
-        GatewayOptions {
-            env: Env::from_process(),
-            supervisor: Some(mcpgate_bin()),
-        },
-    );
+    let gateway = Gateway::start(config, options())
+        .await
+        .expect("the gateway starts");
     gateway.wait_ready(WAIT).await;
     gateway
+}
+
+pub fn options() -> GatewayOptions {
+    GatewayOptions {
+        env: Env::from_process(),
+        supervisor: Some(mcpgate_bin()),
+        ..GatewayOptions::default()
+    }
+}
+
+/// A caller for tests: tenant `local`, one session.
+pub fn ctx() -> CallContext {
+    CallContext {
+        tenant: "local".into(),
+        user: "tester".into(),
+        session: "session-1".into(),
+        roles: vec![],
+        request_id: "req".into(),
+    }
+}
+
+/// Calls through the gate as [`ctx`] without a confirmation token.
+pub trait CallExt {
+    async fn call(&self, name: &str, arguments: Value) -> Result<ToolOutput, GatewayError>;
+}
+
+impl CallExt for Gateway {
+    async fn call(&self, name: &str, arguments: Value) -> Result<ToolOutput, GatewayError> {
+        self.call_tool(&ctx(), name, arguments, None).await
+    }
 }
 
 /// Polls `check` until it returns `Some`, failing the test after [`WAIT`].

@@ -6,7 +6,10 @@ use std::{path::PathBuf, time::Duration};
 use tempfile::TempDir;
 
 use super::*;
-use crate::config::{Confirm, HttpKind, OnChange, ScanMode, ServerConfig, TransportConfig};
+use crate::config::{
+    AccessConfig, CallLimits, Confirm, ConfirmationConfig, Grant, HttpKind, OnChange, PinsConfig,
+    ScanMode, ServerConfig, ServerId, TenantAccess, TransportConfig,
+};
 
 const EXE: &str = "/opt/mcpgate/bin/mcpgate";
 
@@ -89,7 +92,9 @@ fn mcpgate_toml_in_the_working_directory_is_found() {
 #[test]
 fn the_documented_example_loads_with_every_option() {
     let env = env(&[("GITHUB_TOKEN", "t")]);
-    let loaded = load_file("mcpgate.toml", &documented_example(), &env).expect("loads");
+    let dir = TempDir::new().expect("temp dir");
+    std::fs::write(dir.path().join("mcpgate.toml"), documented_example()).expect("write");
+    let loaded = load(None, dir.path(), &env, Path::new(EXE)).expect("loads");
     assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
     assert_eq!(ids(&loaded), ["github", "time"]);
     let limits = &loaded.config.limits;
@@ -127,6 +132,37 @@ fn the_documented_example_loads_with_every_option() {
     assert_eq!(github.connect_timeout, Some(Duration::from_secs(10)));
     let timeouts = [("search_repositories".to_owned(), Duration::from_secs(120))];
     assert_eq!(github.tool_timeouts, timeouts);
+
+    let config = &loaded.config;
+    assert_eq!(config.call_limits, CallLimits::default());
+    assert_eq!(config.confirmations, ConfirmationConfig::default());
+    assert_eq!(
+        config.state,
+        StateConfig::Sqlite {
+            path: dir.path().join("mcpgate.db")
+        }
+    );
+    assert_eq!(
+        config.pins,
+        PinsConfig {
+            file: dir.path().join("mcpgate.lock")
+        }
+    );
+    assert_eq!(config.audit.log_arguments_for, ["time.get_current_time"]);
+    let id = |s: &str| ServerId::new(s).expect("valid id");
+    let access = AccessConfig {
+        tenants: vec![TenantAccess {
+            tenant: "acme".to_owned(),
+            servers: vec![id("github"), id("time")],
+        }],
+        grants: vec![Grant {
+            tenant: "acme".to_owned(),
+            users: vec!["alice".to_owned()],
+            roles: vec!["dev".to_owned()],
+            tools: vec!["github.*".to_owned(), "time.get_current_time".to_owned()],
+        }],
+    };
+    assert_eq!(config.access, Some(access));
 }
 
 #[test]
@@ -341,4 +377,6 @@ fn mcp_servers_json_problems_are_reported() {
     assert!(err.problems[0].message.contains("duplicate key `a`"));
 }
 
+mod access;
 mod env_source;
+mod gate_sections;

@@ -1,0 +1,126 @@
+//! `mcpgate audit`: who called what, with whose approval, from the audit log.
+
+use std::{
+    io::Write as _,
+    process::ExitCode,
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use anyhow::Context as _;
+use mcpgate::{
+    config::Config,
+    gateway::Stores,
+    store::{AuditQuery, AuditRecord},
+};
+use serde_json::json;
+
+/// Filters of `mcpgate audit`.
+#[derive(Debug, clap::Args)]
+pub struct AuditArgs {
+    /// Only records newer than this: a duration (`30m`, `2h`, `7d`) or seconds since the epoch.
+    #[arg(long)]
+    since: Option<String>,
+    #[arg(long)]
+    user: Option<String>,
+    /// Canonical tool id (`server.tool`).
+    #[arg(long)]
+    tool: Option<String>,
+    /// `ok` or an error code.
+    #[arg(long)]
+    outcome: Option<String>,
+    #[arg(long, default_value_t = 50)]
+    limit: usize,
+    /// Print JSON lines instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+pub async fn run(config: &Config, args: AuditArgs) -> anyhow::Result<ExitCode> {
+    let stores = Stores::open(&config.state)
+        .await
+        .context("cannot open the audit log")?;
+    let since = args.since.as_deref().map(parse_since).transpose()?;
+    let query = AuditQuery {
+        since,
+        user: args.user,
+        tool: args.tool,
+        outcome: args.outcome,
+        limit: args.limit,
+        ..AuditQuery::default()
+    };
+    let records = stores.audit.query(query).await?;
+    let mut out = std::io::stdout().lock();
+    for (id, record) in &records {
+        if args.json {
+            writeln!(out, "{}", to_json(*id, record))?;
+        } else {
+            writeln!(
+                out,
+                "{:>6} {} {:<10} {:<12} {:<28} {:<9} {:<22} {:>6}ms{}",
+                id,
+                secs(record.time),
+                record.tenant,
+                record.user,
+                record.tool,
+                record.decision,
+                record.outcome,
+                record.duration_ms,
+                record
+                    .confirmation_id
+                    .as_ref()
+                    .map(|c| format!(" confirmation={c}"))
+                    .unwrap_or_default()
+            )?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn secs(time: SystemTime) -> u64 {
+    time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+fn to_json(id: i64, r: &AuditRecord) -> serde_json::Value {
+    json!({
+        "id": id,
+        "time": secs(r.time),
+        "requestId": r.request_id,
+        "tenant": r.tenant,
+        "user": r.user,
+        "session": r.session,
+        "server": r.server,
+        "tool": r.tool,
+        "decision": r.decision,
+        "confirmationId": r.confirmation_id,
+        "outcome": r.outcome,
+        "durationMs": r.duration_ms,
+        "argumentBytes": r.argument_bytes,
+        "resultBytes": r.result_bytes,
+        "fingerprint": r.fingerprint,
+        "arguments": r.arguments,
+        "detail": r.detail,
+    })
+}
+
+fn parse_since(text: &str) -> anyhow::Result<SystemTime> {
+    if let Ok(epoch) = text.parse::<u64>() {
+        return Ok(UNIX_EPOCH + Duration::from_secs(epoch));
+    }
+    let (number, unit) = text.split_at(
+        text.find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(text.len()),
+    );
+    let n: u64 = number
+        .parse()
+        .with_context(|| format!("`{text}` is not a duration like 30m"))?;
+    let seconds = match unit {
+        "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        "d" => n * 86_400,
+        _ => anyhow::bail!("`{text}`: use s, m, h or d, like 30m"),
+    };
+    SystemTime::now()
+        .checked_sub(Duration::from_secs(seconds))
+        .context("the duration reaches before the epoch")
+}

@@ -1,0 +1,234 @@
+//! Audit records: one per call attempt, allowed or denied, with who, what, the decision and
+//! the outcome. Never tokens, keys, header values, argument values or result content (except
+//! argument values of read tools named in `audit.log_arguments_for`).
+
+use std::time::{Instant, SystemTime};
+
+use serde_json::{Map, Value};
+
+use super::{Gateway, GatewayError, ToolOutput};
+use crate::{
+    catalog::{CatalogTool, PinStatus, canonical_json},
+    config::AuditConfig,
+    policy::{CallContext, Effect},
+    store::AuditRecord,
+};
+
+/// Longest string kept in an audit field; names come from callers and upstreams.
+const MAX_FIELD_CHARS: usize = 256;
+/// The user name of records the gateway writes about itself.
+const SYSTEM_USER: &str = "mcpgate";
+/// Longest argument text kept for tools whose arguments may be logged.
+const MAX_ARGUMENTS_CHARS: usize = 4096;
+
+/// What is known about a call attempt so far; becomes an [`AuditRecord`] at the end.
+pub(super) struct Attempt {
+    started: Instant,
+    time: SystemTime,
+    ctx: CallContext,
+    server: String,
+    tool: String,
+    fingerprint: Option<String>,
+    effect: Option<Effect>,
+    allowed: bool,
+    confirmation_id: Option<String>,
+    argument_bytes: u64,
+    arguments: Option<String>,
+    result_bytes: u64,
+}
+
+impl Attempt {
+    pub fn start(ctx: &CallContext, requested: &str) -> Attempt {
+        Attempt {
+            started: Instant::now(),
+            time: SystemTime::now(),
+            ctx: ctx.clone(),
+            server: String::new(),
+            tool: requested.to_owned(),
+            fingerprint: None,
+            effect: None,
+            allowed: false,
+            confirmation_id: None,
+            argument_bytes: 0,
+            arguments: None,
+            result_bytes: 0,
+        }
+    }
+
+    pub fn tool(&mut self, tool: &CatalogTool) {
+        self.server = tool.server.to_string();
+        self.tool = tool.canonical.clone();
+        self.fingerprint = Some(tool.fingerprint.as_str().to_owned());
+    }
+
+    pub fn effect(&mut self, effect: Effect) {
+        self.effect = Some(effect);
+    }
+
+    pub fn allowed(&mut self) {
+        self.allowed = true;
+    }
+
+    pub fn confirmation(&mut self, id: &str) {
+        self.confirmation_id = Some(id.to_owned());
+    }
+
+    /// Records the size, and keeps the arguments' JSON only until `finish` decides whether
+    /// this tool's arguments may be logged.
+    pub fn argument_bytes(&mut self, size: usize, arguments: &Map<String, Value>) {
+        self.argument_bytes = size as u64;
+        self.arguments = Some(canonical_json(&Value::Object(arguments.clone())));
+    }
+
+    pub fn result_bytes(&mut self, size: usize) {
+        self.result_bytes = size as u64;
+    }
+
+    pub fn finish(
+        self,
+        outcome: &Result<ToolOutput, GatewayError>,
+        config: &AuditConfig,
+    ) -> AuditRecord {
+        let may_log_arguments = self.effect == Some(Effect::Read)
+            && config.log_arguments_for.contains(&self.tool);
+        let arguments = self
+            .arguments
+            .filter(|_| may_log_arguments)
+            .map(|a| clean(&a, MAX_ARGUMENTS_CHARS));
+        let outcome_code = match outcome {
+            Ok(_) => "ok",
+            Err(err) => err.code(),
+        };
+        AuditRecord {
+            time: self.time,
+            request_id: clean(&self.ctx.request_id, MAX_FIELD_CHARS),
+            tenant: clean(&self.ctx.tenant, MAX_FIELD_CHARS),
+            user: clean(&self.ctx.user, MAX_FIELD_CHARS),
+            session: clean(&self.ctx.session, MAX_FIELD_CHARS),
+            server: clean(&self.server, MAX_FIELD_CHARS),
+            tool: clean(&self.tool, MAX_FIELD_CHARS),
+            decision: if self.allowed { "allowed" } else { "denied" }.to_owned(),
+            confirmation_id: self.confirmation_id,
+            outcome: outcome_code.to_owned(),
+            duration_ms: self
+                .started
+                .elapsed()
+                .as_millis()
+                .try_into()
+                .unwrap_or(u64::MAX),
+            argument_bytes: self.argument_bytes,
+            result_bytes: self.result_bytes,
+            fingerprint: self.fingerprint,
+            arguments,
+            detail: None,
+        }
+    }
+}
+
+/// Audits a definition that differs from its pin, or that has scan findings: once per
+/// definition, as the gateway itself.
+pub(super) async fn report_definition(gateway: &Gateway, tool: &CatalogTool) {
+    let changed = matches!(tool.pin, PinStatus::Changed { .. });
+    let codes: Vec<&str> = tool.findings.iter().map(|f| f.code.as_str()).collect();
+    if changed {
+        tracing::warn!(tool = %clean(&tool.canonical, MAX_FIELD_CHARS), status = tool.status.as_str(),
+            "tool definition changed since it was pinned");
+    }
+    if !codes.is_empty() {
+        tracing::warn!(tool = %clean(&tool.canonical, MAX_FIELD_CHARS), findings = %codes.join(","),
+            status = tool.status.as_str(), "poisoning scan findings");
+    }
+    let record = AuditRecord {
+        time: gateway.inner.clock.now(),
+        request_id: crate::policy::new_request_id(),
+        tenant: String::new(),
+        user: SYSTEM_USER.to_owned(),
+        session: String::new(),
+        server: tool.server.to_string(),
+        tool: clean(&tool.canonical, MAX_FIELD_CHARS),
+        decision: "observed".to_owned(),
+        confirmation_id: None,
+        outcome: if changed {
+            "definition_changed"
+        } else {
+            "scan_findings"
+        }
+        .to_owned(),
+        duration_ms: 0,
+        argument_bytes: 0,
+        result_bytes: 0,
+        fingerprint: Some(tool.fingerprint.as_str().to_owned()),
+        arguments: None,
+        detail: (!codes.is_empty()).then(|| codes.join(",")),
+    };
+    append(gateway, record).await;
+}
+
+/// Audits a decision on a confirmation (approved, denied, refused to another caller).
+pub(super) async fn report_decision(
+    gateway: &Gateway,
+    ctx: &CallContext,
+    id: &str,
+    decision: &str,
+) {
+    let record = AuditRecord {
+        time: gateway.inner.clock.now(),
+        request_id: clean(&ctx.request_id, MAX_FIELD_CHARS),
+        tenant: clean(&ctx.tenant, MAX_FIELD_CHARS),
+        user: clean(&ctx.user, MAX_FIELD_CHARS),
+        session: clean(&ctx.session, MAX_FIELD_CHARS),
+        server: String::new(),
+        tool: String::new(),
+        decision: decision.to_owned(),
+        confirmation_id: Some(clean(id, MAX_FIELD_CHARS)),
+        outcome: "ok".to_owned(),
+        duration_ms: 0,
+        argument_bytes: 0,
+        result_bytes: 0,
+        fingerprint: None,
+        arguments: None,
+        detail: None,
+    };
+    append(gateway, record).await;
+}
+
+async fn append(gateway: &Gateway, record: AuditRecord) {
+    if let Err(err) = gateway.inner.audit.append(record).await {
+        tracing::error!(error = %err, "audit record could not be written");
+    }
+}
+
+/// Escapes control characters (so a name cannot forge a log line or a terminal sequence) and
+/// caps the length.
+pub fn clean(text: &str, max_chars: usize) -> String {
+    let mut out = String::with_capacity(text.len().min(max_chars));
+    for (i, c) in text.chars().enumerate() {
+        if i == max_chars {
+            out.push('…');
+            break;
+        }
+        if c.is_control() || is_invisible(c) {
+            out.push_str(&c.escape_unicode().to_string());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Format and bidi controls that would make a record read differently than it is.
+fn is_invisible(c: char) -> bool {
+    matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}' | '\u{FEFF}')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_and_bidi_characters_are_escaped_and_length_capped() {
+        assert_eq!(clean("a\nb", 10), "a\\u{a}b");
+        assert_eq!(clean("x\u{202E}y", 10), "x\\u{202e}y");
+        assert_eq!(clean("abcdef", 3), "abc…");
+    }
+}

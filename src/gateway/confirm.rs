@@ -1,0 +1,109 @@
+//! Approving and denying pending confirmations. Only the caller the confirmation was asked
+//! for (same tenant, user and session) may decide it; approval yields a single-use token.
+
+use std::time::SystemTime;
+
+use super::{Gateway, GatewayError};
+use crate::{
+    digest::{random_hex, sha256_hex},
+    policy::CallContext,
+    store::{Approved, Pending, StoreError},
+};
+
+/// Bytes of randomness in a confirmation token (256 bits).
+const TOKEN_BYTES: usize = 32;
+
+/// An approved confirmation: the single-use token and when it stops working.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Approval {
+    pub token: String,
+    pub confirmation_id: String,
+    pub expires_at: SystemTime,
+}
+
+impl std::fmt::Debug for Approval {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Approval")
+            .field("token", &"<redacted>")
+            .field("confirmation_id", &self.confirmation_id)
+            .field("expires_at", &self.expires_at)
+            .finish()
+    }
+}
+
+fn store_error(err: StoreError) -> GatewayError {
+    tracing::error!(error = %err, "confirmation store failed");
+    GatewayError::StoreUnavailable {
+        what: "the confirmation store",
+    }
+}
+
+impl Gateway {
+    /// Approves confirmation `id` for `ctx`; returns the token that lets exactly the bound
+    /// call run once. Another caller's confirmation is refused (and, being taken, is gone).
+    pub async fn approve(&self, ctx: &CallContext, id: &str) -> Result<Approval, GatewayError> {
+        let pending = self.take_own_pending(ctx, id).await?;
+        let token = random_hex(TOKEN_BYTES);
+        let expires_at = self.inner.clock.now() + self.inner.config.confirmations.token_ttl;
+        let approved = Approved {
+            binding: pending.binding,
+            confirmation_id: pending.id.clone(),
+            expires_at,
+        };
+        self.inner
+            .confirmations
+            .insert_token(&sha256_hex(token.as_bytes()), approved)
+            .await
+            .map_err(store_error)?;
+        super::audit::report_decision(self, ctx, &pending.id, "approved").await;
+        Ok(Approval {
+            token,
+            confirmation_id: pending.id,
+            expires_at,
+        })
+    }
+
+    /// Denies confirmation `id`: it is gone for good.
+    pub async fn deny(&self, ctx: &CallContext, id: &str) -> Result<(), GatewayError> {
+        let pending = self.take_own_pending(ctx, id).await?;
+        super::audit::report_decision(self, ctx, &pending.id, "denied").await;
+        Ok(())
+    }
+
+    /// The caller's pending confirmations, oldest first.
+    pub async fn pending_confirmations(
+        &self,
+        ctx: &CallContext,
+    ) -> Result<Vec<Pending>, GatewayError> {
+        let now = self.inner.clock.now();
+        let mut pending = self
+            .inner
+            .confirmations
+            .list_pending(&ctx.tenant, &ctx.user, now)
+            .await
+            .map_err(store_error)?;
+        pending.retain(|p| p.binding.session == ctx.session);
+        Ok(pending)
+    }
+
+    async fn take_own_pending(&self, ctx: &CallContext, id: &str) -> Result<Pending, GatewayError> {
+        let now = self.inner.clock.now();
+        let pending = self
+            .inner
+            .confirmations
+            .take_pending(id, now)
+            .await
+            .map_err(store_error)?
+            .ok_or(GatewayError::ConfirmationInvalid {
+                reason: "unknown or expired confirmation",
+            })?;
+        let b = &pending.binding;
+        if (&b.tenant, &b.user, &b.session) != (&ctx.tenant, &ctx.user, &ctx.session) {
+            super::audit::report_decision(self, ctx, &pending.id, "refused").await;
+            return Err(GatewayError::Forbidden {
+                reason: "the confirmation belongs to another user or session",
+            });
+        }
+        Ok(pending)
+    }
+}

@@ -1,0 +1,384 @@
+//! Result shaping: an MCP tool result becomes a controlled structure with typed, bounded
+//! parts; `isError` results become errors; oversize results become a typed error or a result
+//! visibly marked truncated, never silently cut JSON passed as success.
+
+use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::GatewayError;
+use crate::config::{CallLimits, ResultOverflow};
+
+/// Longest error text taken from an `isError` result: enough to explain, too short to smuggle
+/// a whole result through the error path.
+const MAX_ERROR_TEXT: usize = 4096;
+
+/// One part of a tool result.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Part {
+    Text {
+        text: String,
+    },
+    Image {
+        #[serde(rename = "mimeType")]
+        mime_type: String,
+        data: String,
+    },
+    Audio {
+        #[serde(rename = "mimeType")]
+        mime_type: String,
+        data: String,
+    },
+    /// An embedded resource: text or base64 blob.
+    Resource {
+        uri: String,
+        #[serde(rename = "mimeType", skip_serializing_if = "Option::is_none")]
+        mime_type: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        text: Option<String>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        blob: Option<String>,
+    },
+    ResourceLink {
+        uri: String,
+        name: String,
+        #[serde(rename = "mimeType", skip_serializing_if = "Option::is_none")]
+        mime_type: Option<String>,
+    },
+    /// A binary part left out because it was over `max_binary_bytes` or did not fit the result
+    /// budget; says what it was.
+    Omitted {
+        kind: &'static str,
+        #[serde(rename = "mimeType", skip_serializing_if = "Option::is_none")]
+        mime_type: Option<String>,
+        bytes: usize,
+        reason: &'static str,
+    },
+}
+
+/// A successful tool result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolOutput {
+    /// Canonical id `server.tool`.
+    pub tool: String,
+    pub server: String,
+    pub content: Vec<Part>,
+    pub structured: Option<Value>,
+    /// Whether parts were cut or left out to fit `max_result_bytes`.
+    pub truncated: bool,
+}
+
+impl ToolOutput {
+    /// The text parts, joined by newlines.
+    pub fn text(&self) -> String {
+        self.content
+            .iter()
+            .filter_map(|p| match p {
+                Part::Text { text } => Some(text.as_str()),
+                _ => None,
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The controlled structure every API returns: `{ ok, tool, server, data }`.
+    pub fn to_json(&self) -> Value {
+        let mut data = json!({ "content": self.content, "truncated": self.truncated });
+        if let Some(structured) = &self.structured {
+            data["structuredContent"] = structured.clone();
+        }
+        json!({ "ok": true, "tool": self.tool, "server": self.server, "data": data })
+    }
+
+    /// Bytes of the shaped data as serialized.
+    pub fn size(&self) -> usize {
+        data_size(&self.content, self.structured.as_ref())
+    }
+}
+
+/// Shapes an upstream result under the result limits.
+pub fn shape(
+    tool: &str,
+    server: &str,
+    result: CallToolResult,
+    max_result_bytes: usize,
+    limits: &CallLimits,
+) -> Result<ToolOutput, GatewayError> {
+    if result.is_error == Some(true) {
+        let message = text_of(&result.content);
+        return Err(GatewayError::ToolError {
+            message: cut(&message, MAX_ERROR_TEXT).0,
+        });
+    }
+    let content: Vec<Part> = result
+        .content
+        .into_iter()
+        .map(|block| part(block, limits.max_binary_bytes))
+        .collect();
+    let mut output = ToolOutput {
+        tool: tool.to_owned(),
+        server: server.to_owned(),
+        content,
+        structured: result.structured_content,
+        truncated: false,
+    };
+    let size = output.size();
+    if size <= max_result_bytes {
+        return Ok(output);
+    }
+    match limits.result_overflow {
+        ResultOverflow::Error => Err(GatewayError::ResultTooLarge {
+            size,
+            limit: max_result_bytes,
+        }),
+        ResultOverflow::Truncate => {
+            truncate(&mut output, max_result_bytes);
+            Ok(output)
+        }
+    }
+}
+
+fn text_of(content: &[ContentBlock]) -> String {
+    content
+        .iter()
+        .filter_map(|c| match c {
+            ContentBlock::Text(t) => Some(t.text.as_str()),
+            _ => None,
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn part(block: ContentBlock, max_binary: usize) -> Part {
+    let omitted = |kind, mime_type, bytes| Part::Omitted {
+        kind,
+        mime_type,
+        bytes,
+        reason: "over max_binary_bytes",
+    };
+    match block {
+        ContentBlock::Text(t) => Part::Text { text: t.text },
+        ContentBlock::Image(i) if i.data.len() > max_binary => {
+            omitted("image", Some(i.mime_type), i.data.len())
+        }
+        ContentBlock::Image(i) => Part::Image {
+            mime_type: i.mime_type,
+            data: i.data,
+        },
+        ContentBlock::Audio(a) if a.data.len() > max_binary => {
+            omitted("audio", Some(a.mime_type), a.data.len())
+        }
+        ContentBlock::Audio(a) => Part::Audio {
+            mime_type: a.mime_type,
+            data: a.data,
+        },
+        ContentBlock::Resource(r) => match r.resource {
+            ResourceContents::TextResourceContents {
+                uri,
+                mime_type,
+                text,
+                ..
+            } => Part::Resource {
+                uri,
+                mime_type,
+                text: Some(text),
+                blob: None,
+            },
+            ResourceContents::BlobResourceContents {
+                mime_type, blob, ..
+            } if blob.len() > max_binary => omitted("resource", mime_type, blob.len()),
+            ResourceContents::BlobResourceContents {
+                uri,
+                mime_type,
+                blob,
+                ..
+            } => Part::Resource {
+                uri,
+                mime_type,
+                text: None,
+                blob: Some(blob),
+            },
+            _ => unsupported("resource"),
+        },
+        ContentBlock::ResourceLink(link) => Part::ResourceLink {
+            uri: link.uri,
+            name: link.name,
+            mime_type: link.mime_type,
+        },
+        _ => unsupported("content"),
+    }
+}
+
+/// A content kind newer than this gateway: said, not passed on unchecked.
+fn unsupported(kind: &'static str) -> Part {
+    Part::Omitted {
+        kind,
+        mime_type: None,
+        bytes: 0,
+        reason: "unsupported content type",
+    }
+}
+
+fn data_size(content: &[Part], structured: Option<&Value>) -> usize {
+    let content = serde_json::to_vec(content).map_or(usize::MAX, |v| v.len());
+    let structured = structured
+        .map(|v| serde_json::to_vec(v).map_or(usize::MAX, |v| v.len()))
+        .unwrap_or(0);
+    content.saturating_add(structured)
+}
+
+/// Cuts the output to fit `limit` bytes: structured content goes first (it cannot be cut
+/// without breaking it), then binary parts that do not fit are omitted and text is cut at a
+/// character boundary. Marks the output truncated.
+fn truncate(output: &mut ToolOutput, limit: usize) {
+    output.truncated = true;
+    output.structured = None;
+    // JSON escaping can grow text; budget on the serialized size of each part.
+    let mut budget = limit;
+    let mut kept = Vec::with_capacity(output.content.len());
+    for part in output.content.drain(..) {
+        let size = serde_json::to_vec(&part).map_or(usize::MAX, |v| v.len());
+        if size <= budget {
+            budget -= size;
+            kept.push(part);
+            continue;
+        }
+        match part {
+            Part::Text { text } if budget > 64 => {
+                // Leave room for the JSON wrapping and escapes: cut by half of what is left,
+                // then check again.
+                let mut cut_to = budget / 2;
+                loop {
+                    let candidate = Part::Text {
+                        text: cut(&text, cut_to).0,
+                    };
+                    let size = serde_json::to_vec(&candidate).map_or(usize::MAX, |v| v.len());
+                    if size <= budget || cut_to == 0 {
+                        budget = budget.saturating_sub(size);
+                        kept.push(candidate);
+                        break;
+                    }
+                    cut_to /= 2;
+                }
+            }
+            Part::Image { mime_type, data } => kept.push(Part::Omitted {
+                kind: "image",
+                mime_type: Some(mime_type),
+                bytes: data.len(),
+                reason: "over max_result_bytes",
+            }),
+            Part::Audio { mime_type, data } => kept.push(Part::Omitted {
+                kind: "audio",
+                mime_type: Some(mime_type),
+                bytes: data.len(),
+                reason: "over max_result_bytes",
+            }),
+            Part::Resource {
+                mime_type,
+                text,
+                blob,
+                ..
+            } => kept.push(Part::Omitted {
+                kind: "resource",
+                mime_type,
+                bytes: text.map_or(0, |t| t.len()) + blob.map_or(0, |b| b.len()),
+                reason: "over max_result_bytes",
+            }),
+            _ => {}
+        }
+    }
+    output.content = kept;
+}
+
+/// The longest prefix of `text` of at most `max` bytes, on a character boundary.
+fn cut(text: &str, max: usize) -> (String, bool) {
+    if text.len() <= max {
+        return (text.to_owned(), false);
+    }
+    let mut end = max;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    (text[..end].to_owned(), true)
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::ContentBlock;
+
+    use super::*;
+
+    fn result(content: Vec<ContentBlock>) -> CallToolResult {
+        CallToolResult::success(content)
+    }
+
+    fn limits(overflow: ResultOverflow) -> CallLimits {
+        CallLimits {
+            result_overflow: overflow,
+            max_binary_bytes: 100,
+            ..CallLimits::default()
+        }
+    }
+
+    #[test]
+    fn shapes_parts_and_keeps_structure() {
+        let mut r = result(vec![
+            ContentBlock::text("hello"),
+            ContentBlock::image("aGk=", "image/png"),
+        ]);
+        r.structured_content = Some(json!({ "n": 1 }));
+        let out = shape("s.t", "s", r, 10_000, &limits(ResultOverflow::Error)).expect("ok");
+        assert_eq!(out.text(), "hello");
+        let json = out.to_json();
+        assert_eq!(json["ok"], true);
+        assert_eq!(json["tool"], "s.t");
+        assert_eq!(json["data"]["content"][1]["type"], "image");
+        assert_eq!(json["data"]["structuredContent"]["n"], 1);
+        assert_eq!(json["data"]["truncated"], false);
+    }
+
+    #[test]
+    fn is_error_becomes_a_tool_error() {
+        let r = CallToolResult::error(vec![ContentBlock::text("boom")]);
+        let err = shape("s.t", "s", r, 10_000, &limits(ResultOverflow::Error)).expect_err("error");
+        assert_eq!(err.code(), "tool_error");
+        assert!(err.to_string().contains("boom"));
+    }
+
+    #[test]
+    fn big_binary_parts_are_omitted_and_typed() {
+        let big = "A".repeat(200);
+        let r = result(vec![
+            ContentBlock::image(big.clone(), "image/png"),
+            ContentBlock::audio(big, "audio/wav"),
+        ]);
+        let out = shape("s.t", "s", r, 10_000, &limits(ResultOverflow::Error)).expect("ok");
+        assert!(matches!(
+            &out.content[0],
+            Part::Omitted {
+                kind: "image",
+                bytes: 200,
+                ..
+            }
+        ));
+        assert!(matches!(
+            &out.content[1],
+            Part::Omitted { kind: "audio", .. }
+        ));
+    }
+
+    #[test]
+    fn oversize_is_an_error_or_marked_truncated() {
+        let text = "é".repeat(1000);
+        let r = || result(vec![ContentBlock::text(text.clone())]);
+        let err = shape("s.t", "s", r(), 500, &limits(ResultOverflow::Error)).expect_err("too big");
+        assert_eq!(err.code(), "result_too_large");
+        let out = shape("s.t", "s", r(), 500, &limits(ResultOverflow::Truncate)).expect("cut");
+        assert!(out.truncated);
+        assert!(out.size() <= 500, "{}", out.size());
+        assert!(!out.text().is_empty());
+        assert!(text.starts_with(&out.text()));
+        assert_eq!(out.to_json()["data"]["truncated"], true);
+    }
+}

@@ -1,0 +1,143 @@
+//! Access: which servers a tenant sees and which tools its users and roles may use. A tool a
+//! caller may not use is invisible to them, exactly like one that does not exist.
+
+use crate::config::{AccessConfig, ServerId};
+
+use super::CallContext;
+
+/// Access decisions over the configured tenants and grants.
+#[derive(Debug, Clone, Default)]
+pub struct Access {
+    /// `None`: single-tenant mode, everything is visible to every caller.
+    config: Option<AccessConfig>,
+}
+
+impl Access {
+    pub fn new(config: Option<AccessConfig>) -> Access {
+        Access { config }
+    }
+
+    /// Whether `ctx` may see and call the tool `canonical` (`server.tool`) of `server`.
+    /// Fails closed: an unknown tenant, a server outside the tenant's list, or no matching
+    /// grant all hide the tool.
+    pub fn allows(&self, ctx: &CallContext, server: &ServerId, canonical: &str) -> bool {
+        let Some(config) = &self.config else {
+            return true;
+        };
+        let tenant_sees_server = config
+            .tenants
+            .iter()
+            .any(|t| t.tenant == ctx.tenant && t.servers.contains(server));
+        tenant_sees_server
+            && config.grants.iter().any(|grant| {
+                grant.tenant == ctx.tenant
+                    && applies_to(grant, ctx)
+                    && grant.tools.iter().any(|p| matches(p, server, canonical))
+            })
+    }
+}
+
+fn applies_to(grant: &crate::config::Grant, ctx: &CallContext) -> bool {
+    (grant.users.is_empty() && grant.roles.is_empty())
+        || grant.users.contains(&ctx.user)
+        || grant.roles.iter().any(|r| ctx.has_role(r))
+}
+
+/// `server.*` matches every tool of `server`; anything else must equal the canonical id.
+fn matches(pattern: &str, server: &ServerId, canonical: &str) -> bool {
+    match pattern.strip_suffix(".*") {
+        Some(prefix) => prefix == server.as_str(),
+        None => pattern == canonical,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{Grant, TenantAccess};
+
+    fn id(s: &str) -> ServerId {
+        ServerId::new(s).expect("valid id")
+    }
+
+    fn ctx(tenant: &str, user: &str, roles: &[&str]) -> CallContext {
+        CallContext {
+            tenant: tenant.into(),
+            user: user.into(),
+            session: "s".into(),
+            roles: roles.iter().map(|r| (*r).to_owned()).collect(),
+            request_id: "r".into(),
+        }
+    }
+
+    fn access() -> Access {
+        Access::new(Some(AccessConfig {
+            tenants: vec![
+                TenantAccess {
+                    tenant: "acme".into(),
+                    servers: vec![id("github"), id("time")],
+                },
+                TenantAccess {
+                    tenant: "other".into(),
+                    servers: vec![id("time")],
+                },
+            ],
+            grants: vec![
+                Grant {
+                    tenant: "acme".into(),
+                    users: vec![],
+                    roles: vec![],
+                    tools: vec!["time.get_current_time".into()],
+                },
+                Grant {
+                    tenant: "acme".into(),
+                    users: vec!["alice".into()],
+                    roles: vec!["dev".into()],
+                    tools: vec!["github.*".into()],
+                },
+                // A grant for a server the tenant does not see grants nothing.
+                Grant {
+                    tenant: "other".into(),
+                    users: vec![],
+                    roles: vec![],
+                    tools: vec!["github.*".into()],
+                },
+            ],
+        }))
+    }
+
+    #[test]
+    fn single_tenant_mode_allows_everything() {
+        assert!(Access::new(None).allows(&ctx("x", "y", &[]), &id("any"), "any.tool"));
+    }
+
+    #[test]
+    fn grants_by_user_role_and_everyone() {
+        let a = access();
+        let (github, time) = (id("github"), id("time"));
+        assert!(a.allows(&ctx("acme", "bob", &[]), &time, "time.get_current_time"));
+        assert!(!a.allows(&ctx("acme", "bob", &[]), &time, "time.convert_time"));
+        assert!(!a.allows(&ctx("acme", "bob", &[]), &github, "github.create_issue"));
+        assert!(a.allows(&ctx("acme", "alice", &[]), &github, "github.create_issue"));
+        assert!(a.allows(&ctx("acme", "carol", &["dev"]), &github, "github.search"));
+        // `github.*` does not match a server whose id merely starts with `github`.
+        assert!(!a.allows(
+            &ctx("acme", "alice", &[]),
+            &id("github-two"),
+            "github-two.x"
+        ));
+    }
+
+    #[test]
+    fn unknown_tenants_and_unlisted_servers_see_nothing() {
+        let a = access();
+        assert!(!a.allows(
+            &ctx("nobody", "alice", &["dev"]),
+            &id("time"),
+            "time.get_current_time"
+        ));
+        assert!(!a.allows(&ctx("other", "u", &[]), &id("github"), "github.search"));
+        // Tenants are matched exactly, not by prefix or case.
+        assert!(!a.allows(&ctx("ACME", "alice", &[]), &id("github"), "github.search"));
+    }
+}

@@ -1,0 +1,218 @@
+//! Confirmations in SQLite. Every operation is one statement, so each is atomic on its own:
+//! a take is `DELETE … RETURNING` (run to completion, so it commits before the row is
+//! handed out; the primary key makes it at most one row), and a bounded insert counts and
+//! inserts in one `INSERT … SELECT … WHERE`.
+
+use std::time::SystemTime;
+
+use futures::future::{BoxFuture, FutureExt};
+use sqlx::{Row, SqlitePool, sqlite::SqliteRow};
+
+use super::{store_error, to_sql_usize};
+use crate::store::{
+    Approved, Binding, ConfirmationStore, Pending, StoreError,
+    clock::{from_micros, is_expired, to_micros},
+    confirmations::MAX_PER_USER,
+};
+
+pub(super) struct SqliteConfirmations {
+    pool: SqlitePool,
+}
+
+impl SqliteConfirmations {
+    pub(super) fn new(pool: SqlitePool) -> SqliteConfirmations {
+        SqliteConfirmations { pool }
+    }
+}
+
+const INSERT_PENDING: &str = "INSERT INTO pending
+        (id, tenant_id, user_id, session_id, tool, fingerprint, args_hash, created_at, expires_at)
+    SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9
+    WHERE (SELECT COUNT(*) FROM pending WHERE tenant_id = ?2 AND user_id = ?3) < ?10";
+
+const TAKE_PENDING: &str = "DELETE FROM pending WHERE id = ?1 RETURNING
+    id, tenant_id, user_id, session_id, tool, fingerprint, args_hash, created_at, expires_at";
+
+const LIST_PENDING: &str = "SELECT
+    id, tenant_id, user_id, session_id, tool, fingerprint, args_hash, created_at, expires_at
+    FROM pending WHERE tenant_id = ?1 AND user_id = ?2 AND expires_at > ?3
+    ORDER BY created_at, id LIMIT ?4";
+
+const INSERT_TOKEN: &str = "INSERT INTO tokens
+        (token_hash, confirmation_id, tenant_id, user_id, session_id, tool, fingerprint,
+         args_hash, expires_at)
+    SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9
+    WHERE (SELECT COUNT(*) FROM tokens WHERE tenant_id = ?3 AND user_id = ?4) < ?10";
+
+const TAKE_TOKEN: &str = "DELETE FROM tokens WHERE token_hash = ?1 RETURNING
+    confirmation_id, tenant_id, user_id, session_id, tool, fingerprint, args_hash, expires_at";
+
+const PURGE_PENDING: &str = "DELETE FROM pending WHERE expires_at <= ?1";
+const PURGE_TOKENS: &str = "DELETE FROM tokens WHERE expires_at <= ?1";
+
+fn binding_from(row: &SqliteRow) -> Result<Binding, sqlx::Error> {
+    Ok(Binding {
+        tenant: row.try_get("tenant_id")?,
+        user: row.try_get("user_id")?,
+        session: row.try_get("session_id")?,
+        tool: row.try_get("tool")?,
+        fingerprint: row.try_get("fingerprint")?,
+        args_hash: row.try_get("args_hash")?,
+    })
+}
+
+fn pending_from(row: &SqliteRow) -> Result<Pending, sqlx::Error> {
+    Ok(Pending {
+        id: row.try_get("id")?,
+        binding: binding_from(row)?,
+        created_at: from_micros(row.try_get("created_at")?),
+        expires_at: from_micros(row.try_get("expires_at")?),
+    })
+}
+
+fn approved_from(row: &SqliteRow) -> Result<Approved, sqlx::Error> {
+    Ok(Approved {
+        binding: binding_from(row)?,
+        confirmation_id: row.try_get("confirmation_id")?,
+        expires_at: from_micros(row.try_get("expires_at")?),
+    })
+}
+
+impl ConfirmationStore for SqliteConfirmations {
+    fn insert_pending(&self, pending: Pending) -> BoxFuture<'_, Result<(), StoreError>> {
+        async move {
+            let b = &pending.binding;
+            let inserted = sqlx::query(INSERT_PENDING)
+                .bind(&pending.id)
+                .bind(&b.tenant)
+                .bind(&b.user)
+                .bind(&b.session)
+                .bind(&b.tool)
+                .bind(&b.fingerprint)
+                .bind(&b.args_hash)
+                .bind(to_micros(pending.created_at))
+                .bind(to_micros(pending.expires_at))
+                .bind(to_sql_usize(MAX_PER_USER))
+                .execute(&self.pool)
+                .await
+                .map_err(store_error)?;
+            if inserted.rows_affected() == 0 {
+                return Err(StoreError::Full);
+            }
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn take_pending(
+        &self,
+        id: &str,
+        now: SystemTime,
+    ) -> BoxFuture<'_, Result<Option<Pending>, StoreError>> {
+        let id = id.to_owned();
+        async move {
+            let rows = sqlx::query(TAKE_PENDING)
+                .bind(&id)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(store_error)?;
+            let Some(row) = rows.first() else {
+                return Ok(None);
+            };
+            let pending = pending_from(row).map_err(store_error)?;
+            Ok((!is_expired(pending.expires_at, now)).then_some(pending))
+        }
+        .boxed()
+    }
+
+    fn list_pending(
+        &self,
+        tenant: &str,
+        user: &str,
+        now: SystemTime,
+    ) -> BoxFuture<'_, Result<Vec<Pending>, StoreError>> {
+        let (tenant, user) = (tenant.to_owned(), user.to_owned());
+        async move {
+            let rows = sqlx::query(LIST_PENDING)
+                .bind(&tenant)
+                .bind(&user)
+                .bind(to_micros(now))
+                .bind(to_sql_usize(MAX_PER_USER))
+                .fetch_all(&self.pool)
+                .await
+                .map_err(store_error)?;
+            rows.iter()
+                .map(|row| pending_from(row).map_err(store_error))
+                .collect()
+        }
+        .boxed()
+    }
+
+    fn insert_token(
+        &self,
+        token_hash: &str,
+        approved: Approved,
+    ) -> BoxFuture<'_, Result<(), StoreError>> {
+        let token_hash = token_hash.to_owned();
+        async move {
+            let b = &approved.binding;
+            let inserted = sqlx::query(INSERT_TOKEN)
+                .bind(&token_hash)
+                .bind(&approved.confirmation_id)
+                .bind(&b.tenant)
+                .bind(&b.user)
+                .bind(&b.session)
+                .bind(&b.tool)
+                .bind(&b.fingerprint)
+                .bind(&b.args_hash)
+                .bind(to_micros(approved.expires_at))
+                .bind(to_sql_usize(MAX_PER_USER))
+                .execute(&self.pool)
+                .await
+                .map_err(store_error)?;
+            if inserted.rows_affected() == 0 {
+                return Err(StoreError::Full);
+            }
+            Ok(())
+        }
+        .boxed()
+    }
+
+    fn take_token(
+        &self,
+        token_hash: &str,
+        now: SystemTime,
+    ) -> BoxFuture<'_, Result<Option<Approved>, StoreError>> {
+        let token_hash = token_hash.to_owned();
+        async move {
+            let rows = sqlx::query(TAKE_TOKEN)
+                .bind(&token_hash)
+                .fetch_all(&self.pool)
+                .await
+                .map_err(store_error)?;
+            let Some(row) = rows.first() else {
+                return Ok(None);
+            };
+            let approved = approved_from(row).map_err(store_error)?;
+            Ok((!is_expired(approved.expires_at, now)).then_some(approved))
+        }
+        .boxed()
+    }
+
+    fn purge_expired(&self, now: SystemTime) -> BoxFuture<'_, Result<u64, StoreError>> {
+        async move {
+            let now = to_micros(now);
+            let mut purged = 0;
+            for statement in [PURGE_PENDING, PURGE_TOKENS] {
+                let done = sqlx::query(statement)
+                    .bind(now)
+                    .execute(&self.pool)
+                    .await
+                    .map_err(store_error)?;
+                purged += done.rows_affected();
+            }
+            Ok(purged)
+        }
+        .boxed()
+    }
+}

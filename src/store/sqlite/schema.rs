@@ -1,0 +1,110 @@
+//! The SQLite schema and its version (`PRAGMA user_version`), created on open.
+
+use sqlx::SqlitePool;
+
+use super::store_error;
+use crate::store::StoreError;
+
+/// The schema this build reads and writes. A file with a newer version is refused.
+pub(super) const SCHEMA_VERSION: i64 = 1;
+
+const _: () = assert!(
+    SCHEMA_VERSION == 1,
+    "write the migration and its user_version"
+);
+
+/// Version 1. Times are microseconds since the Unix epoch. `user` is reserved in PostgreSQL,
+/// so owner columns are `tenant_id` and `user_id` everywhere.
+const SCHEMA_V1: [&str; 7] = [
+    "CREATE TABLE pending (
+        id TEXT PRIMARY KEY NOT NULL,
+        tenant_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        args_hash TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL
+    ) STRICT",
+    "CREATE INDEX pending_owner ON pending (tenant_id, user_id)",
+    "CREATE INDEX pending_expiry ON pending (expires_at)",
+    "CREATE TABLE tokens (
+        token_hash TEXT PRIMARY KEY NOT NULL,
+        confirmation_id TEXT NOT NULL,
+        tenant_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        fingerprint TEXT NOT NULL,
+        args_hash TEXT NOT NULL,
+        expires_at INTEGER NOT NULL
+    ) STRICT",
+    "CREATE INDEX tokens_owner ON tokens (tenant_id, user_id)",
+    "CREATE INDEX tokens_expiry ON tokens (expires_at)",
+    // AUTOINCREMENT: ids are never reused, even after old records are deleted, so paging
+    // with `before_id` stays stable.
+    "CREATE TABLE audit (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        time INTEGER NOT NULL,
+        request_id TEXT NOT NULL,
+        tenant_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        server TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        decision TEXT NOT NULL,
+        confirmation_id TEXT,
+        outcome TEXT NOT NULL,
+        duration_ms INTEGER NOT NULL,
+        argument_bytes INTEGER NOT NULL,
+        result_bytes INTEGER NOT NULL,
+        fingerprint TEXT,
+        arguments TEXT,
+        detail TEXT
+    ) STRICT",
+];
+
+/// Checks the version and creates the schema in a fresh file, in one write transaction so
+/// two processes opening one new file cannot both create it.
+pub(super) async fn prepare(pool: &SqlitePool) -> Result<(), StoreError> {
+    let mut tx = pool
+        .begin_with("BEGIN IMMEDIATE")
+        .await
+        .map_err(store_error)?;
+    let found: i64 = sqlx::query_scalar("PRAGMA user_version")
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(store_error)?;
+    if found > SCHEMA_VERSION {
+        return Err(StoreError::IncompatibleSchema {
+            found,
+            supported: SCHEMA_VERSION,
+        });
+    }
+    if found == SCHEMA_VERSION {
+        return Ok(());
+    }
+    let objects: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM sqlite_schema")
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(store_error)?;
+    if objects > 0 {
+        return Err(StoreError::Corrupt(
+            "the file holds tables but no mcpgate schema version".to_owned(),
+        ));
+    }
+    for statement in SCHEMA_V1 {
+        sqlx::query(statement)
+            .execute(&mut *tx)
+            .await
+            .map_err(store_error)?;
+    }
+    // PRAGMA takes no bound parameters, so the version is spelled out; the assertion below
+    // keeps it equal to SCHEMA_VERSION.
+    sqlx::query("PRAGMA user_version = 1")
+        .execute(&mut *tx)
+        .await
+        .map_err(store_error)?;
+    tx.commit().await.map_err(store_error)
+}

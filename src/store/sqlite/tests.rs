@@ -1,0 +1,192 @@
+//! What only the SQLite file can show: durability across reopen, file permissions, pragmas,
+//! and refusing files that are not ours.
+
+use std::{os::unix::fs::PermissionsExt, path::Path};
+
+use tempfile::TempDir;
+
+use super::{SqliteStores, open_sqlite, schema::SCHEMA_VERSION};
+use crate::store::{AuditQuery, AuditRecord, Binding, Pending, StoreError, tests::at};
+
+fn record() -> AuditRecord {
+    AuditRecord {
+        time: at(1),
+        request_id: "req-1".to_owned(),
+        tenant: "acme".to_owned(),
+        user: "alice".to_owned(),
+        session: "s1".to_owned(),
+        server: "files".to_owned(),
+        tool: "files.write".to_owned(),
+        decision: "allowed".to_owned(),
+        confirmation_id: Some("c1".to_owned()),
+        outcome: "ok".to_owned(),
+        duration_ms: 3,
+        argument_bytes: 10,
+        result_bytes: 20,
+        fingerprint: None,
+        arguments: None,
+        detail: None,
+    }
+}
+
+fn pending() -> Pending {
+    Pending {
+        id: "c1".to_owned(),
+        binding: Binding {
+            tenant: "acme".to_owned(),
+            user: "alice".to_owned(),
+            session: "s1".to_owned(),
+            tool: "files.write".to_owned(),
+            fingerprint: "f".to_owned(),
+            args_hash: "a".to_owned(),
+        },
+        created_at: at(0),
+        expires_at: at(600),
+    }
+}
+
+fn mode(path: &Path) -> u32 {
+    std::fs::metadata(path)
+        .expect("file exists")
+        .permissions()
+        .mode()
+        & 0o777
+}
+
+async fn pragma<T>(stores: &SqliteStores, statement: &'static str) -> T
+where
+    T: for<'r> sqlx::Decode<'r, sqlx::Sqlite> + sqlx::Type<sqlx::Sqlite> + Send + Unpin,
+{
+    sqlx::query_scalar(statement)
+        .fetch_one(&stores.pool)
+        .await
+        .expect("statement runs")
+}
+
+#[tokio::test]
+async fn acknowledged_writes_survive_dropping_the_store() {
+    let dir = TempDir::new().expect("temp dir");
+    let path = dir.path().join("state.db");
+    let stores = open_sqlite(&path).await.expect("store call succeeds");
+    stores
+        .audit()
+        .append(record())
+        .await
+        .expect("store call succeeds");
+    stores
+        .confirmations()
+        .insert_pending(pending())
+        .await
+        .expect("store call succeeds");
+    // No close: whatever append acknowledged must already be in the file.
+    drop(stores);
+
+    let reopened = open_sqlite(&path).await.expect("store call succeeds");
+    let found = reopened
+        .audit()
+        .query(AuditQuery::default())
+        .await
+        .expect("store call succeeds");
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].1, record());
+    let taken = reopened
+        .confirmations()
+        .take_pending("c1", at(1))
+        .await
+        .expect("store call succeeds");
+    assert_eq!(taken, Some(pending()));
+    reopened.close().await;
+}
+
+#[tokio::test]
+async fn files_are_private_and_journaled_with_full_sync() {
+    let dir = TempDir::new().expect("temp dir");
+    let path = dir.path().join("state.db");
+    let stores = open_sqlite(&path).await.expect("store call succeeds");
+    stores
+        .audit()
+        .append(record())
+        .await
+        .expect("store call succeeds");
+    assert_eq!(mode(&path), 0o600);
+    let wal = dir.path().join("state.db-wal");
+    assert!(wal.exists(), "WAL file present while open");
+    assert_eq!(mode(&wal), 0o600);
+    assert_eq!(
+        pragma::<String>(&stores, "PRAGMA journal_mode").await,
+        "wal"
+    );
+    assert_eq!(
+        pragma::<i64>(&stores, "PRAGMA synchronous").await,
+        2,
+        "FULL"
+    );
+    assert_eq!(
+        pragma::<i64>(&stores, "PRAGMA user_version").await,
+        SCHEMA_VERSION
+    );
+    stores.close().await;
+}
+
+#[tokio::test]
+async fn an_existing_readable_file_is_narrowed_to_owner_only() {
+    let dir = TempDir::new().expect("temp dir");
+    let path = dir.path().join("state.db");
+    std::fs::write(&path, b"").expect("prepare test file");
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644))
+        .expect("prepare test file");
+    let stores = open_sqlite(&path).await.expect("store call succeeds");
+    assert_eq!(mode(&path), 0o600);
+    stores.close().await;
+}
+
+#[tokio::test]
+async fn a_newer_schema_is_refused() {
+    let dir = TempDir::new().expect("temp dir");
+    let path = dir.path().join("state.db");
+    let stores = open_sqlite(&path).await.expect("store call succeeds");
+    sqlx::query("PRAGMA user_version = 99")
+        .execute(&stores.pool)
+        .await
+        .expect("statement runs");
+    stores.close().await;
+    let err = open_sqlite(&path).await.expect_err("the file is refused");
+    assert_eq!(
+        err,
+        StoreError::IncompatibleSchema {
+            found: 99,
+            supported: SCHEMA_VERSION
+        }
+    );
+    assert_eq!(err.code(), "store_schema");
+}
+
+#[tokio::test]
+async fn files_that_are_not_ours_are_refused() {
+    let dir = TempDir::new().expect("temp dir");
+    let garbage = dir.path().join("garbage.db");
+    std::fs::write(&garbage, vec![0x5a; 8192]).expect("store call succeeds");
+    let err = open_sqlite(&garbage)
+        .await
+        .expect_err("the file is refused");
+    assert!(matches!(err, StoreError::Corrupt(_)), "{err:?}");
+    assert_eq!(err.code(), "store_corrupt");
+
+    let foreign = dir.path().join("foreign.db");
+    let stores = open_sqlite(&foreign).await.expect("store call succeeds");
+    sqlx::query("PRAGMA user_version = 0")
+        .execute(&stores.pool)
+        .await
+        .expect("statement runs");
+    stores.close().await;
+    let err = open_sqlite(&foreign)
+        .await
+        .expect_err("the file is refused");
+    assert!(matches!(err, StoreError::Corrupt(_)), "{err:?}");
+
+    let missing_dir = dir.path().join("no-such-dir").join("state.db");
+    let err = open_sqlite(&missing_dir)
+        .await
+        .expect_err("the file is refused");
+    assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
+}
