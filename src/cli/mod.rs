@@ -124,7 +124,14 @@ pub fn main() -> ExitCode {
 }
 
 fn init_logging(filter: &str, json: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+    // rmcp logs whole JSON-RPC messages (arguments, results) at debug and trace: keep it at
+    // warn unless the filter names it, so raising our own level never logs call contents.
+    let filter = if filter.contains("rmcp") {
+        filter.to_owned()
+    } else {
+        format!("{filter},rmcp=warn")
+    };
+    let filter = tracing_subscriber::EnvFilter::try_new(&filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)

@@ -2,7 +2,7 @@
 
 use std::io::Write as _;
 
-use mcpgate::gateway::Gateway;
+use mcpgate::{catalog::ToolStatus, gateway::Gateway};
 use serde_json::json;
 
 pub fn print(gateway: &Gateway, as_json: bool) -> anyhow::Result<()> {
@@ -35,7 +35,16 @@ pub fn print(gateway: &Gateway, as_json: bool) -> anyhow::Result<()> {
                     "description": t.upstream.description,
                     "inputSchema": &*t.input_schema,
                     "fingerprint": t.fingerprint.as_str(),
-                    "stale": t.stale,
+                    "status": t.status.as_str(),
+                    "statusReason": match &t.status {
+                        ToolStatus::Quarantined { reason } => Some(reason.as_str()),
+                        _ => None,
+                    },
+                    "findings": t.findings.iter().map(|f| json!({
+                        "code": f.code.as_str(),
+                        "location": f.location,
+                        "detail": f.detail,
+                    })).collect::<Vec<_>>(),
                 })
             })
             .collect();
@@ -70,12 +79,19 @@ pub fn print(gateway: &Gateway, as_json: bool) -> anyhow::Result<()> {
             .unwrap_or_default();
         writeln!(
             out,
-            "  {:<32} {:<32} {}  {}",
-            t.canonical,
+            "  {:<32} {:<32} {}  {:<11} {}",
+            one_line(&t.canonical),
             t.function_name,
             &t.fingerprint.as_str()[..12.min(t.fingerprint.as_str().len())],
+            t.status.as_str(),
             truncate(&description, 80)
         )?;
+        if let ToolStatus::Quarantined { reason } = &t.status {
+            writeln!(out, "      quarantined: {reason}")?;
+        }
+        for finding in &t.findings {
+            writeln!(out, "      finding: {finding}")?;
+        }
     }
     for warning in catalog.warnings() {
         writeln!(out, "warning: {warning}")?;

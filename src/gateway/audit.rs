@@ -89,8 +89,8 @@ impl Attempt {
         outcome: &Result<ToolOutput, GatewayError>,
         config: &AuditConfig,
     ) -> AuditRecord {
-        let may_log_arguments = self.effect == Some(Effect::Read)
-            && config.log_arguments_for.contains(&self.tool);
+        let may_log_arguments =
+            self.effect == Some(Effect::Read) && config.log_arguments_for.contains(&self.tool);
         let arguments = self
             .arguments
             .filter(|_| may_log_arguments)
@@ -107,7 +107,7 @@ impl Attempt {
             session: clean(&self.ctx.session, MAX_FIELD_CHARS),
             server: clean(&self.server, MAX_FIELD_CHARS),
             tool: clean(&self.tool, MAX_FIELD_CHARS),
-            decision: if self.allowed { "allowed" } else { "denied" }.to_owned(),
+            decision: decision(self.allowed, outcome).to_owned(),
             confirmation_id: self.confirmation_id,
             outcome: outcome_code.to_owned(),
             duration_ms: self
@@ -168,19 +168,25 @@ pub(super) async fn report_definition(gateway: &Gateway, tool: &CatalogTool) {
 pub(super) async fn report_decision(
     gateway: &Gateway,
     ctx: &CallContext,
-    id: &str,
+    pending: &crate::store::Pending,
     decision: &str,
 ) {
+    let server = pending
+        .binding
+        .tool
+        .split_once('.')
+        .map(|(s, _)| s)
+        .unwrap_or_default();
     let record = AuditRecord {
         time: gateway.inner.clock.now(),
         request_id: clean(&ctx.request_id, MAX_FIELD_CHARS),
         tenant: clean(&ctx.tenant, MAX_FIELD_CHARS),
         user: clean(&ctx.user, MAX_FIELD_CHARS),
         session: clean(&ctx.session, MAX_FIELD_CHARS),
-        server: String::new(),
-        tool: String::new(),
+        server: clean(server, MAX_FIELD_CHARS),
+        tool: clean(&pending.binding.tool, MAX_FIELD_CHARS),
         decision: decision.to_owned(),
-        confirmation_id: Some(clean(id, MAX_FIELD_CHARS)),
+        confirmation_id: Some(clean(&pending.id, MAX_FIELD_CHARS)),
         outcome: "ok".to_owned(),
         duration_ms: 0,
         argument_bytes: 0,
@@ -195,6 +201,16 @@ pub(super) async fn report_decision(
 async fn append(gateway: &Gateway, record: AuditRecord) {
     if let Err(err) = gateway.inner.audit.append(record).await {
         tracing::error!(error = %err, "audit record could not be written");
+    }
+}
+
+/// `allowed` once the call went to the upstream; `pending` when it waits for a
+/// confirmation; `denied` otherwise.
+fn decision(allowed: bool, outcome: &Result<ToolOutput, GatewayError>) -> &'static str {
+    match outcome {
+        _ if allowed => "allowed",
+        Err(GatewayError::ConfirmationRequired { .. }) => "pending",
+        _ => "denied",
     }
 }
 

@@ -46,7 +46,7 @@ impl Gateway {
         let token = random_hex(TOKEN_BYTES);
         let expires_at = self.inner.clock.now() + self.inner.config.confirmations.token_ttl;
         let approved = Approved {
-            binding: pending.binding,
+            binding: pending.binding.clone(),
             confirmation_id: pending.id.clone(),
             expires_at,
         };
@@ -55,7 +55,7 @@ impl Gateway {
             .insert_token(&sha256_hex(token.as_bytes()), approved)
             .await
             .map_err(store_error)?;
-        super::audit::report_decision(self, ctx, &pending.id, "approved").await;
+        super::audit::report_decision(self, ctx, &pending, "approved").await;
         Ok(Approval {
             token,
             confirmation_id: pending.id,
@@ -66,7 +66,7 @@ impl Gateway {
     /// Denies confirmation `id`: it is gone for good.
     pub async fn deny(&self, ctx: &CallContext, id: &str) -> Result<(), GatewayError> {
         let pending = self.take_own_pending(ctx, id).await?;
-        super::audit::report_decision(self, ctx, &pending.id, "denied").await;
+        super::audit::report_decision(self, ctx, &pending, "denied").await;
         Ok(())
     }
 
@@ -99,7 +99,7 @@ impl Gateway {
             })?;
         let b = &pending.binding;
         if (&b.tenant, &b.user, &b.session) != (&ctx.tenant, &ctx.user, &ctx.session) {
-            super::audit::report_decision(self, ctx, &pending.id, "refused").await;
+            super::audit::report_decision(self, ctx, &pending, "refused").await;
             return Err(GatewayError::Forbidden {
                 reason: "the confirmation belongs to another user or session",
             });

@@ -3,6 +3,9 @@
 mod cli;
 mod conformance;
 mod edge;
+mod gate_audit;
+mod gate_confirmations;
+mod gate_policy;
 mod peers;
 mod processes;
 mod support;
