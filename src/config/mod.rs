@@ -12,6 +12,7 @@ mod load;
 mod mcp_servers;
 mod raw;
 mod secret;
+mod service;
 mod secret_rules;
 mod server_rules;
 mod validate;
@@ -25,6 +26,7 @@ pub use gate::{
 };
 pub use load::{ConfigSource, Loaded, load, load_with_embedded_state};
 pub use secret::{Secret, SecretTemplate};
+pub use service::{AuthConfig, JwtAlgorithm, JwtConfig, ServiceConfig};
 pub use validate::{ConfigError, Problem};
 
 /// A validated server id: `^[a-z][a-z0-9-]{0,31}$` (no `_`, no `.`, so `server.tool` and
@@ -73,6 +75,8 @@ pub struct Config {
     pub state: StateConfig,
     pub audit: AuditConfig,
     pub pins: PinsConfig,
+    /// `mcpgate serve`.
+    pub service: ServiceConfig,
 }
 
 /// Gateway-wide bounds; each has a safe default and can be overridden per server where noted.

@@ -145,7 +145,7 @@ impl Gateway {
             other => {
                 return Err(invalid(format!(
                     "arguments must be a JSON object, not {}",
-                    kind(&other)
+                    crate::policy::type_name(&other)
                 )));
             }
         };
@@ -299,15 +299,4 @@ fn call_timeout(config: &Config, server: &ServerConfig, tool: &CatalogTool) -> D
         .map(|(_, t)| *t)
         .or(server.call_timeout)
         .unwrap_or(config.limits.call_timeout)
-}
-
-fn kind(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "a boolean",
-        Value::Number(_) => "a number",
-        Value::String(_) => "a string",
-        Value::Array(_) => "an array",
-        Value::Object(_) => "an object",
-    }
 }

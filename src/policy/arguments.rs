@@ -125,7 +125,8 @@ fn deeper_than(value: &Value, levels: usize) -> bool {
     }
 }
 
-pub(crate) fn type_name(value: &Value) -> &'static str {
+/// How a JSON value's type reads in an error message (`a string`, `an array`, ...).
+pub fn type_name(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
         Value::Bool(_) => "a boolean",

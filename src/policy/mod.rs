@@ -11,7 +11,7 @@ mod limits;
 pub use access::Access;
 pub use arguments::{
     ArgumentError, CompiledSchema, InvalidSchema, MAX_ARGUMENT_DEPTH, check_value, parse_arguments,
-    validate as validate_arguments,
+    type_name, validate as validate_arguments,
 };
 pub use classify::{Effect, classify, needs_confirmation};
 pub use clock::{Clock, ManualClock};

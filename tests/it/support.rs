@@ -214,3 +214,30 @@ pub fn alive(pid: i32) -> bool {
         Err(_) => false,
     }
 }
+
+/// Bytes buffered by an in-process server's pipe; one message rarely waits at this size.
+const IN_PROCESS_BUFFER: usize = 64 * 1024;
+
+/// A server run in this process by `handler` over a duplex pipe: a fresh session for each
+/// connection, and clones of `handler` share its state (the demo's notes, fixture counters).
+/// Unlike [`stdio`], `confirm` stays at its default (`writes`): gate tests set it themselves.
+pub fn in_process<H>(id_: &str, handler: H) -> ServerConfig
+where
+    H: rmcp::ServerHandler + Clone,
+{
+    let factory = move || {
+        let (client, server) = tokio::io::duplex(IN_PROCESS_BUFFER);
+        let handler = handler.clone();
+        // The server task ends when the gateway closes its end of the pipe.
+        tokio::spawn(async move {
+            if let Ok(running) = rmcp::ServiceExt::serve(handler, server).await {
+                let _ = running.waiting().await;
+            }
+        });
+        client
+    };
+    ServerConfig::new(
+        id(id_),
+        TransportConfig::InProcess(mcpgate::config::InProcess(std::sync::Arc::new(factory))),
+    )
+}

@@ -1,0 +1,83 @@
+//! Validated settings of `mcpgate serve`: where it listens, how callers authenticate, and the
+//! HTTP layer's bounds.
+
+use std::{net::SocketAddr, path::PathBuf, time::Duration};
+
+use super::SecretTemplate;
+
+/// The HTTP service.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServiceConfig {
+    pub listen: SocketAddr,
+    pub auth: AuthConfig,
+    /// Refuse to start with dev mode, no auth, or a weak JWT secret.
+    pub production: bool,
+    /// Largest request body.
+    pub max_body_bytes: usize,
+    /// Deadline for one request (a tool call's own deadline is shorter or equal).
+    pub request_timeout: Duration,
+    /// How long shutdown waits for in-flight calls.
+    pub shutdown_grace: Duration,
+    /// Host header values accepted (DNS-rebinding protection); empty: loopback names only.
+    pub allowed_hosts: Vec<String>,
+    /// Origin header values accepted on browser requests; empty: same origin only.
+    pub allowed_origins: Vec<String>,
+    /// Write logs as JSON lines.
+    pub log_json: bool,
+}
+
+impl Default for ServiceConfig {
+    fn default() -> Self {
+        ServiceConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            auth: AuthConfig::Dev,
+            production: false,
+            max_body_bytes: 1024 * 1024,
+            request_timeout: Duration::from_secs(120),
+            shutdown_grace: Duration::from_secs(10),
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            log_json: false,
+        }
+    }
+}
+
+/// How callers prove who they are.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AuthConfig {
+    /// A random token generated at start and printed; loopback binds only.
+    Dev,
+    /// No authentication; loopback binds only, announced loudly (for local tools that send
+    /// no credentials, like the conformance suite).
+    None,
+    /// Bearer JWTs.
+    Jwt(JwtConfig),
+}
+
+/// JWT verification settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JwtConfig {
+    /// Accepted algorithms, pinned: tokens signed otherwise are refused.
+    pub algorithms: Vec<JwtAlgorithm>,
+    /// HS256 secret, from the environment (`${MCPGATE_JWT_SECRET}`).
+    pub secret: Option<SecretTemplate>,
+    /// PEM public keys (RS256/ES256), by file path.
+    pub public_keys: Vec<PathBuf>,
+    /// A JWKS URL, fetched through the SSRF-safe client.
+    pub jwks_url: Option<url::Url>,
+    pub issuer: String,
+    pub audience: String,
+    /// Claim names mapped to the call context.
+    pub tenant_claim: String,
+    pub user_claim: String,
+    pub roles_claim: String,
+    /// Clock skew tolerated on `exp` and `nbf` (at most 30 s).
+    pub leeway: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JwtAlgorithm {
+    Hs256,
+    Rs256,
+    Es256,
+}
