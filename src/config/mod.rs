@@ -12,9 +12,9 @@ mod load;
 mod mcp_servers;
 mod raw;
 mod secret;
-mod service;
 mod secret_rules;
 mod server_rules;
+mod service;
 mod validate;
 
 use std::{fmt, path::PathBuf, time::Duration};

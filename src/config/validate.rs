@@ -12,7 +12,7 @@ use std::{
 
 use super::{
     AccessConfig, AuditConfig, CacheConfig, CallLimits, Config, ConfirmationConfig, Env, Limits,
-    PinsConfig, ReconnectConfig, ServerConfig, ServerId, StateConfig, access_rules,
+    PinsConfig, ReconnectConfig, ServerConfig, ServerId, ServiceConfig, StateConfig, access_rules,
     duration::RawDuration,
     gate_rules, limit_rules,
     raw::{RawAccess, RawAudit, RawFile, RawServer},
@@ -282,6 +282,7 @@ impl Draft {
             state: self.state,
             audit,
             pins: self.pins,
+            service: ServiceConfig::default(),
         }
     }
 }
