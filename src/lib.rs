@@ -4,6 +4,7 @@
 //!
 //! Dependencies run one way, top to bottom; nothing below imports anything above it.
 //!
+//! - [`server`]: the HTTP service (`mcpgate serve`): authentication, REST API, health.
 //! - [`toolset`]: the embedding API: connect one server, get its tools, call them.
 //! - [`gateway`]: `Gateway`, the one gate every tool call passes; keeps the catalog fresh.
 //! - [`policy`]: access, write classification, confirmations and limits: pure decisions
@@ -26,6 +27,7 @@ pub mod fixtures;
 pub mod gateway;
 pub mod net;
 pub mod policy;
+pub mod server;
 pub mod store;
 pub mod toolset;
 pub mod upstream;

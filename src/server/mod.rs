@@ -1,0 +1,1 @@
+//! The HTTP service behind `mcpgate serve`: authentication, the REST API, health and the error mapping.

@@ -1,0 +1,213 @@
+//! Who sees what: tenants and grants (by role, by user, for everyone) hide tools exactly like
+//! tools that do not exist, and the allow/deny lists take tools out of the catalog.
+
+use mcpgate::{
+    config::{AccessConfig, Grant, TenantAccess},
+    gateway::Gateway,
+    policy::CallContext,
+    store::AuditQuery,
+};
+use serde_json::json;
+
+use super::{canonical_ids, caller, demo, names};
+use crate::support::{config, gateway, id};
+
+fn member(tenant: &str, user: &str, roles: &[&str]) -> CallContext {
+    CallContext {
+        tenant: tenant.to_owned(),
+        roles: names(roles),
+        ..caller(user)
+    }
+}
+
+fn grant(tenant: &str, users: &[&str], roles: &[&str], tools: &[&str]) -> Grant {
+    Grant {
+        tenant: tenant.to_owned(),
+        users: names(users),
+        roles: names(roles),
+        tools: names(tools),
+    }
+}
+
+/// `acme` sees both servers: everyone gets two demo tools and `extra.echo`, analysts also
+/// `demo.add`, alice all of `demo`. `beta` sees only `demo`; its grant on `extra` is void.
+fn access() -> AccessConfig {
+    AccessConfig {
+        tenants: vec![
+            TenantAccess {
+                tenant: "acme".into(),
+                servers: vec![id("demo"), id("extra")],
+            },
+            TenantAccess {
+                tenant: "beta".into(),
+                servers: vec![id("demo")],
+            },
+        ],
+        grants: vec![
+            grant("acme", &[], &[], &["demo.echo", "demo.time_now", "extra.echo"]),
+            grant("acme", &[], &["analyst"], &["demo.add"]),
+            grant("acme", &["alice"], &[], &["demo.*"]),
+            grant("beta", &[], &[], &["demo.list_notes", "extra.*"]),
+        ],
+    }
+}
+
+async fn access_gateway() -> Gateway {
+    let mut cfg = config(vec![demo("demo"), demo("extra")]);
+    cfg.access = Some(access());
+    gateway(cfg).await
+}
+
+/// What `who` sees, for people and for models (the same here: every tool is usable).
+fn visible(gw: &Gateway, who: &CallContext) -> Vec<String> {
+    let listed = gw.list_tools(who);
+    let offered = gw.model_tools(who);
+    assert_eq!(canonical_ids(&listed), canonical_ids(&offered));
+    listed.into_iter().map(|t| t.canonical).collect()
+}
+
+#[tokio::test]
+async fn grants_by_everyone_role_and_user() {
+    let gw = access_gateway().await;
+    let bob = member("acme", "bob", &[]);
+    let carol = member("acme", "carol", &["analyst"]);
+    let alice = member("acme", "alice", &[]);
+    let dave = member("beta", "dave", &["analyst"]);
+    assert_eq!(
+        visible(&gw, &bob),
+        ["demo.echo", "demo.time_now", "extra.echo"]
+    );
+    assert_eq!(
+        visible(&gw, &carol),
+        ["demo.add", "demo.echo", "demo.time_now", "extra.echo"]
+    );
+    assert_eq!(
+        visible(&gw, &alice),
+        [
+            "demo.add",
+            "demo.add_note",
+            "demo.delete_note",
+            "demo.echo",
+            "demo.list_notes",
+            "demo.time_now",
+            "extra.echo"
+        ]
+    );
+    assert_eq!(visible(&gw, &dave), ["demo.list_notes"]);
+
+    let sum = gw
+        .call_tool(&carol, "demo.add", json!({ "a": 2, "b": 3 }), None)
+        .await
+        .expect("analysts may add");
+    assert_eq!(sum.text(), "5");
+    gw.call_tool(&alice, "demo.list_notes", json!({}), None)
+        .await
+        .expect("alice may use all of demo");
+    let err = gw
+        .call_tool(&dave, "extra.echo", json!({ "message": "m" }), None)
+        .await
+        .expect_err("beta does not see extra");
+    assert_eq!(err.code(), "not_found");
+    gw.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_hidden_tool_is_refused_exactly_like_a_missing_one() {
+    let gw = access_gateway().await;
+    let bob = member("acme", "bob", &[]);
+    let args = json!({ "a": 1, "b": 2 });
+    let hidden = gw
+        .call_tool(&bob, "demo.add", args.clone(), None)
+        .await
+        .expect_err("hidden from bob");
+    let missing = gw
+        .call_tool(&bob, "demo.subtract", args.clone(), None)
+        .await
+        .expect_err("no such tool");
+    assert_eq!(hidden.code(), "not_found");
+    assert_eq!(missing.code(), "not_found");
+    assert_eq!(
+        hidden.to_string().replace("demo.add", "NAME"),
+        missing.to_string().replace("demo.subtract", "NAME")
+    );
+    // By function name too.
+    let by_function = gw
+        .call_tool(&bob, "demo_add", args, None)
+        .await
+        .expect_err("hidden by either name");
+    assert_eq!(by_function.code(), "not_found");
+
+    // The audit trail does not tell them apart either: no server, no fingerprint.
+    let records = gw
+        .audit_store()
+        .query(AuditQuery {
+            user: Some("bob".into()),
+            outcome: Some("not_found".into()),
+            ..AuditQuery::default()
+        })
+        .await
+        .expect("audit query");
+    assert_eq!(records.len(), 3);
+    for (_, record) in &records {
+        assert_eq!(record.server, "", "{record:?}");
+        assert_eq!(record.fingerprint, None, "{record:?}");
+        assert_eq!(record.decision, "denied");
+    }
+    gw.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_unknown_tenant_sees_and_calls_nothing() {
+    let gw = access_gateway().await;
+    let stranger = member("nobody", "alice", &["analyst"]);
+    assert!(gw.list_tools(&stranger).is_empty());
+    assert!(gw.model_tools(&stranger).is_empty());
+    let err = gw
+        .call_tool(&stranger, "demo.echo", json!({ "message": "m" }), None)
+        .await
+        .expect_err("an unknown tenant is refused");
+    assert_eq!(err.code(), "not_found");
+    // The tool exists for others.
+    assert_eq!(gw.catalog().len(), 12);
+    gw.shutdown().await;
+}
+
+#[tokio::test]
+async fn allow_and_deny_lists_hide_tools_from_the_catalog() {
+    let mut listed = demo("listed");
+    listed.allowed_tools = Some(names(&["echo", "add", "add_note"]));
+    // Deny wins over allow.
+    listed.denied_tools = names(&["add_note"]);
+    let mut denied = demo("denied");
+    denied.denied_tools = names(&["echo", "delete_note"]);
+    let gw = gateway(config(vec![listed, denied])).await;
+    let who = caller("bob");
+    assert_eq!(
+        canonical_ids(gw.catalog().tools()),
+        [
+            "denied.add",
+            "denied.add_note",
+            "denied.list_notes",
+            "denied.time_now",
+            "listed.add",
+            "listed.echo",
+        ]
+    );
+    assert_eq!(
+        canonical_ids(&gw.model_tools(&who)),
+        canonical_ids(gw.catalog().tools())
+    );
+    for hidden in ["listed.time_now", "listed.add_note", "denied.echo"] {
+        let err = gw
+            .call_tool(&who, hidden, json!({ "message": "m" }), None)
+            .await
+            .expect_err("not exposed");
+        assert_eq!(err.code(), "not_found", "{hidden}");
+    }
+    let out = gw
+        .call_tool(&who, "listed.echo", json!({ "message": "m" }), None)
+        .await
+        .expect("allowed");
+    assert_eq!(out.text(), "Echo: m");
+    gw.shutdown().await;
+}
