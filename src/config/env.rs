@@ -29,4 +29,10 @@ impl Env {
     pub fn get(&self, name: &str) -> Option<&str> {
         self.0.get(name).map(String::as_str)
     }
+
+    /// A variable read as a setting, trimmed; empty counts as unset, as container templates
+    /// often write `VAR=` for "not given".
+    pub(super) fn setting(&self, name: &str) -> Option<&str> {
+        self.get(name).map(str::trim).filter(|v| !v.is_empty())
+    }
 }

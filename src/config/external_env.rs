@@ -1,6 +1,6 @@
 //! The environment as a configuration source: the `EXTERNAL_MCP_*` variables, applied on
 //! top of whichever file (or the embedded default) was loaded. An empty variable counts as
-//! unset, as container templates often write `VAR=` for "not given".
+//! unset ([`Env::setting`]).
 
 use serde_json::Value;
 
@@ -22,7 +22,7 @@ pub(super) const MAX_RESULT_BYTES: &str = "EXTERNAL_MCP_MAX_RESULT_BYTES";
 
 /// Applies the environment's limits and servers to `draft`.
 pub(super) fn apply(env: &Env, draft: &mut Draft, report: &mut Report) {
-    let get = |name| env.get(name).map(str::trim).filter(|v| !v.is_empty());
+    let get = |name| env.setting(name);
     let timeout = |name, report: &mut Report| {
         get(name).and_then(|v| {
             duration(

@@ -41,6 +41,11 @@ const EMBEDDED_STATE: StateConfig = StateConfig::Memory;
 /// Loads configuration. `explicit` (relative to `cwd`) is `--config`; `exe` is this binary,
 /// which the embedded default runs as its demo server. Every problem of every source is
 /// reported together. Relative paths in a file are resolved against the file's folder.
+///
+/// The environment applies to a file and to the embedded default alike: the
+/// `EXTERNAL_MCP_*` servers and limits, and the `MCPGATE_*` settings of `mcpgate serve`.
+/// Without a file, those are [`super::ServiceConfig::default()`] (auth mode dev on
+/// 127.0.0.1:8080) with `MCPGATE_LISTEN` and the `MCPGATE_JWT_*` variables applied.
 pub fn load(
     explicit: Option<&Path>,
     cwd: &Path,
@@ -78,7 +83,7 @@ pub fn load_with_embedded_state(
         }
     };
     external_env::apply(env, &mut draft, &mut report);
-    let config = draft.finish(&mut report);
+    let config = draft.finish(env, &mut report);
     let warnings = report.finish()?;
     Ok(Loaded {
         config,

@@ -82,6 +82,36 @@
 //! [servers.github.tool_timeouts]   # per tool, by upstream tool name
 //! search_repositories = "2m"
 //!
+//! # `mcpgate serve`. Besides auth, the values shown are the defaults.
+//! [server]
+//! listen = "127.0.0.1:8080"        # IP address and port; MCPGATE_LISTEN wins over it, and
+//!                                  # the command line's --listen over both
+//! production = false               # true refuses auth modes dev and none, and a JWT secret
+//!                                  # under 32 bytes
+//! max_body_bytes = 1048576         # largest request body (1 KiB ..= 64 MiB)
+//! request_timeout = "120s"         # one request (1s ..= 1h)
+//! shutdown_grace = "10s"           # in-flight requests finish within it at exit (0 ..= 5m)
+//! allowed_hosts = []               # Host header values accepted (DNS-rebinding protection);
+//!                                  # empty: loopback names only (localhost, 127.0.0.1, ::1)
+//! allowed_origins = []             # browser Origin values accepted, e.g.
+//!                                  # "https://app.example.com"; empty: same origin only
+//! log_json = false                 # logs as JSON lines
+//!
+//! [server.auth]                    # how callers prove who they are
+//! mode = "jwt"                     # dev (default): a random token printed at start;
+//!                                  # none: no authentication; both bind loopback only.
+//!                                  # jwt: bearer JWTs, the fields below (only for jwt)
+//! algorithms = ["HS256", "RS256"]  # default ["HS256"]; HS256 | RS256 | ES256, never "none"
+//! secret = "${MCPGATE_JWT_SECRET}" # HS256 key: a ${VAR} reference, never the key itself
+//! public_keys = ["keys/issuer.pem"]  # RS256/ES256 PEM keys, relative to this file's folder
+//! jwks_url = "https://issuer.example.com/.well-known/jwks.json"  # https only; RS256/ES256
+//! issuer = "https://issuer.example.com/"  # required; MCPGATE_JWT_ISSUER wins over it
+//! audience = "mcpgate"             # required; MCPGATE_JWT_AUDIENCE wins over it
+//! tenant_claim = "tenant"          # the claims read into the caller's context
+//! user_claim = "sub"
+//! roles_claim = "roles"
+//! leeway = "30s"                   # clock skew allowed on exp and nbf (0 ..= 30s)
+//!
 //! # Without an [access] section the gateway is single-tenant: every caller sees every
 //! # server. With one, a caller sees only what a grant of its tenant gives it.
 //! [access.tenants.acme]            # tenant, user and role names: 1 to 128 characters,
@@ -101,6 +131,16 @@
 //! `auto` because most servers speak Streamable HTTP and some still speak only the legacy
 //! SSE transport: the user pastes a URL without knowing which, and the cost is one refused
 //! request to an SSE-only server.
+//!
+//! # The environment of `mcpgate serve`
+//!
+//! `MCPGATE_LISTEN` (a socket address), `MCPGATE_JWT_ISSUER` and `MCPGATE_JWT_AUDIENCE` win
+//! over `listen`, `issuer` and `audience`. `MCPGATE_JWT_SECRET`, when set and no `mode` is
+//! written, selects `mode = "jwt"` with `algorithms = ["HS256"]` and `secret =
+//! "${MCPGATE_JWT_SECRET}"` (fields written in `[server.auth]` still apply); the key itself
+//! is never copied into the configuration. An empty variable counts as unset. Without a file,
+//! the embedded default's settings are the defaults above (auth mode dev) with these
+//! variables applied.
 
 use std::{collections::BTreeMap, fmt, marker::PhantomData};
 
@@ -110,6 +150,10 @@ use serde::{
 };
 
 use super::duration::RawDuration;
+
+mod service;
+
+pub use service::{RawAuth, RawAuthMode, RawService};
 
 /// The top level of `mcpgate.toml`. Servers stay untyped here so that each one is
 /// deserialized on its own and every broken server is reported, not only the first.
@@ -130,6 +174,9 @@ pub struct RawFile {
     pub pins: RawPins,
     #[serde(default)]
     pub audit: RawAudit,
+    /// `mcpgate serve`; beside `servers`, which it is not.
+    #[serde(default)]
+    pub server: RawService,
     /// Kept apart from an empty section: absent means single-tenant mode.
     pub access: Option<RawAccess>,
     #[serde(default)]

@@ -6,18 +6,21 @@ use std::{
     collections::{BTreeMap, BTreeSet},
     fmt,
     ops::RangeInclusive,
-    path::Path,
+    path::{Path, PathBuf},
     time::Duration,
 };
 
 use super::{
     AccessConfig, AuditConfig, CacheConfig, CallLimits, Config, ConfirmationConfig, Env, Limits,
-    PinsConfig, ReconnectConfig, ServerConfig, ServerId, ServiceConfig, StateConfig, access_rules,
+    PinsConfig, ReconnectConfig, ServerConfig, ServerId, StateConfig, access_rules,
     duration::RawDuration,
     gate_rules, limit_rules,
-    raw::{RawAccess, RawAudit, RawFile, RawServer},
+    raw::{RawAccess, RawAudit, RawFile, RawServer, RawService},
     server_rules,
 };
+
+mod auth_rules;
+mod service_rules;
 
 /// One configuration problem, located by its field path (`servers.github.url`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -176,11 +179,20 @@ pub(super) struct Draft {
     taken: BTreeMap<ServerId, String>,
     /// Ids of servers written with `enabled = false`: other sections may name them.
     disabled: BTreeSet<ServerId>,
+    /// `[server]` as written, validated in [`Draft::finish`] with the environment, which may
+    /// select its auth mode.
+    service: RawService,
+    /// The folder that `[server.auth] public_keys` are relative to.
+    base: PathBuf,
 }
 
 impl Draft {
     /// Starts from `config` (whose servers count as defined by `origin`, in words); its
-    /// relative paths are resolved against `base`.
+    /// relative paths are resolved against `base`. Its service settings are those of a file
+    /// without `[server]`: [`super::ServiceConfig::default()`] with the `MCPGATE_*`
+    /// environment applied. `config.service` is not read, because a validated auth mode no
+    /// longer tells "written" from "default", and only a default one yields to
+    /// `MCPGATE_JWT_SECRET`.
     pub fn from_config(config: Config, origin: &str, base: &Path) -> Draft {
         let taken = config
             .servers
@@ -202,6 +214,8 @@ impl Draft {
             servers: config.servers,
             taken,
             disabled: BTreeSet::new(),
+            service: RawService::default(),
+            base: base.to_path_buf(),
         }
     }
 
@@ -221,6 +235,8 @@ impl Draft {
             servers: Vec::new(),
             taken: BTreeMap::new(),
             disabled: BTreeSet::new(),
+            service: file.server,
+            base: base.to_path_buf(),
         }
     }
 
@@ -248,8 +264,9 @@ impl Draft {
         }
     }
 
-    /// The finished configuration, servers in id order.
-    pub fn finish(mut self, report: &mut Report) -> Config {
+    /// The finished configuration, servers in id order; `env` supplies the service's
+    /// `MCPGATE_*` settings.
+    pub fn finish(mut self, env: &Env, report: &mut Report) -> Config {
         self.servers.sort_by(|a, b| a.id.cmp(&b.id));
         if self.limits.max_line_bytes < self.limits.max_result_bytes {
             report.warn(
@@ -282,7 +299,7 @@ impl Draft {
             state: self.state,
             audit,
             pins: self.pins,
-            service: ServiceConfig::default(),
+            service: service_rules::validate(&self.service, env, &self.base, report),
         }
     }
 }

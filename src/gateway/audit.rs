@@ -35,6 +35,8 @@ pub(super) struct Attempt {
     argument_bytes: u64,
     arguments: Option<String>,
     result_bytes: u64,
+    /// Time spent waiting for the upstream (not part of the gateway's overhead).
+    upstream_time: std::time::Duration,
 }
 
 impl Attempt {
@@ -52,7 +54,16 @@ impl Attempt {
             argument_bytes: 0,
             arguments: None,
             result_bytes: 0,
+            upstream_time: std::time::Duration::ZERO,
         }
+    }
+
+    pub fn upstream_time_add(&mut self, spent: std::time::Duration) {
+        self.upstream_time += spent;
+    }
+
+    pub fn upstream_time(&self) -> std::time::Duration {
+        self.upstream_time
     }
 
     pub fn tool(&mut self, tool: &CatalogTool) {

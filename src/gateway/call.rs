@@ -28,12 +28,25 @@ impl Gateway {
         arguments: Value,
         confirmation: Option<&str>,
     ) -> Result<ToolOutput, GatewayError> {
+        self.call_tool_measured(ctx, name, arguments, confirmation).await.0
+    }
+
+    /// [`Gateway::call_tool`], also returning the time spent waiting for the upstream (so
+    /// the HTTP layer can report the gateway's own overhead).
+    pub async fn call_tool_measured(
+        &self,
+        ctx: &CallContext,
+        name: &str,
+        arguments: Value,
+        confirmation: Option<&str>,
+    ) -> (Result<ToolOutput, GatewayError>, Duration) {
         let mut attempt = Attempt::start(ctx, name);
         let outcome = self
             .call_inner(ctx, name, arguments, confirmation, &mut attempt)
             .await;
+        let upstream_time = attempt.upstream_time();
         let record = attempt.finish(&outcome, &self.inner.config.audit);
-        match self.inner.audit.append(record).await {
+        let outcome = match self.inner.audit.append(record).await {
             Ok(()) => outcome,
             Err(err) => {
                 tracing::error!(error = %err, "audit record could not be written");
@@ -42,7 +55,8 @@ impl Gateway {
                     what: "the audit log",
                 })
             }
-        }
+        };
+        (outcome, upstream_time)
     }
 
     async fn call_inner(
@@ -116,9 +130,12 @@ impl Gateway {
         // 7: the upstream.
         attempt.allowed();
         let timeout = call_timeout(config, server, tool);
+        let upstream_started = std::time::Instant::now();
         let result = self
             .call_upstream(tool, arguments, timeout, effect, config)
-            .await?;
+            .await;
+        attempt.upstream_time_add(upstream_started.elapsed());
+        let result = result?;
         // 8: shape.
         let output = shape(
             &tool.canonical,

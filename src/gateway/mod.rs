@@ -22,7 +22,9 @@ pub use result::{Part, ToolOutput};
 use crate::{
     catalog::{Catalog, CatalogTool, Fingerprint, PinStatus, Pins, PinsError, ServerTools},
     config::{Config, Env, StateConfig},
-    policy::{Access, CallContext, Clock, CompiledSchema, Limiter},
+    policy::{
+        Access, CallContext, Clock, CompiledSchema, Limiter, classify, needs_confirmation,
+    },
     store::{AuditStore, ConfirmationStore, StoreError, memory_stores, open_sqlite},
     upstream::{ConnectOptions, Manager, ServerStatus},
 };
@@ -196,6 +198,14 @@ impl Gateway {
         let mut tools = self.list_tools(ctx);
         tools.retain(|t| t.status.is_usable());
         tools
+    }
+
+    /// Whether calling `tool` needs a confirmation token (its server's `confirm` policy and the
+    /// tool's read/write classification).
+    pub fn requires_confirmation(&self, tool: &CatalogTool) -> bool {
+        self.config()
+            .server(&tool.server)
+            .is_some_and(|s| needs_confirmation(s, classify(s, &tool.upstream)))
     }
 
     /// Every server's state, in id order.

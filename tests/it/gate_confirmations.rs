@@ -112,8 +112,8 @@ async fn records(gateway: &Gateway, ctx: &CallContext) -> Vec<AuditRecord> {
     found.into_iter().map(|(_, record)| record).collect()
 }
 
-/// Asserts that the newest audit record of `ctx` is about `tool` (empty for decisions on
-/// confirmations) with this decision, outcome and confirmation id.
+/// Asserts that the newest audit record of `ctx` is about `tool` (for a decision on a
+/// confirmation: the tool it was asked for) with this decision, outcome and confirmation id.
 async fn assert_last_audit(
     gateway: &Gateway,
     ctx: &CallContext,
@@ -131,7 +131,13 @@ async fn assert_last_audit(
         last.confirmation_id.as_deref(),
         last.session.as_str(),
     );
-    let expected = (tool, decision, outcome, confirmation_id, ctx.session.as_str());
+    let expected = (
+        tool,
+        decision,
+        outcome,
+        confirmation_id,
+        ctx.session.as_str(),
+    );
     assert_eq!(seen, expected, "newest audit record of {}", ctx.user);
 }
 

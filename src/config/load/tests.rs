@@ -89,9 +89,15 @@ fn mcpgate_toml_in_the_working_directory_is_found() {
     assert_eq!(ids(&loaded), ["time"]);
 }
 
+/// The environment the documented example needs to load without warnings.
+const EXAMPLE_ENV: &[(&str, &str)] = &[
+    ("GITHUB_TOKEN", "t"),
+    ("MCPGATE_JWT_SECRET", "0123456789abcdef0123456789abcdef"),
+];
+
 #[test]
 fn the_documented_example_loads_with_every_option() {
-    let env = env(&[("GITHUB_TOKEN", "t")]);
+    let env = env(EXAMPLE_ENV);
     let dir = TempDir::new().expect("temp dir");
     std::fs::write(dir.path().join("mcpgate.toml"), documented_example()).expect("write");
     let loaded = load(None, dir.path(), &env, Path::new(EXE)).expect("loads");
@@ -380,3 +386,4 @@ fn mcp_servers_json_problems_are_reported() {
 mod access;
 mod env_source;
 mod gate_sections;
+mod service;

@@ -60,7 +60,12 @@ async fn a_token_works_only_for_its_tool() {
     let add = json!({ "title": "t", "body": "b" });
     let (id, token) = approved(&gateway, &alice, "demo.add_note", add).await;
     let other_tool = gateway
-        .call_tool(&alice, "demo.delete_note", json!({ "title": "t" }), Some(&token))
+        .call_tool(
+            &alice,
+            "demo.delete_note",
+            json!({ "title": "t" }),
+            Some(&token),
+        )
         .await;
     assert_eq!(invalid_reason(other_tool), "approved for another tool");
     assert_last_audit(
@@ -80,14 +85,21 @@ async fn a_token_works_only_for_the_definition_it_was_approved_for() {
     let alice = caller("local", "alice", "s1");
     let fingerprint = |gateway: &Gateway| {
         let catalog = gateway.catalog();
-        let alpha = catalog.by_canonical("changing.alpha").expect("alpha listed");
+        let alpha = catalog
+            .by_canonical("changing.alpha")
+            .expect("alpha listed");
         alpha.fingerprint.as_str().to_owned()
     };
     let before = fingerprint(&gateway);
     let (id, token) = approved(&gateway, &alice, "changing.alpha", json!({})).await;
 
     let mutated = gateway
-        .call_tool(&alice, "changing.mutate", json!({ "what": "description" }), None)
+        .call_tool(
+            &alice,
+            "changing.mutate",
+            json!({ "what": "description" }),
+            None,
+        )
         .await
         .expect("mutate is configured read-only");
     assert_eq!(mutated.text(), "mutated: description");
@@ -116,7 +128,13 @@ async fn a_token_works_only_for_the_definition_it_was_approved_for() {
     let id = ask(&gateway, &alice, "changing.alpha", json!({})).await;
     let pending = gateway.pending_confirmations(&alice).await.expect("listed");
     assert_eq!(pending.len(), 1);
-    assert_eq!((pending[0].id.as_str(), pending[0].binding.fingerprint.as_str()), (id.as_str(), after.as_str()));
+    assert_eq!(
+        (
+            pending[0].id.as_str(),
+            pending[0].binding.fingerprint.as_str()
+        ),
+        (id.as_str(), after.as_str())
+    );
     let approval = gateway.approve(&alice, &id).await.expect("approved");
     let output = gateway
         .call_tool(&alice, "changing.alpha", json!({}), Some(&approval.token))
@@ -138,8 +156,16 @@ async fn a_token_works_only_for_its_argument_values() {
         // `alpha` accepts any extra property, so the type change reaches the binding check.
         ("changing.alpha", json!({ "n": 1 }), json!({ "n": "1" })),
         ("changing.alpha", json!({ "n": "1" }), json!({ "n": 1 })),
-        ("changing.alpha", json!({ "n": 1 }), json!({ "n": 1, "m": null })),
-        ("changing.alpha", json!({ "n": [1, 2] }), json!({ "n": [2, 1] })),
+        (
+            "changing.alpha",
+            json!({ "n": 1 }),
+            json!({ "n": 1, "m": null }),
+        ),
+        (
+            "changing.alpha",
+            json!({ "n": [1, 2] }),
+            json!({ "n": [2, 1] }),
+        ),
     ];
     for (tool, approved_args, called_args) in cases {
         let (id, token) = approved(&gateway, &alice, tool, approved_args).await;
@@ -217,5 +243,8 @@ fn duplicate_keys_are_refused_by_the_argument_parser() {
         }
     }
     let err = parse_arguments(r#"{"a":1,"a":1}"#, limit).expect_err("duplicate");
-    assert_eq!((err.code(), err.reason()), ("invalid_arguments", "duplicate_key"));
+    assert_eq!(
+        (err.code(), err.reason()),
+        ("invalid_arguments", "duplicate_key")
+    );
 }

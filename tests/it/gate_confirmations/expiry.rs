@@ -69,10 +69,23 @@ async fn a_token_expires_exactly_at_its_expiry() {
     assert_eq!(approval.expires_at, start() + token_ttl * 2);
     hand.set(approval.expires_at - TICK);
     gateway
-        .call_tool(&alice, "demo.add_note", note("in time"), Some(&approval.token))
+        .call_tool(
+            &alice,
+            "demo.add_note",
+            note("in time"),
+            Some(&approval.token),
+        )
         .await
         .expect("a microsecond before expiry the token still works");
-    assert_last_audit(&gateway, &alice, "demo.add_note", "allowed", "ok", Some(&id)).await;
+    assert_last_audit(
+        &gateway,
+        &alice,
+        "demo.add_note",
+        "allowed",
+        "ok",
+        Some(&id),
+    )
+    .await;
     assert_eq!(
         notes(&gateway, &alice, "demo").await,
         [("in time".to_owned(), "b".to_owned())]
@@ -80,7 +93,11 @@ async fn a_token_expires_exactly_at_its_expiry() {
 }
 
 /// Asks as `alice` and returns the confirmation id and its expiry.
-async fn ask_with_expiry(gateway: &Gateway, alice: &CallContext, title: &str) -> (String, SystemTime) {
+async fn ask_with_expiry(
+    gateway: &Gateway,
+    alice: &CallContext,
+    title: &str,
+) -> (String, SystemTime) {
     match gateway
         .call_tool(alice, "demo.add_note", note(title), None)
         .await
@@ -121,7 +138,12 @@ async fn a_pending_confirmation_expires_exactly_at_pending_ttl() {
         .await
         .expect("a microsecond before expiry it can be approved");
     gateway
-        .call_tool(&alice, "demo.add_note", note("in time"), Some(&approval.token))
+        .call_tool(
+            &alice,
+            "demo.add_note",
+            note("in time"),
+            Some(&approval.token),
+        )
         .await
         .expect("the approved write runs");
     assert_eq!(
@@ -142,7 +164,10 @@ async fn failed_approvals_are_audited() {
     hand.set(expires_at);
     for id in [&denied, &expired] {
         let result = gateway.approve(&alice, id).await;
-        assert_eq!(result.map(|_| ()).map_err(|e| e.code()), Err("confirmation_invalid"));
+        assert_eq!(
+            result.map(|_| ()).map_err(|e| e.code()),
+            Err("confirmation_invalid")
+        );
         let all = records(&gateway, &alice).await;
         let newest = all.first().expect("records");
         assert_eq!(

@@ -37,7 +37,11 @@ async fn a_write_without_token_is_held_and_listed_for_its_caller_only() {
         panic!("expected confirmation_required, got {result:?}");
     };
     assert_eq!(tool, "demo.add_note");
-    assert_eq!(hash, args_hash(&args), "the hash of the canonical arguments");
+    assert_eq!(
+        hash,
+        args_hash(&args),
+        "the hash of the canonical arguments"
+    );
     let pending_ttl = gateway.config().confirmations.pending_ttl;
     assert!(expires_at > asked_at, "expires in the future");
     assert!(expires_at <= SystemTime::now() + pending_ttl);
@@ -45,7 +49,7 @@ async fn a_write_without_token_is_held_and_listed_for_its_caller_only() {
         &gateway,
         &alice,
         "demo.add_note",
-        "denied",
+        "pending",
         "confirmation_required",
         Some(&confirmation_id),
     )
@@ -58,7 +62,10 @@ async fn a_write_without_token_is_held_and_listed_for_its_caller_only() {
     assert_eq!(held.expires_at, expires_at);
     let b = &held.binding;
     assert_eq!((b.tenant.as_str(), b.user.as_str()), ("local", "alice"));
-    assert_eq!((b.session.as_str(), b.tool.as_str()), ("s1", "demo.add_note"));
+    assert_eq!(
+        (b.session.as_str(), b.tool.as_str()),
+        ("s1", "demo.add_note")
+    );
     assert_eq!(b.args_hash, hash);
 
     for other in [
@@ -86,9 +93,20 @@ async fn an_approved_token_runs_the_write_once() {
     assert_eq!(approval.confirmation_id, id);
     let token_ttl = gateway.config().confirmations.token_ttl;
     assert!(approval.expires_at <= SystemTime::now() + token_ttl);
-    assert_last_audit(&gateway, &alice, "", "approved", "ok", Some(&id)).await;
+    assert_last_audit(
+        &gateway,
+        &alice,
+        "demo.add_note",
+        "approved",
+        "ok",
+        Some(&id),
+    )
+    .await;
     let pending = gateway.pending_confirmations(&alice).await.expect("listed");
-    assert!(pending.is_empty(), "an approved confirmation is no longer pending");
+    assert!(
+        pending.is_empty(),
+        "an approved confirmation is no longer pending"
+    );
 
     let token = Some(approval.token.as_str());
     let output = gateway
@@ -96,7 +114,15 @@ async fn an_approved_token_runs_the_write_once() {
         .await
         .expect("the confirmed write runs");
     assert_eq!(output.text(), "Saved note `groceries`.");
-    assert_last_audit(&gateway, &alice, "demo.add_note", "allowed", "ok", Some(&id)).await;
+    assert_last_audit(
+        &gateway,
+        &alice,
+        "demo.add_note",
+        "allowed",
+        "ok",
+        Some(&id),
+    )
+    .await;
 
     let replay = gateway
         .call_tool(&alice, "demo.add_note", args, token)
@@ -126,7 +152,7 @@ async fn a_denied_confirmation_is_gone() {
     let id = ask(&gateway, &alice, "demo.add_note", args).await;
 
     gateway.deny(&alice, &id).await.expect("the owner may deny");
-    assert_last_audit(&gateway, &alice, "", "denied", "ok", Some(&id)).await;
+    assert_last_audit(&gateway, &alice, "demo.add_note", "denied", "ok", Some(&id)).await;
     let pending = gateway.pending_confirmations(&alice).await.expect("listed");
     assert!(pending.is_empty());
     let later = gateway.approve(&alice, &id).await;
@@ -150,7 +176,13 @@ async fn deciding_another_callers_confirmation_is_forbidden_and_final() {
     ];
     for intruder in &intruders {
         for approve in [true, false] {
-            let id = ask(&gateway, &alice, "demo.add_note", json!({ "title": "t", "body": "b" })).await;
+            let id = ask(
+                &gateway,
+                &alice,
+                "demo.add_note",
+                json!({ "title": "t", "body": "b" }),
+            )
+            .await;
             let refused = if approve {
                 gateway.approve(intruder, &id).await.map(|_| ())
             } else {
@@ -160,7 +192,15 @@ async fn deciding_another_callers_confirmation_is_forbidden_and_final() {
                 matches!(refused, Err(GatewayError::Forbidden { .. })),
                 "{intruder:?} approve={approve}: {refused:?}"
             );
-            assert_last_audit(&gateway, intruder, "", "refused", "ok", Some(&id)).await;
+            assert_last_audit(
+                &gateway,
+                intruder,
+                "demo.add_note",
+                "refused",
+                "ok",
+                Some(&id),
+            )
+            .await;
             let pending = gateway.pending_confirmations(&alice).await.expect("listed");
             assert!(pending.is_empty(), "a refused decision still ends it");
             let owner = gateway.approve(&alice, &id).await;
@@ -237,10 +277,15 @@ async fn one_token_raced_by_many(config: Config) {
             .filter(|(d, o, c)| d == decision && o == outcome && c.as_deref() == with_id)
             .count()
     };
-    assert_eq!(count("denied", "confirmation_required", Some(&id)), 1);
+    assert_eq!(count("pending", "confirmation_required", Some(&id)), 1);
+    assert_eq!(count("approved", "ok", Some(&id)), 1);
     assert_eq!(count("allowed", "ok", Some(&id)), 1);
     assert_eq!(count("denied", "confirmation_invalid", None), RACERS - 1);
-    assert_eq!(sleeps.len(), RACERS + 1, "one record per attempt");
+    assert_eq!(
+        sleeps.len(),
+        RACERS + 2,
+        "one per attempt, and the approval"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -9,7 +9,7 @@ use mcpgate::{
 };
 use serde_json::json;
 
-use super::{canonical_ids, caller, demo, names};
+use super::{caller, canonical_ids, demo, names};
 use crate::support::{config, gateway, id};
 
 fn member(tenant: &str, user: &str, roles: &[&str]) -> CallContext {
@@ -44,7 +44,12 @@ fn access() -> AccessConfig {
             },
         ],
         grants: vec![
-            grant("acme", &[], &[], &["demo.echo", "demo.time_now", "extra.echo"]),
+            grant(
+                "acme",
+                &[],
+                &[],
+                &["demo.echo", "demo.time_now", "extra.echo"],
+            ),
             grant("acme", &[], &["analyst"], &["demo.add"]),
             grant("acme", &["alice"], &[], &["demo.*"]),
             grant("beta", &[], &[], &["demo.list_notes", "extra.*"]),

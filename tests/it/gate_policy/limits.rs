@@ -49,7 +49,10 @@ async fn calls_over_the_user_cap_wait_their_turn() {
             assert_eq!(stats.started, CALLS as u64, "{stats:?}");
             break;
         }
-        assert!(start.elapsed() < WAIT, "the sleeps did not finish: {stats:?}");
+        assert!(
+            start.elapsed() < WAIT,
+            "the sleeps did not finish: {stats:?}"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     // The cap was used, not just respected: two ran side by side while bob's call passed.
@@ -90,10 +93,19 @@ async fn without_a_wait_calls_over_the_cap_fail_at_once_and_others_pass() {
         .expect("bob's call passes");
     assert_eq!(out.text(), "slept 0");
     let stats = sleep_stats(&gw, &bob).await;
-    assert_eq!(stats.in_flight, u64::from(CAP), "alice's two still run: {stats:?}");
+    assert_eq!(
+        stats.in_flight,
+        u64::from(CAP),
+        "alice's two still run: {stats:?}"
+    );
     // Alice is still at her cap.
     let err = gw
-        .call_tool(&caller("alice"), "slow.echo", json!({ "message": "x" }), None)
+        .call_tool(
+            &caller("alice"),
+            "slow.echo",
+            json!({ "message": "x" }),
+            None,
+        )
         .await
         .expect_err("alice is at her cap");
     assert_eq!(err.code(), "limit_exceeded");
@@ -124,7 +136,12 @@ async fn the_fourth_call_in_a_minute_is_refused_with_a_retry_after() {
     let alice = caller("alice");
     for i in 0..3 {
         let out = gw
-            .call_tool(&alice, "demo.echo", json!({ "message": i.to_string() }), None)
+            .call_tool(
+                &alice,
+                "demo.echo",
+                json!({ "message": i.to_string() }),
+                None,
+            )
             .await
             .expect("within the rate");
         assert_eq!(out.text(), format!("Echo: {i}"));

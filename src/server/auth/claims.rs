@@ -1,0 +1,163 @@
+//! Verified JWT claims → who is calling: tenant, user, roles and session, each checked for
+//! size and content before it reaches policy, audit and logs.
+
+use serde_json::{Map, Value};
+
+use super::{AuthCode, AuthFailure};
+
+/// Tenant, user, role and session strings end up in audit records, log lines and store keys:
+/// 128 characters is far beyond any real identifier and keeps those bounded.
+pub(super) const MAX_IDENTITY_CHARS: usize = 128;
+
+/// Which claims carry the caller's identity (from `JwtConfig`).
+#[derive(Debug, Clone)]
+pub(super) struct ClaimNames {
+    pub tenant: String,
+    pub user: String,
+    pub roles: String,
+}
+
+/// The caller as the token describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Identity {
+    pub tenant: String,
+    pub user: String,
+    pub roles: Vec<String>,
+    /// The token's `sid` claim, a fallback for the session when no header names one.
+    pub sid: Option<String>,
+}
+
+/// Reads the identity from verified claims. Messages name the claim, never its value.
+pub(super) fn identity(
+    claims: &Map<String, Value>,
+    names: &ClaimNames,
+) -> Result<Identity, AuthFailure> {
+    let tenant = required_text(claims, &names.tenant)?;
+    let user = required_text(claims, &names.user)?;
+    let roles = match claims.get(&names.roles) {
+        None => Vec::new(),
+        Some(Value::String(list)) => list
+            .split_whitespace()
+            .map(|role| checked(role, &names.roles))
+            .collect::<Result<_, _>>()?,
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|item| match item {
+                Value::String(role) => checked(role, &names.roles),
+                _ => Err(claim_failure(&names.roles, "must hold strings only")),
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => {
+            return Err(claim_failure(
+                &names.roles,
+                "must be an array of strings or a space-separated string",
+            ));
+        }
+    };
+    let sid = match claims.get("sid") {
+        None => None,
+        Some(Value::String(sid)) => Some(checked(sid, "sid")?),
+        Some(_) => return Err(claim_failure("sid", "must be a string")),
+    };
+    Ok(Identity {
+        tenant,
+        user,
+        roles,
+        sid,
+    })
+}
+
+fn required_text(claims: &Map<String, Value>, name: &str) -> Result<String, AuthFailure> {
+    match claims.get(name) {
+        Some(Value::String(text)) => checked(text, name),
+        Some(_) => Err(claim_failure(name, "must be a string")),
+        None => Err(claim_failure(name, "is missing")),
+    }
+}
+
+/// A non-empty string of at most [`MAX_IDENTITY_CHARS`] characters without control
+/// characters (which would forge log lines or split store keys).
+fn checked(text: &str, claim: &str) -> Result<String, AuthFailure> {
+    if text.is_empty() {
+        return Err(claim_failure(claim, "is empty"));
+    }
+    if text.chars().count() > MAX_IDENTITY_CHARS {
+        return Err(claim_failure(
+            claim,
+            &format!("is longer than {MAX_IDENTITY_CHARS} characters"),
+        ));
+    }
+    if text.chars().any(char::is_control) {
+        return Err(claim_failure(claim, "contains control characters"));
+    }
+    Ok(text.to_owned())
+}
+
+fn claim_failure(claim: &str, problem: &str) -> AuthFailure {
+    AuthFailure::new(
+        AuthCode::InvalidClaims,
+        format!("token claim `{claim}` {problem}"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn names() -> ClaimNames {
+        ClaimNames {
+            tenant: "tid".to_owned(),
+            user: "sub".to_owned(),
+            roles: "roles".to_owned(),
+        }
+    }
+
+    fn read(claims: Value) -> Result<Identity, AuthFailure> {
+        let Value::Object(map) = claims else {
+            panic!("test claims are an object")
+        };
+        identity(&map, &names())
+    }
+
+    #[test]
+    fn roles_as_array_or_space_separated_string() {
+        let from_array = read(json!({"tid": "acme", "sub": "ann", "roles": ["a", "b"]}));
+        let from_text = read(json!({"tid": "acme", "sub": "ann", "roles": " a  b "}));
+        let expected = Identity {
+            tenant: "acme".to_owned(),
+            user: "ann".to_owned(),
+            roles: vec!["a".to_owned(), "b".to_owned()],
+            sid: None,
+        };
+        assert_eq!(from_array, Ok(expected.clone()));
+        assert_eq!(from_text, Ok(expected));
+        let none = read(json!({"tid": "acme", "sub": "ann", "sid": "s-1"})).expect("valid");
+        assert!(none.roles.is_empty());
+        assert_eq!(none.sid.as_deref(), Some("s-1"));
+    }
+
+    #[test]
+    fn unusable_claims_are_refused_without_echoing_values() {
+        let long = "x".repeat(MAX_IDENTITY_CHARS + 1);
+        let cases = [
+            json!({"sub": "ann"}),
+            json!({"tid": 7, "sub": "ann"}),
+            json!({"tid": "", "sub": "ann"}),
+            json!({"tid": long, "sub": "ann"}),
+            json!({"tid": "ac\nme", "sub": "ann"}),
+            json!({"tid": "acme", "sub": "ann", "roles": [1]}),
+            json!({"tid": "acme", "sub": "ann", "roles": {"admin": true}}),
+            json!({"tid": "acme", "sub": "ann", "roles": ["ad\u{7}min"]}),
+            json!({"tid": "acme", "sub": "ann", "sid": 3}),
+        ];
+        for claims in cases {
+            let err = read(claims.clone()).expect_err(&claims.to_string());
+            assert_eq!(err.code(), AuthCode::InvalidClaims, "{claims}");
+            assert!(!err.message().contains("xxxx") && !err.message().contains("ac\nme"));
+        }
+        let at_limit = "x".repeat(MAX_IDENTITY_CHARS);
+        assert!(read(json!({"tid": at_limit, "sub": "ann"})).is_ok());
+    }
+}
