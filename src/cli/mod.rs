@@ -5,6 +5,7 @@ mod audit;
 mod call;
 mod conformance;
 mod pin;
+mod serve;
 mod tools;
 
 use std::{ffi::OsString, path::PathBuf, process::ExitCode, time::Duration};
@@ -36,6 +37,12 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Run the gateway as an HTTP service: REST API, health, audit (see the banner it prints).
+    Serve {
+        /// Address to listen on (also MCPGATE_LISTEN; default 127.0.0.1:8080).
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<std::net::SocketAddr>,
+    },
     /// List the merged tool catalog and each server's state.
     Tools {
         /// Print JSON instead of a table.
@@ -145,6 +152,7 @@ fn init_logging(filter: &str, json: bool) {
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
+        Command::Serve { listen } => serve::run(cli.config.as_deref(), listen).await,
         Command::DemoServer => {
             mcpgate::fixtures::demo::serve_stdio().await?;
             Ok(ExitCode::SUCCESS)
@@ -234,6 +242,20 @@ fn load(explicit: Option<&std::path::Path>) -> anyhow::Result<Loaded> {
     )?)
 }
 
+/// How long to wait for every server's first connection attempt: the longest connect
+/// deadline, one listing, and a second of slack.
+fn settle_deadline(config: &config::Config) -> Duration {
+    let limits = &config.limits;
+    let longest_connect = config
+        .servers
+        .iter()
+        .filter_map(|s| s.connect_timeout)
+        .max()
+        .unwrap_or(limits.connect_timeout)
+        .max(limits.connect_timeout);
+    longest_connect + limits.list_timeout + Duration::from_secs(1)
+}
+
 /// Runs `work`, or stops at SIGINT/SIGTERM; either way the gateway is shut down after, so
 /// every upstream process is reaped.
 async fn until_signal(
@@ -273,16 +295,7 @@ async fn start(explicit: Option<&std::path::Path>) -> anyhow::Result<(Gateway, D
     for warning in &loaded.warnings {
         tracing::warn!("{warning}");
     }
-    let limits = &loaded.config.limits;
-    let longest_connect = loaded
-        .config
-        .servers
-        .iter()
-        .filter_map(|s| s.connect_timeout)
-        .max()
-        .unwrap_or(limits.connect_timeout)
-        .max(limits.connect_timeout);
-    let settle = longest_connect + limits.list_timeout + Duration::from_secs(1);
+    let settle = settle_deadline(&loaded.config);
     let gateway = Gateway::start(
         loaded.config,
         GatewayOptions {

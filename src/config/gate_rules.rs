@@ -8,7 +8,7 @@ use std::{
 };
 
 use super::{
-    AuditConfig, Confirm, ConfirmationConfig, PinsConfig, ServerId, StateConfig,
+    AuditConfig, ConfirmationConfig, PinsConfig, ServerId, StateConfig,
     duration::RawDuration,
     raw::{RawAudit, RawConfirmations, RawPins, RawState},
     validate::{Known, Report, duration},
@@ -111,8 +111,9 @@ pub(super) fn audit(raw: &RawAudit, known: &Known<'_>, report: &mut Report) -> A
             continue;
         };
         let listed = |list: &[String]| list.iter().any(|t| t == tool);
-        let reads = !listed(&config.write_tools)
-            && (config.confirm == Confirm::None || listed(&config.read_only_tools));
+        // Only an explicit read_only_tools entry makes a tool a read for certain: `confirm =
+        // "none"` says nothing about what a tool does, and annotations are not known yet.
+        let reads = !listed(&config.write_tools) && listed(&config.read_only_tools);
         if reads {
             log_arguments_for.push(id.clone());
         } else {

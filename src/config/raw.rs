@@ -38,8 +38,8 @@
 //! file = "mcpgate.lock"            # tool fingerprint baselines, relative to this file's folder
 //!
 //! [audit]                          # every call is recorded; argument values only for:
-//! log_arguments_for = ["time.get_current_time"]  # canonical ids of read tools (the server has
-//!                                  # confirm = "none", or lists the tool in read_only_tools)
+//! log_arguments_for = ["time.get_current_time"]  # canonical ids of read tools (listed in
+//!                                  # their server's read_only_tools)
 //!
 //! [cache]                          # the tool-list cache
 //! ttl = "60s"                      # 0 ..= 24h; 0 means every refresh asks the upstream

@@ -51,7 +51,7 @@ pub enum AuthConfig {
     /// no credentials, like the conformance suite).
     None,
     /// Bearer JWTs.
-    Jwt(JwtConfig),
+    Jwt(Box<JwtConfig>),
 }
 
 /// JWT verification settings.

@@ -40,10 +40,10 @@ pub(super) struct Attempt {
 }
 
 impl Attempt {
-    pub fn start(ctx: &CallContext, requested: &str) -> Attempt {
+    pub fn start(ctx: &CallContext, requested: &str, now: SystemTime) -> Attempt {
         Attempt {
             started: Instant::now(),
-            time: SystemTime::now(),
+            time: now,
             ctx: ctx.clone(),
             server: String::new(),
             tool: requested.to_owned(),
@@ -175,19 +175,18 @@ pub(super) async fn report_definition(gateway: &Gateway, tool: &CatalogTool) {
     append(gateway, record).await;
 }
 
-/// Audits a decision on a confirmation (approved, denied, refused to another caller).
+/// Audits a decision on a confirmation (approved, denied, refused to another caller or for an
+/// unknown id): `tool` is known only when the confirmation was found.
 pub(super) async fn report_decision(
     gateway: &Gateway,
     ctx: &CallContext,
-    pending: &crate::store::Pending,
+    confirmation_id: &str,
+    tool: Option<&str>,
     decision: &str,
+    outcome: &str,
 ) {
-    let server = pending
-        .binding
-        .tool
-        .split_once('.')
-        .map(|(s, _)| s)
-        .unwrap_or_default();
+    let tool = tool.unwrap_or_default();
+    let server = tool.split_once('.').map(|(s, _)| s).unwrap_or_default();
     let record = AuditRecord {
         time: gateway.inner.clock.now(),
         request_id: clean(&ctx.request_id, MAX_FIELD_CHARS),
@@ -195,10 +194,10 @@ pub(super) async fn report_decision(
         user: clean(&ctx.user, MAX_FIELD_CHARS),
         session: clean(&ctx.session, MAX_FIELD_CHARS),
         server: clean(server, MAX_FIELD_CHARS),
-        tool: clean(&pending.binding.tool, MAX_FIELD_CHARS),
+        tool: clean(tool, MAX_FIELD_CHARS),
         decision: decision.to_owned(),
-        confirmation_id: Some(clean(&pending.id, MAX_FIELD_CHARS)),
-        outcome: "ok".to_owned(),
+        confirmation_id: Some(clean(confirmation_id, MAX_FIELD_CHARS)),
+        outcome: outcome.to_owned(),
         duration_ms: 0,
         argument_bytes: 0,
         result_bytes: 0,

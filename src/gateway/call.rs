@@ -28,7 +28,9 @@ impl Gateway {
         arguments: Value,
         confirmation: Option<&str>,
     ) -> Result<ToolOutput, GatewayError> {
-        self.call_tool_measured(ctx, name, arguments, confirmation).await.0
+        self.call_tool_measured(ctx, name, arguments, confirmation)
+            .await
+            .0
     }
 
     /// [`Gateway::call_tool`], also returning the time spent waiting for the upstream (so
@@ -40,7 +42,7 @@ impl Gateway {
         arguments: Value,
         confirmation: Option<&str>,
     ) -> (Result<ToolOutput, GatewayError>, Duration) {
-        let mut attempt = Attempt::start(ctx, name);
+        let mut attempt = Attempt::start(ctx, name, self.inner.clock.now());
         let outcome = self
             .call_inner(ctx, name, arguments, confirmation, &mut attempt)
             .await;
@@ -303,7 +305,7 @@ impl Gateway {
 
 fn limit_error(e: crate::policy::LimitExceeded) -> GatewayError {
     GatewayError::LimitExceeded {
-        limit: e.to_string(),
+        limit: e.limit.describe().to_string(),
         retry_after: e.retry_after,
     }
 }

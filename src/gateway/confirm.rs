@@ -55,7 +55,15 @@ impl Gateway {
             .insert_token(&sha256_hex(token.as_bytes()), approved)
             .await
             .map_err(store_error)?;
-        super::audit::report_decision(self, ctx, &pending, "approved").await;
+        super::audit::report_decision(
+            self,
+            ctx,
+            &pending.id,
+            Some(&pending.binding.tool),
+            "approved",
+            "ok",
+        )
+        .await;
         Ok(Approval {
             token,
             confirmation_id: pending.id,
@@ -66,7 +74,15 @@ impl Gateway {
     /// Denies confirmation `id`: it is gone for good.
     pub async fn deny(&self, ctx: &CallContext, id: &str) -> Result<(), GatewayError> {
         let pending = self.take_own_pending(ctx, id).await?;
-        super::audit::report_decision(self, ctx, &pending, "denied").await;
+        super::audit::report_decision(
+            self,
+            ctx,
+            &pending.id,
+            Some(&pending.binding.tool),
+            "denied",
+            "ok",
+        )
+        .await;
         Ok(())
     }
 
@@ -88,18 +104,31 @@ impl Gateway {
 
     async fn take_own_pending(&self, ctx: &CallContext, id: &str) -> Result<Pending, GatewayError> {
         let now = self.inner.clock.now();
-        let pending = self
+        let taken = self
             .inner
             .confirmations
             .take_pending(id, now)
             .await
-            .map_err(store_error)?
-            .ok_or(GatewayError::ConfirmationInvalid {
+            .map_err(store_error)?;
+        let Some(pending) = taken else {
+            // Probing ids, or deciding twice or too late, leaves a trace too.
+            let invalid = GatewayError::ConfirmationInvalid {
                 reason: "unknown or expired confirmation",
-            })?;
+            };
+            super::audit::report_decision(self, ctx, id, None, "refused", invalid.code()).await;
+            return Err(invalid);
+        };
         let b = &pending.binding;
         if (&b.tenant, &b.user, &b.session) != (&ctx.tenant, &ctx.user, &ctx.session) {
-            super::audit::report_decision(self, ctx, &pending, "refused").await;
+            super::audit::report_decision(
+                self,
+                ctx,
+                &pending.id,
+                Some(&pending.binding.tool),
+                "refused",
+                "forbidden",
+            )
+            .await;
             return Err(GatewayError::Forbidden {
                 reason: "the confirmation belongs to another user or session",
             });

@@ -22,9 +22,7 @@ pub use result::{Part, ToolOutput};
 use crate::{
     catalog::{Catalog, CatalogTool, Fingerprint, PinStatus, Pins, PinsError, ServerTools},
     config::{Config, Env, StateConfig},
-    policy::{
-        Access, CallContext, Clock, CompiledSchema, Limiter, classify, needs_confirmation,
-    },
+    policy::{Access, CallContext, Clock, CompiledSchema, Limiter, classify, needs_confirmation},
     store::{AuditStore, ConfirmationStore, StoreError, memory_stores, open_sqlite},
     upstream::{ConnectOptions, Manager, ServerStatus},
 };
@@ -97,6 +95,8 @@ struct Inner {
     /// Definition changes already reported under `on_change = "warn"`, so each is logged and
     /// audited once.
     reported_changes: Mutex<HashSet<Fingerprint>>,
+    /// One rebuild at a time, so an older snapshot can never replace a newer one.
+    rebuilding: tokio::sync::Mutex<()>,
     cancel: CancellationToken,
     tasks: TaskTracker,
 }
@@ -148,6 +148,7 @@ impl Gateway {
             clock: options.clock,
             schemas: Mutex::new(HashMap::new()),
             reported_changes: Mutex::new(HashSet::new()),
+            rebuilding: tokio::sync::Mutex::new(()),
             cancel: CancellationToken::new(),
             tasks: TaskTracker::new(),
         });
@@ -279,6 +280,7 @@ impl Gateway {
     /// Builds a new snapshot from every server's last good tools (allow/deny lists applied,
     /// pins compared, definitions scanned) and swaps it in whole.
     async fn rebuild_catalog(&self) {
+        let _one_at_a_time = self.inner.rebuilding.lock().await;
         let servers = self
             .inner
             .manager

@@ -47,7 +47,7 @@ impl LimitKind {
         }
     }
 
-    fn describe(self) -> &'static str {
+    pub fn describe(self) -> &'static str {
         match self {
             LimitKind::UserConcurrency => "too many calls in flight for this user on this server",
             LimitKind::ServerConcurrency => "too many calls in flight on this server",

@@ -1,2 +1,233 @@
-//! The HTTP service behind `mcpgate serve`: authentication, the REST API, health and the error mapping.
+//! The HTTP service behind `mcpgate serve`: authentication, the REST API, health and the error
+//! mapping. `app(state)` is the whole router (testable without sockets); `serve` runs it on a
+//! listener until a shutdown future resolves.
+
 pub mod auth;
+mod errors;
+mod guard;
+pub mod rest;
+
+use std::{
+    future::Future,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
+
+use axum::{
+    Json, Router,
+    extract::{DefaultBodyLimit, Request, State},
+    http::{HeaderName, HeaderValue, StatusCode},
+    middleware::{self, Next},
+    response::{IntoResponse, Response},
+    routing::get,
+};
+use serde_json::json;
+use tokio::net::TcpListener;
+
+pub use errors::ApiError;
+
+use crate::{config::ServiceConfig, gateway::Gateway, upstream::ServerState};
+use auth::Authenticator;
+
+/// Response header: milliseconds spent in the gateway, excluding the upstream.
+pub const OVERHEAD_HEADER: &str = "x-mcpgate-overhead-ms";
+/// Request and response header correlating a request with logs and audit.
+pub const REQUEST_ID_HEADER: &str = "x-request-id";
+/// Longest client-supplied request id kept (anything else is replaced).
+const MAX_REQUEST_ID: usize = 64;
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct AppState {
+    pub gateway: Gateway,
+    pub auth: Arc<Authenticator>,
+    pub service: Arc<ServiceConfig>,
+}
+
+/// Time a request spent waiting for upstreams, subtracted from its overhead.
+#[derive(Debug, Clone, Default)]
+pub struct Overhead(Arc<AtomicU64>);
+
+impl Overhead {
+    pub fn exclude(&self, spent: Duration) {
+        let micros = u64::try_from(spent.as_micros()).unwrap_or(u64::MAX);
+        self.0.fetch_add(micros, Ordering::Relaxed);
+    }
+
+    fn excluded(&self) -> Duration {
+        Duration::from_micros(self.0.load(Ordering::Relaxed))
+    }
+}
+
+/// The whole service as a router.
+pub fn app(state: AppState) -> Router {
+    let api = rest::routes().layer(middleware::from_fn_with_state(state.clone(), authenticate));
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .nest("/api/v1", api)
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            guard::check_host_and_origin,
+        ))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            request_context,
+        ))
+        .layer(DefaultBodyLimit::max(state.service.max_body_bytes))
+        .with_state(state)
+}
+
+/// Serves `app(state)` on `listener` until `shutdown` resolves, then lets in-flight requests
+/// finish for at most the configured grace.
+pub async fn serve(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let grace = state.service.shutdown_grace;
+    let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
+    let shutdown = async move {
+        shutdown.await;
+        let _ = stopping_tx.send(());
+    };
+    let server = axum::serve(listener, app(state)).with_graceful_shutdown(shutdown);
+    let server = server.into_future();
+    tokio::pin!(server);
+    tokio::select! {
+        result = &mut server => return result,
+        _ = stopping_rx => {}
+    }
+    match tokio::time::timeout(grace, server).await {
+        Ok(result) => result,
+        Err(_) => {
+            tracing::warn!("in-flight requests did not finish within {grace:?}; stopping anyway");
+            Ok(())
+        }
+    }
+}
+
+/// Request id, per-request deadline and the overhead header, around everything.
+async fn request_context(
+    State(state): State<AppState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let started = Instant::now();
+    let request_id = request
+        .headers()
+        .get(REQUEST_ID_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .filter(|id| {
+            !id.is_empty()
+                && id.len() <= MAX_REQUEST_ID
+                && id
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        })
+        .map(str::to_owned)
+        .unwrap_or_else(crate::policy::new_request_id);
+    let overhead = Overhead::default();
+    request
+        .extensions_mut()
+        .insert(RequestId(request_id.clone()));
+    request.extensions_mut().insert(overhead.clone());
+    let mut response =
+        match tokio::time::timeout(state.service.request_timeout, next.run(request)).await {
+            Ok(response) => response,
+            Err(_) => ApiError::new(
+                StatusCode::GATEWAY_TIMEOUT,
+                "timeout",
+                "the request did not finish in time",
+            )
+            .into_response(),
+        };
+    let spent = started.elapsed().saturating_sub(overhead.excluded());
+    let headers = response.headers_mut();
+    if let Ok(value) = HeaderValue::from_str(&format!("{:.3}", spent.as_secs_f64() * 1000.0)) {
+        headers.insert(HeaderName::from_static(OVERHEAD_HEADER), value);
+    }
+    if let Ok(value) = HeaderValue::from_str(&request_id) {
+        headers.insert(HeaderName::from_static(REQUEST_ID_HEADER), value);
+    }
+    response
+}
+
+/// The request's id, for handlers and logs.
+#[derive(Debug, Clone)]
+pub struct RequestId(pub String);
+
+/// Authenticates the caller and hands the call context to the handlers.
+async fn authenticate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+    let request_id = request
+        .extensions()
+        .get::<RequestId>()
+        .map(|r| r.0.clone())
+        .unwrap_or_else(crate::policy::new_request_id);
+    match state
+        .auth
+        .authenticate(request.headers(), request.uri(), &request_id)
+    {
+        Ok(ctx) => {
+            request.extensions_mut().insert(ctx);
+            next.run(request).await
+        }
+        Err(failure) => {
+            let mut response = ApiError::new(
+                failure.status(),
+                failure.code().as_str(),
+                failure.to_string(),
+            )
+            .into_response();
+            if let Ok(value) = HeaderValue::from_str(&failure.www_authenticate()) {
+                response
+                    .headers_mut()
+                    .insert(axum::http::header::WWW_AUTHENTICATE, value);
+            }
+            response
+        }
+    }
+}
+
+async fn healthz() -> Json<serde_json::Value> {
+    Json(json!({ "ok": true }))
+}
+
+/// Ready when the configuration is loaded and the stores answer; per-server states are shown
+/// (a degraded upstream does not make the gateway unready: its other servers still work).
+async fn readyz(State(state): State<AppState>) -> Response {
+    let store_ok = state
+        .gateway
+        .audit_store()
+        .query(crate::store::AuditQuery {
+            limit: 1,
+            ..Default::default()
+        })
+        .await
+        .is_ok();
+    let servers: Vec<_> = state
+        .gateway
+        .servers()
+        .iter()
+        .map(|s| json!({ "id": s.id.as_str(), "state": s.state.as_str() }))
+        .collect();
+    let settled = state
+        .gateway
+        .servers()
+        .iter()
+        .all(|s| s.state != ServerState::Connecting);
+    let ready = store_ok && settled;
+    let status = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        status,
+        Json(json!({ "ok": ready, "stores": store_ok, "servers": servers })),
+    )
+        .into_response()
+}

@@ -8,5 +8,6 @@ mod gate_confirmations;
 mod gate_policy;
 mod peers;
 mod processes;
+mod server;
 mod support;
 mod toolset;

@@ -241,3 +241,36 @@ where
         TransportConfig::InProcess(mcpgate::config::InProcess(std::sync::Arc::new(factory))),
     )
 }
+
+/// Every live descendant of `pid` (children, grandchildren, ...), from /proc.
+pub fn child_pids(pid: i32) -> Vec<i32> {
+    let parents: Vec<(i32, i32)> = std::fs::read_dir("/proc")
+        .map(|dir| {
+            dir.flatten()
+                .filter_map(|entry| {
+                    let child: i32 = entry.file_name().to_str()?.parse().ok()?;
+                    let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+                    let ppid = stat
+                        .rsplit_once(')')?
+                        .1
+                        .split_whitespace()
+                        .nth(1)?
+                        .parse()
+                        .ok()?;
+                    Some((child, ppid))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut found = vec![];
+    let mut frontier = vec![pid];
+    while let Some(parent) = frontier.pop() {
+        for (child, ppid) in &parents {
+            if *ppid == parent && !found.contains(child) {
+                found.push(*child);
+                frontier.push(*child);
+            }
+        }
+    }
+    found
+}

@@ -1,7 +1,11 @@
 //! Rules for `[server.auth]` and its environment (`MCPGATE_JWT_*`): the mode, pinned JWT
 //! algorithms with their key material, issuer and audience, claim names and leeway.
 
-use std::{ops::RangeInclusive, path::Path, time::Duration};
+use std::{
+    ops::RangeInclusive,
+    path::{Path, PathBuf},
+    time::Duration,
+};
 
 use url::Url;
 
@@ -12,11 +16,11 @@ use crate::config::{
 };
 
 /// When set and no `mode` is written, selects JWT mode with HS256 keyed by this variable.
-pub(super) const JWT_SECRET: &str = "MCPGATE_JWT_SECRET";
+const JWT_SECRET: &str = "MCPGATE_JWT_SECRET";
 /// Wins over `issuer`.
-pub(super) const JWT_ISSUER: &str = "MCPGATE_JWT_ISSUER";
+const JWT_ISSUER: &str = "MCPGATE_JWT_ISSUER";
 /// Wins over `audience`.
-pub(super) const JWT_AUDIENCE: &str = "MCPGATE_JWT_AUDIENCE";
+const JWT_AUDIENCE: &str = "MCPGATE_JWT_AUDIENCE";
 
 /// RFC 7518 §3.2: an HS256 key must be at least as long as the hash, 256 bits; a shorter one
 /// can be brute-forced offline from any single token.
@@ -24,8 +28,12 @@ const MIN_SECRET_BYTES: usize = 32;
 /// Clock skew on `exp` and `nbf`: well-run clocks differ by far less than a second; 30 s
 /// absorbs a badly set one while keeping an expired token's afterlife short.
 const LEEWAY_RANGE: RangeInclusive<Duration> = Duration::ZERO..=Duration::from_secs(30);
+/// The whole range by default: refusing valid tokens from a drifted client is an outage,
+/// while 30 s more life for an expired token is little.
 const DEFAULT_LEEWAY: Duration = Duration::from_secs(30);
+/// What `MCPGATE_JWT_SECRET` alone sets up: a shared key, the simplest deployment.
 const DEFAULT_ALGORITHMS: &[JwtAlgorithm] = &[JwtAlgorithm::Hs256];
+/// `sub` is RFC 7519's subject; `tenant` and `roles` are the names most issuers use.
 const DEFAULT_TENANT_CLAIM: &str = "tenant";
 const DEFAULT_USER_CLAIM: &str = "sub";
 const DEFAULT_ROLES_CLAIM: &str = "roles";
@@ -68,7 +76,14 @@ pub(super) fn validate(
         }
         RawAuthMode::Jwt => {
             let selected_by_env = raw.mode.is_none();
-            AuthConfig::Jwt(jwt(raw, selected_by_env, production, env, base, report))
+            AuthConfig::Jwt(Box::new(jwt(
+                raw,
+                selected_by_env,
+                production,
+                env,
+                base,
+                report,
+            )))
         }
     }
 }
@@ -115,81 +130,28 @@ fn jwt(
     base: &Path,
     report: &mut Report,
 ) -> JwtConfig {
+    let before = report.problem_count();
     let algorithms = match &raw.algorithms {
         Some(names) => algorithms(names, report),
         None => DEFAULT_ALGORITHMS.to_vec(),
     };
+    // Which key material belongs is judged only on a valid list, so that one bad name is
+    // not reported again as misplaced keys.
+    let pinned = report.problem_count() == before;
     let hmac = algorithms.contains(&JwtAlgorithm::Hs256);
     let public = algorithms
         .iter()
         .any(|a| matches!(a, JwtAlgorithm::Rs256 | JwtAlgorithm::Es256));
 
-    // Selected by the environment, the key is the variable's: the reference is kept, never
-    // the value.
-    let (secret, secret_path) = match (&raw.secret, selected_by_env && hmac) {
-        (Some(text), _) => (
-            secret_reference(text, &format!("{FIELD}.secret"), report),
-            format!("{FIELD}.secret"),
-        ),
-        (None, true) => (
-            Some(SecretTemplate::new(format!("${{{JWT_SECRET}}}"))),
-            JWT_SECRET.to_owned(),
-        ),
-        (None, false) => (None, format!("{FIELD}.secret")),
-    };
-    if hmac && raw.secret.is_none() && !selected_by_env {
-        report.problem(
-            &secret_path,
-            format!(
-                "is required for HS256: write secret = \"${{{JWT_SECRET}}}\" and set \
-                 {JWT_SECRET} in the gateway's environment"
-            ),
-        );
-    }
-    if !hmac && raw.secret.is_some() {
-        report.problem(
-            &secret_path,
-            "is only used by HS256, which algorithms does not list",
-        );
-    }
-    if hmac && let Some(secret) = &secret {
-        check_strength(secret, &secret_path, production, env, report);
-    }
-
-    let public_keys: Vec<_> = raw
-        .public_keys
-        .iter()
-        .flatten()
-        .enumerate()
-        .filter_map(|(i, text)| {
-            if text.trim().is_empty() || text.contains('\0') {
-                let at = format!("{FIELD}.public_keys[{i}]");
-                report.problem(at, "must be a file path (non-empty, no NUL)");
-                return None;
-            }
-            // `Path::join` keeps an absolute path as it is.
-            Some(base.join(text))
-        })
-        .collect();
-    let jwks_url = raw.jwks_url.as_deref().and_then(|text| jwks(text, report));
-    let has_keys =
-        !raw.public_keys.as_deref().unwrap_or_default().is_empty() || raw.jwks_url.is_some();
-    if public && !has_keys {
-        report.problem(
-            format!("{FIELD}.public_keys"),
-            "RS256 and ES256 need public_keys (PEM files) or jwks_url",
-        );
-    }
-    if !public && has_keys {
-        let field = match raw.jwks_url {
-            Some(_) => "jwks_url",
-            None => "public_keys",
-        };
-        report.problem(
-            format!("{FIELD}.{field}"),
-            "is only used by RS256 and ES256, which algorithms does not list",
-        );
-    }
+    let secret = hmac_secret(
+        raw,
+        selected_by_env,
+        (hmac, pinned),
+        production,
+        env,
+        report,
+    );
+    let (public_keys, jwks_url) = public_key_sources(raw, (public, pinned), base, report);
 
     JwtConfig {
         algorithms,
@@ -212,6 +174,94 @@ fn jwt(
             .and_then(|r| duration(r, &LEEWAY_RANGE, &format!("{FIELD}.leeway"), report))
             .unwrap_or(DEFAULT_LEEWAY),
     }
+}
+
+/// The HS256 key reference; `hmac`: HS256 is listed, `pinned`: the list is valid. Selected
+/// by the environment, the key is `MCPGATE_JWT_SECRET`'s: the reference is kept, never the
+/// value.
+fn hmac_secret(
+    raw: &RawAuth,
+    selected_by_env: bool,
+    (hmac, pinned): (bool, bool),
+    production: bool,
+    env: &Env,
+    report: &mut Report,
+) -> Option<SecretTemplate> {
+    let at = format!("{FIELD}.secret");
+    let (secret, at) = match &raw.secret {
+        Some(text) => (secret_reference(text, &at, report), at),
+        None if selected_by_env && hmac => (
+            Some(SecretTemplate::new(format!("${{{JWT_SECRET}}}"))),
+            JWT_SECRET.to_owned(),
+        ),
+        None => {
+            if hmac {
+                report.problem(
+                    at,
+                    format!(
+                        "is required for HS256: write secret = \"${{{JWT_SECRET}}}\" and set \
+                         {JWT_SECRET} in the gateway's environment"
+                    ),
+                );
+            }
+            return None;
+        }
+    };
+    if !hmac {
+        if pinned {
+            report.problem(at, "is only used by HS256, which algorithms does not list");
+        }
+        return None;
+    }
+    if let Some(secret) = &secret {
+        check_strength(secret, &at, production, env, report);
+    }
+    secret
+}
+
+/// PEM files (relative to `base`) and the JWKS URL; `public`: RS256 or ES256 is listed,
+/// `pinned`: the list is valid.
+fn public_key_sources(
+    raw: &RawAuth,
+    (public, pinned): (bool, bool),
+    base: &Path,
+    report: &mut Report,
+) -> (Vec<PathBuf>, Option<Url>) {
+    let files: Vec<_> = raw
+        .public_keys
+        .iter()
+        .flatten()
+        .enumerate()
+        .filter_map(|(i, text)| {
+            if text.trim().is_empty() || text.contains('\0') {
+                let at = format!("{FIELD}.public_keys[{i}]");
+                report.problem(at, "must be a file path (non-empty, no NUL)");
+                return None;
+            }
+            // `Path::join` keeps an absolute path as it is.
+            Some(base.join(text))
+        })
+        .collect();
+    let jwks_url = raw.jwks_url.as_deref().and_then(|text| jwks(text, report));
+    let written =
+        !raw.public_keys.as_deref().unwrap_or_default().is_empty() || raw.jwks_url.is_some();
+    if public && !written {
+        report.problem(
+            format!("{FIELD}.public_keys"),
+            "RS256 and ES256 need public_keys (PEM files) or jwks_url",
+        );
+    }
+    if pinned && !public && written {
+        let field = match raw.jwks_url {
+            Some(_) => "jwks_url",
+            None => "public_keys",
+        };
+        report.problem(
+            format!("{FIELD}.{field}"),
+            "is only used by RS256 and ES256, which algorithms does not list",
+        );
+    }
+    (files, jwks_url)
 }
 
 /// The pinned algorithms, by their JOSE names. Messages never quote an entry.

@@ -9,7 +9,7 @@ use super::{Report, auth_rules, count, duration};
 use crate::config::{AuthConfig, ConfigError, Env, ServiceConfig, raw::RawService};
 
 /// Wins over `listen` in the file.
-pub(super) const LISTEN: &str = "MCPGATE_LISTEN";
+const LISTEN: &str = "MCPGATE_LISTEN";
 
 /// Request bodies are read whole before parsing: 1 KiB holds any small JSON request, and
 /// 64 MiB bounds what one request can make us buffer.

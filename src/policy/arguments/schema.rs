@@ -115,10 +115,13 @@ fn problem(error: &ValidationError<'_>) -> String {
     }
 }
 
-/// The value as JSON when short, else its type and size.
+/// Numbers, booleans and null as JSON when short; anything else as its type and size.
+///
+/// Strings are never quoted, whatever their length: a short string is often exactly a key or
+/// a token, and error bodies must not carry argument secrets back to logs and chat windows.
 fn shown(value: &Value) -> String {
     let json = value.to_string();
-    if json.chars().count() <= MAX_QUOTED_VALUE_CHARS {
+    if !value.is_string() && json.chars().count() <= MAX_QUOTED_VALUE_CHARS {
         return json;
     }
     match value {

@@ -268,7 +268,7 @@ async fn canaries_never_reach_the_audit_store_logs_or_error_bodies() {
     expected.sort();
     assert_eq!(summary(&records), expected, "{records:#?}");
 
-    let state = state_bytes(&config_dir(&config));
+    let state = state_bytes(config_dir(&config));
     assert!(
         contains(&state, "web.trigger-long-running-operation"),
         "the audit log lives in {STATE_DB}"
@@ -282,7 +282,6 @@ async fn canaries_never_reach_the_audit_store_logs_or_error_bodies() {
 /// quotes values of up to 40 characters (src/policy/arguments/schema.rs), which covers many
 /// real API keys.
 #[tokio::test]
-#[ignore = "bug: invalid_arguments messages quote argument values up to 40 chars, echoing short secrets"]
 async fn invalid_argument_errors_do_not_echo_short_argument_values() {
     let root = tempfile::tempdir().expect("temp dir");
     let bin = toml_str(&mcpgate_bin().to_string_lossy());

@@ -1,5 +1,7 @@
 //! `mcpgate pin [--check]`, `mcpgate audit` filters and `mcpgate call --yes`.
 
+use std::path::{Path, PathBuf};
+
 use serde_json::{Value, json};
 
 use super::{STATE_DB, audit, config_dir, demo_config, mcpgate, summary, toml_str, write_config};
@@ -10,13 +12,13 @@ async fn pin_writes_the_lock_file_next_to_the_config_and_check_names_changed_too
     let root = tempfile::tempdir().expect("temp dir");
     let config = demo_config(root.path());
     let lock = config_dir(&config).join("mcpgate.lock");
-    let pin = |args: &'static [&'static str]| mcpgate(&config, &[], args);
+    let gate = |args: &'static [&'static str]| mcpgate(&config, &[], args);
 
-    let run = pin(&["pin", "--check"]).await;
+    let run = gate(&["pin", "--check"]).await;
     assert_eq!(run.code, Some(1), "{run:?}");
     assert!(run.stdout.contains("no pin file"), "{run:?}");
 
-    let run = pin(&["pin"]).await;
+    let run = gate(&["pin"]).await;
     assert_eq!(run.code, Some(0), "{run:?}");
     assert!(run.stdout.contains("pinned 6 tool(s)"), "{run:?}");
     let pins = std::fs::read_to_string(&lock).expect("the pin file is next to the config");
@@ -24,7 +26,7 @@ async fn pin_writes_the_lock_file_next_to_the_config_and_check_names_changed_too
         !root.path().join("mcpgate.lock").exists(),
         "not in the working folder"
     );
-    let tools = pin(&["tools", "--json"]).await;
+    let tools = gate(&["tools", "--json"]).await;
     let listing: Value = serde_json::from_str(&tools.stdout).expect("tools JSON");
     let echo_fingerprint = listing["tools"]
         .as_array()
@@ -39,13 +41,13 @@ async fn pin_writes_the_lock_file_next_to_the_config_and_check_names_changed_too
         "{pins}"
     );
 
-    let run = pin(&["pin", "--check"]).await;
+    let run = gate(&["pin", "--check"]).await;
     assert_eq!(run.code, Some(0), "{run:?}");
     assert!(run.stdout.contains("every tool matches its pin"), "{run:?}");
 
     let wrong = "0".repeat(echo_fingerprint.len());
     std::fs::write(&lock, pins.replace(&echo_fingerprint, &wrong)).expect("pin file edited");
-    let run = pin(&["pin", "--check"]).await;
+    let run = gate(&["pin", "--check"]).await;
     assert_eq!(run.code, Some(1), "{run:?}");
     let report: Vec<&str> = run.stdout.lines().collect();
     assert_eq!(report.len(), 1, "{run:?}");
@@ -62,9 +64,9 @@ async fn pin_writes_the_lock_file_next_to_the_config_and_check_names_changed_too
         "{records:#?}"
     );
 
-    let run = pin(&["pin"]).await;
+    let run = gate(&["pin"]).await;
     assert_eq!(run.code, Some(0), "{run:?}");
-    let run = pin(&["pin", "--check"]).await;
+    let run = gate(&["pin", "--check"]).await;
     assert_eq!(run.code, Some(0), "{run:?}");
 }
 
@@ -156,7 +158,7 @@ async fn call_yes_runs_a_write_and_the_audit_shows_who_approved_it() {
 
 /// A config whose `[audit]` names `logged` (canonical ids) for argument recording, with the
 /// demo server twice: `demo` with its read tools listed, `plain` with `confirm = "none"`.
-fn logging_config(root: &std::path::Path, logged: &[&str]) -> std::path::PathBuf {
+fn logging_config(root: &Path, logged: &[&str]) -> PathBuf {
     let bin = toml_str(&mcpgate_bin().to_string_lossy());
     let logged: Vec<String> = logged.iter().map(|id| toml_str(id)).collect();
     write_config(
@@ -204,20 +206,17 @@ async fn arguments_are_recorded_only_for_the_read_tools_named_for_it() {
     assert_eq!(added[0]["argumentBytes"], add.len());
 }
 
-/// `config check` accepts a tool of a `confirm = "none"` server in `log_arguments_for`
-/// (src/config/gate_rules.rs counts it as a read, as the reference doc says), but the gate
-/// records arguments only when `policy::classify` says read, which needs `read_only_tools`.
+/// `log_arguments_for` names read tools: `confirm = "none"` alone does not make a tool a read
+/// (the gate records arguments only for tools classified as reads), so `config check` refuses
+/// a tool that is not in `read_only_tools` rather than accept an entry that would never apply.
 #[tokio::test]
-#[ignore = "bug: log_arguments_for accepts confirm=none tools but the gate never records their arguments"]
-async fn arguments_of_an_accepted_confirm_none_tool_are_recorded() {
+async fn log_arguments_for_refuses_tools_not_known_to_read() {
     let root = tempfile::tempdir().expect("temp dir");
     let config = logging_config(root.path(), &["plain.echo"]);
     let run = mcpgate(&config, &[], &["config", "check"]).await;
-    assert_eq!(run.code, Some(0), "the config is accepted: {run:?}");
-    let echo = json!({ "message": "hi" }).to_string();
-    let run = mcpgate(&config, &[], &["call", "plain.echo", &echo]).await;
-    assert_eq!(run.code, Some(0), "{run:?}");
-    let records = audit(&config, &["--tool", "plain.echo"]).await;
-    assert_eq!(records.len(), 1, "{records:#?}");
-    assert_eq!(records[0]["arguments"], r#"{"message":"hi"}"#);
+    assert_eq!(run.code, Some(2), "the entry is refused: {run:?}");
+    assert!(
+        run.messages().contains("audit.log_arguments_for"),
+        "{run:?}"
+    );
 }

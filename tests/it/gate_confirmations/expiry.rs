@@ -153,7 +153,6 @@ async fn a_pending_confirmation_expires_exactly_at_pending_ttl() {
 }
 
 #[tokio::test]
-#[ignore = "bug: Gateway::approve/deny of an unknown, decided or expired confirmation writes no audit record"]
 async fn failed_approvals_are_audited() {
     let (gateway, hand) = gateway_with_manual_clock().await;
     let alice = caller("local", "alice", "s1");

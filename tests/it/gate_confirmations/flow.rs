@@ -197,7 +197,7 @@ async fn deciding_another_callers_confirmation_is_forbidden_and_final() {
                 intruder,
                 "demo.add_note",
                 "refused",
-                "ok",
+                "forbidden",
                 Some(&id),
             )
             .await;

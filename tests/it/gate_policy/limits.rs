@@ -170,7 +170,6 @@ async fn the_fourth_call_in_a_minute_is_refused_with_a_retry_after() {
 }
 
 #[tokio::test]
-#[ignore = "bug: LimitExceeded's message repeats `limit exceeded:` (gateway/call.rs limit_error)"]
 async fn a_limit_refusal_says_limit_exceeded_once() {
     let mut cfg = config(vec![demo("demo")]);
     cfg.call_limits.user_calls_per_minute = 1;

@@ -294,6 +294,7 @@ const AUDIT_SERVERS: &str = r#"
     [servers.notes]
     command = "n"
     confirm = "none"
+    read_only_tools = ["list_notes"]
     write_tools = ["delete_note"]
     [servers.off]
     command = "o"
@@ -354,7 +355,7 @@ fn log_arguments_for_names_one_tool_of_a_configured_server() {
 
 #[test]
 fn audit_may_name_a_server_added_by_the_environment() {
-    let json = r#"{"clock": {"command": "c", "confirm": "none"}}"#;
+    let json = r#"{"clock": {"command": "c", "readOnlyTools": ["now"]}}"#;
     let env = env(&[(external_env::SERVERS_JSON, json)]);
     let text = "[audit]\nlog_arguments_for = [\"clock.now\"]\n";
     let loaded = load_file("c.toml", text, &env).expect("loads");

@@ -35,7 +35,7 @@ fn the_documented_example_sets_up_the_service_with_jwt() {
         leeway: Duration::from_secs(30),
     };
     let want = ServiceConfig {
-        auth: AuthConfig::Jwt(jwt_config),
+        auth: AuthConfig::Jwt(Box::new(jwt_config)),
         ..ServiceConfig::default()
     };
     assert_eq!(loaded.config.service, want);

@@ -70,7 +70,7 @@ async fn setup(
     env: &Env,
     production: bool,
 ) -> Result<Authenticator, AuthSetupError> {
-    Authenticator::new(&AuthConfig::Jwt(cfg), env, listen(), production).await
+    Authenticator::new(&AuthConfig::Jwt(Box::new(cfg)), env, listen(), production).await
 }
 
 async fn authenticator(algorithms: &[JwtAlgorithm]) -> Authenticator {

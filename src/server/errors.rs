@@ -1,0 +1,145 @@
+//! The one place gateway errors become HTTP responses: a status that fits, a JSON body with a
+//! stable code and a message that never leaks internals, and the details a client acts on.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::{
+    Json,
+    http::{HeaderValue, StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use serde_json::{Value, json};
+
+use crate::gateway::GatewayError;
+
+/// An API error: status, code, message, extra fields.
+#[derive(Debug)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+    /// Details a client acts on (boxed: errors travel through `Result`s on every path).
+    pub extra: Option<Box<Value>>,
+    pub retry_after: Option<u64>,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            code,
+            message: message.into(),
+            extra: None,
+            retry_after: None,
+        }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
+    }
+}
+
+/// Seconds since the epoch, for `expiresAt` fields.
+pub fn epoch_secs(time: SystemTime) -> u64 {
+    time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
+impl From<GatewayError> for ApiError {
+    fn from(err: GatewayError) -> ApiError {
+        let status = match &err {
+            GatewayError::InvalidArguments { .. } => StatusCode::BAD_REQUEST,
+            GatewayError::NotFound { .. } => StatusCode::NOT_FOUND,
+            GatewayError::Forbidden { .. } => StatusCode::FORBIDDEN,
+            GatewayError::Quarantined { .. } | GatewayError::PendingReview { .. } => {
+                StatusCode::LOCKED
+            }
+            GatewayError::ConfirmationRequired { .. } => StatusCode::PRECONDITION_REQUIRED,
+            GatewayError::ConfirmationInvalid { .. } => StatusCode::CONFLICT,
+            GatewayError::LimitExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
+            // The call went through; the tool itself reported the failure.
+            GatewayError::ToolError { .. } => StatusCode::OK,
+            GatewayError::ResultTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            GatewayError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+            GatewayError::Upstream { source, .. } => match source {
+                crate::upstream::UpstreamError::Unavailable { .. } => {
+                    StatusCode::SERVICE_UNAVAILABLE
+                }
+                _ => StatusCode::BAD_GATEWAY,
+            },
+            GatewayError::StoreUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+        };
+        let mut api = ApiError::new(status, err.code(), err.to_string());
+        match &err {
+            GatewayError::ConfirmationRequired {
+                confirmation_id,
+                tool,
+                args_hash,
+                expires_at,
+            } => {
+                api.extra = Some(Box::new(json!({
+                    "confirmationId": confirmation_id,
+                    "tool": tool,
+                    "argsHash": args_hash,
+                    "expiresAt": epoch_secs(*expires_at),
+                })));
+            }
+            GatewayError::LimitExceeded { retry_after, .. } => {
+                // Round up: a client retrying at the floor would be refused again.
+                api.retry_after =
+                    retry_after.map(|d| d.as_secs() + u64::from(d.subsec_nanos() > 0));
+            }
+            _ => {}
+        }
+        api
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut body = json!({ "ok": false, "code": self.code, "message": self.message });
+        if let (Some(extra), Some(map)) = (self.extra, body.as_object_mut())
+            && let Value::Object(extra) = *extra
+        {
+            map.extend(extra);
+        }
+        let mut response = (self.status, Json(body)).into_response();
+        if let Some(secs) = self.retry_after
+            && let Ok(value) = HeaderValue::from_str(&secs.to_string())
+        {
+            response.headers_mut().insert(header::RETRY_AFTER, value);
+        }
+        response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn statuses_and_details() {
+        let limit = ApiError::from(GatewayError::LimitExceeded {
+            limit: "user rate".into(),
+            retry_after: Some(Duration::from_millis(1500)),
+        });
+        assert_eq!(limit.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(limit.retry_after, Some(2));
+        let confirm = ApiError::from(GatewayError::ConfirmationRequired {
+            confirmation_id: "c1".into(),
+            tool: "demo.add_note".into(),
+            args_hash: "h".into(),
+            expires_at: UNIX_EPOCH + Duration::from_secs(10),
+        });
+        assert_eq!(confirm.status, StatusCode::PRECONDITION_REQUIRED);
+        let extra = confirm.extra.expect("details");
+        assert_eq!(extra["confirmationId"], "c1");
+        assert_eq!(extra["expiresAt"], 10);
+        let missing = ApiError::from(GatewayError::NotFound { name: "x".into() });
+        assert_eq!(
+            (missing.status, missing.code),
+            (StatusCode::NOT_FOUND, "not_found")
+        );
+    }
+}

@@ -1,0 +1,122 @@
+//! DNS-rebinding protection: only configured (else loopback) Host names, and browser Origins
+//! that are the same origin or configured.
+
+use axum::{
+    extract::{Request, State},
+    http::{StatusCode, header},
+    middleware::Next,
+    response::{IntoResponse, Response},
+};
+
+use super::{AppState, errors::ApiError};
+
+/// Host names accepted when none are configured.
+const LOOPBACK_NAMES: &[&str] = &["localhost", "127.0.0.1", "::1"];
+
+pub async fn check_host_and_origin(
+    State(state): State<AppState>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let headers = request.headers();
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .or_else(|| request.uri().authority().map(|a| a.as_str()));
+    if !host_allowed(host, &state.service.allowed_hosts) {
+        return ApiError::new(
+            StatusCode::FORBIDDEN,
+            "host_not_allowed",
+            "this Host is not served",
+        )
+        .into_response();
+    }
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let origin = origin.to_str().unwrap_or("");
+        if !origin_allowed(origin, host.unwrap_or(""), &state.service.allowed_origins) {
+            return ApiError::new(
+                StatusCode::FORBIDDEN,
+                "origin_not_allowed",
+                "requests from this Origin are not accepted",
+            )
+            .into_response();
+        }
+    }
+    next.run(request).await
+}
+
+/// Splits `name:port`, `[v6]:port`, `name`, `[v6]` into the bare name.
+fn host_name(host: &str) -> &str {
+    if let Some(rest) = host.strip_prefix('[') {
+        return rest.split(']').next().unwrap_or("");
+    }
+    match host.rsplit_once(':') {
+        Some((name, port)) if port.chars().all(|c| c.is_ascii_digit()) => name,
+        _ => host,
+    }
+}
+
+fn host_allowed(host: Option<&str>, allowed: &[String]) -> bool {
+    let Some(host) = host else {
+        return false;
+    };
+    let name = host_name(host);
+    if allowed.is_empty() {
+        return LOOPBACK_NAMES.iter().any(|n| n.eq_ignore_ascii_case(name));
+    }
+    allowed
+        .iter()
+        .any(|a| a.eq_ignore_ascii_case(name) || a.eq_ignore_ascii_case(host))
+}
+
+/// Same origin (the Origin's authority equals the Host) or an exact configured origin.
+fn origin_allowed(origin: &str, host: &str, allowed: &[String]) -> bool {
+    if allowed.iter().any(|a| a == origin) {
+        return true;
+    }
+    match url::Url::parse(origin) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") => {
+            let authority = match (url.host_str(), url.port()) {
+                (Some(h), Some(p)) => format!("{h}:{p}"),
+                (Some(h), None) => h.to_owned(),
+                _ => return false,
+            };
+            authority.eq_ignore_ascii_case(host)
+        }
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_hosts_by_default() {
+        assert!(host_allowed(Some("127.0.0.1:8080"), &[]));
+        assert!(host_allowed(Some("localhost"), &[]));
+        assert!(host_allowed(Some("[::1]:9"), &[]));
+        assert!(!host_allowed(Some("evil.example:8080"), &[]));
+        assert!(!host_allowed(None, &[]));
+        let allowed = vec!["gw.example.com".to_owned()];
+        assert!(host_allowed(Some("gw.example.com:443"), &allowed));
+        assert!(!host_allowed(Some("localhost"), &allowed));
+    }
+
+    #[test]
+    fn origins_same_or_listed() {
+        assert!(origin_allowed(
+            "http://127.0.0.1:8080",
+            "127.0.0.1:8080",
+            &[]
+        ));
+        assert!(!origin_allowed(
+            "http://evil.example",
+            "127.0.0.1:8080",
+            &[]
+        ));
+        assert!(!origin_allowed("null", "127.0.0.1:8080", &[]));
+        let allowed = vec!["https://app.example.com".to_owned()];
+        assert!(origin_allowed("https://app.example.com", "gw:1", &allowed));
+    }
+}

@@ -1,0 +1,302 @@
+//! The REST API under `/api/v1`: tools, calls, confirmations, servers and the audit log. Every
+//! handler acts as the authenticated caller, through the gateway.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use axum::{
+    Extension, Json, Router,
+    body::Bytes,
+    extract::{Path, Query, State},
+    http::StatusCode,
+    response::{IntoResponse, Response},
+    routing::{get, post},
+};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use super::{
+    AppState, Overhead,
+    errors::{ApiError, epoch_secs},
+};
+use crate::{
+    catalog::{CatalogTool, ToolStatus},
+    config::ServerId,
+    policy::{CallContext, parse_arguments},
+    store::AuditQuery,
+};
+
+/// The role that may refresh servers and read the audit log.
+pub const ADMIN_ROLE: &str = "admin";
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/mcp/tools", get(list_tools))
+        .route("/mcp/tools/call", post(call_tool))
+        .route("/mcp/confirmations", get(list_confirmations))
+        .route("/mcp/confirmations/{id}/approve", post(approve))
+        .route("/mcp/confirmations/{id}/deny", post(deny))
+        .route("/mcp/servers", get(list_servers))
+        .route("/mcp/servers/{id}/refresh", post(refresh_server))
+        .route("/audit", get(audit))
+}
+
+fn tool_json(state: &AppState, tool: &CatalogTool) -> Value {
+    json!({
+        "name": tool.canonical,
+        "functionName": tool.function_name,
+        "title": tool.upstream.title,
+        "description": tool.upstream.description,
+        "inputSchema": &*tool.input_schema,
+        "source": "mcp",
+        "server": tool.server.as_str(),
+        "requiresConfirmation": state.gateway.requires_confirmation(tool),
+        "fingerprint": tool.fingerprint.as_str(),
+        "status": tool.status.as_str(),
+        "statusReason": match &tool.status {
+            ToolStatus::Quarantined { reason } => Some(reason.as_str()),
+            _ => None,
+        },
+        "findings": tool.findings.iter().map(|f| json!({
+            "code": f.code.as_str(),
+            "location": f.location,
+            "detail": f.detail,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+async fn list_tools(
+    State(state): State<AppState>,
+    Extension(ctx): Extension<CallContext>,
+) -> Json<Value> {
+    let tools: Vec<Value> = state
+        .gateway
+        .list_tools(&ctx)
+        .iter()
+        .map(|t| tool_json(&state, t))
+        .collect();
+    Json(json!({ "tools": tools }))
+}
+
+/// `{ tool, arguments, confirmationToken? }`. The body is parsed by the gate's own argument
+/// parser, so duplicate keys anywhere in it are refused.
+async fn call_tool(
+    State(state): State<AppState>,
+    Extension(ctx): Extension<CallContext>,
+    Extension(overhead): Extension<Overhead>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let text =
+        std::str::from_utf8(&body).map_err(|_| ApiError::bad_request("the body is not UTF-8"))?;
+    let mut fields = parse_arguments(text, state.service.max_body_bytes)
+        .map_err(|e| ApiError::bad_request(format!("the body is not acceptable: {e}")))?;
+    let tool = match fields.remove("tool") {
+        Some(Value::String(tool)) => tool,
+        _ => return Err(ApiError::bad_request("`tool` (a string) is required")),
+    };
+    let arguments = match fields.remove("arguments") {
+        None | Some(Value::Null) => Value::Object(Map::new()),
+        Some(arguments @ Value::Object(_)) => arguments,
+        Some(_) => return Err(ApiError::bad_request("`arguments` must be an object")),
+    };
+    let token = match fields.remove("confirmationToken") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(token)) => Some(token),
+        Some(_) => {
+            return Err(ApiError::bad_request(
+                "`confirmationToken` must be a string",
+            ));
+        }
+    };
+    if let Some(unknown) = fields.keys().next() {
+        return Err(ApiError::bad_request(format!(
+            "unknown field `{}`",
+            shown(unknown)
+        )));
+    }
+    let (outcome, upstream) = state
+        .gateway
+        .call_tool_measured(&ctx, &tool, arguments, token.as_deref())
+        .await;
+    overhead.exclude(upstream);
+    match outcome {
+        Ok(output) => Ok(Json(output.to_json()).into_response()),
+        Err(err) => Err(err.into()),
+    }
+}
+
+async fn list_confirmations(
+    State(state): State<AppState>,
+    Extension(ctx): Extension<CallContext>,
+) -> Result<Json<Value>, ApiError> {
+    let pending = state.gateway.pending_confirmations(&ctx).await?;
+    let list: Vec<Value> = pending
+        .iter()
+        .map(|p| {
+            json!({
+                "confirmationId": p.id,
+                "tool": p.binding.tool,
+                "argsHash": p.binding.args_hash,
+                "createdAt": epoch_secs(p.created_at),
+                "expiresAt": epoch_secs(p.expires_at),
+            })
+        })
+        .collect();
+    Ok(Json(json!({ "confirmations": list })))
+}
+
+async fn approve(
+    State(state): State<AppState>,
+    Extension(ctx): Extension<CallContext>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let approval = state.gateway.approve(&ctx, &id).await?;
+    Ok(Json(json!({
+        "confirmationToken": approval.token,
+        "confirmationId": approval.confirmation_id,
+        "expiresAt": epoch_secs(approval.expires_at),
+    })))
+}
+
+async fn deny(
+    State(state): State<AppState>,
+    Extension(ctx): Extension<CallContext>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    state.gateway.deny(&ctx, &id).await?;
+    Ok(Json(json!({ "ok": true })))
+}
+
+async fn list_servers(
+    State(state): State<AppState>,
+    Extension(ctx): Extension<CallContext>,
+) -> Json<Value> {
+    let visible = state.gateway.list_tools(&ctx);
+    let servers: Vec<Value> = state
+        .gateway
+        .servers()
+        .iter()
+        // A caller sees the servers whose tools they may see (admins see all).
+        .filter(|s| ctx.has_role(ADMIN_ROLE) || visible.iter().any(|t| t.server == s.id))
+        .map(|s| {
+            json!({
+                "id": s.id.as_str(),
+                "state": s.state.as_str(),
+                "lastError": s.last_error,
+                "transport": s.transport,
+                "toolCount": visible.iter().filter(|t| t.server == s.id).count(),
+                "stale": s.stale,
+            })
+        })
+        .collect();
+    Json(json!({ "servers": servers }))
+}
+
+fn require_admin(ctx: &CallContext) -> Result<(), ApiError> {
+    if ctx.has_role(ADMIN_ROLE) {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "this needs the admin role",
+        ))
+    }
+}
+
+async fn refresh_server(
+    State(state): State<AppState>,
+    Extension(ctx): Extension<CallContext>,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    require_admin(&ctx)?;
+    let found = ServerId::new(&id).is_some_and(|id| state.gateway.refresh(&id));
+    if !found {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            "no such server",
+        ));
+    }
+    Ok(Json(json!({ "ok": true, "refreshing": id })))
+}
+
+/// Filters of `GET /audit`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct AuditParams {
+    /// Seconds since the epoch.
+    since: Option<u64>,
+    until: Option<u64>,
+    tenant: Option<String>,
+    user: Option<String>,
+    tool: Option<String>,
+    outcome: Option<String>,
+    limit: Option<usize>,
+    /// Paging: records older than this id.
+    before: Option<i64>,
+}
+
+async fn audit(
+    State(state): State<AppState>,
+    Extension(ctx): Extension<CallContext>,
+    Query(params): Query<AuditParams>,
+) -> Result<Json<Value>, ApiError> {
+    require_admin(&ctx)?;
+    let at = |secs: u64| UNIX_EPOCH + Duration::from_secs(secs);
+    let query = AuditQuery {
+        since: params.since.map(at),
+        until: params.until.map(at),
+        tenant: params.tenant,
+        user: params.user,
+        tool: params.tool,
+        outcome: params.outcome,
+        limit: params
+            .limit
+            .unwrap_or(crate::store::DEFAULT_AUDIT_QUERY_LIMIT),
+        before_id: params.before,
+    };
+    let records = state
+        .gateway
+        .audit_store()
+        .query(query)
+        .await
+        .map_err(|err| {
+            tracing::error!(error = %err, "audit query failed");
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_unavailable",
+                "the audit log is unavailable",
+            )
+        })?;
+    let list: Vec<Value> = records
+        .iter()
+        .map(|(id, r)| {
+            json!({
+                "id": id,
+                "time": epoch_secs(r.time),
+                "requestId": r.request_id,
+                "tenant": r.tenant,
+                "user": r.user,
+                "session": r.session,
+                "server": r.server,
+                "tool": r.tool,
+                "decision": r.decision,
+                "confirmationId": r.confirmation_id,
+                "outcome": r.outcome,
+                "durationMs": r.duration_ms,
+                "argumentBytes": r.argument_bytes,
+                "resultBytes": r.result_bytes,
+                "fingerprint": r.fingerprint,
+                "arguments": r.arguments,
+            })
+        })
+        .collect();
+    let next = records.last().map(|(id, _)| *id);
+    Ok(Json(json!({ "records": list, "before": next })))
+}
+
+/// A caller-supplied name quoted in an error: escaped and cut.
+fn shown(name: &str) -> String {
+    let cut: String = name.chars().take(64).collect();
+    format!("{cut:?}")
+}
