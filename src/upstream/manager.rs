@@ -55,6 +55,9 @@ struct SlotState {
     stale: bool,
     /// At least one connection attempt has finished (for [`Manager::wait_settled`]).
     settled: bool,
+    /// Counts connections, so a caller that saw one connection die marks down that one and
+    /// not a newer one.
+    connection: u64,
 }
 
 struct Slot {
@@ -127,6 +130,7 @@ impl Manager {
                         tools: None,
                         stale: false,
                         settled: false,
+                        connection: 0,
                     }),
                     tools_changed: Arc::new(Notify::new()),
                     refresh: Notify::new(),
@@ -229,21 +233,46 @@ impl Manager {
         params: CallToolRequestParams,
         timeout: Duration,
     ) -> Result<CallToolResult, UpstreamError> {
-        let peer = self.peer(id)?;
+        let (peer, connection) = self.peer(id)?;
         match tokio::time::timeout(timeout, peer.call_tool(params)).await {
             Err(_) => Err(UpstreamError::Timeout { after: timeout }),
-            Ok(result) => result.map_err(UpstreamError::from_service),
+            Ok(result) => result
+                .map_err(UpstreamError::from_service)
+                .inspect_err(|err| {
+                    if matches!(err, UpstreamError::ConnectionLost) {
+                        self.connection_lost(id, connection);
+                    }
+                }),
         }
     }
 
-    fn peer(&self, id: &ServerId) -> Result<Peer<RoleClient>, UpstreamError> {
+    /// A call saw the connection die: stop handing out its peer at once, before the
+    /// supervisor notices, so the next call waits for the reconnect instead of failing too.
+    fn connection_lost(&self, id: &ServerId, connection: u64) {
+        let Some(slot) = self.slot(id) else { return };
+        {
+            let mut s = slot.lock();
+            if s.connection != connection || s.peer.is_none() {
+                return;
+            }
+            s.peer = None;
+            s.state = ServerState::Degraded;
+            s.stale = s.tools.is_some();
+            s.last_error = Some("connection lost during a call".to_owned());
+        }
+        self.inner.bump();
+    }
+
+    fn peer(&self, id: &ServerId) -> Result<(Peer<RoleClient>, u64), UpstreamError> {
         let slot = self.slot(id).ok_or_else(|| UpstreamError::Unavailable {
             state: ServerState::Failed,
             last_error: Some("not configured".to_owned()),
         })?;
         let s = slot.lock();
         match (&s.peer, s.state) {
-            (Some(peer), ServerState::Ready | ServerState::Degraded) => Ok(peer.clone()),
+            (Some(peer), ServerState::Ready | ServerState::Degraded) => {
+                Ok((peer.clone(), s.connection))
+            }
             _ => Err(UpstreamError::Unavailable {
                 state: s.state,
                 last_error: s.last_error.clone(),
@@ -355,6 +384,7 @@ async fn serve(inner: &Inner, slot: &Slot, connection: super::Connection) -> Opt
         let mut s = slot.lock();
         s.peer = Some(peer.clone());
         s.transport = Some(transport);
+        s.connection += 1;
     }
     relist(inner, slot, &peer).await;
     let stop = service.cancellation_token();
