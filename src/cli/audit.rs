@@ -10,9 +10,8 @@ use anyhow::Context as _;
 use mcpgate::{
     config::Config,
     gateway::Stores,
-    store::{AuditQuery, AuditRecord},
+    store::{AuditQuery, rfc3339},
 };
-use serde_json::json;
 
 /// Filters of `mcpgate audit`.
 #[derive(Debug, clap::Args)]
@@ -52,7 +51,7 @@ pub async fn run(config: &Config, args: AuditArgs) -> anyhow::Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     for (id, record) in &records {
         if args.json {
-            writeln!(out, "{}", to_json(*id, record))?;
+            writeln!(out, "{}", record.to_json(*id))?;
         } else {
             writeln!(
                 out,
@@ -76,53 +75,6 @@ pub async fn run(config: &Config, args: AuditArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn secs(time: SystemTime) -> u64 {
-    time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
-}
-
-/// `YYYY-MM-DDTHH:MM:SSZ` in UTC (civil-from-days, proleptic Gregorian).
-fn rfc3339(time: SystemTime) -> String {
-    let secs = secs(time);
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60
-    )
-}
-
-fn to_json(id: i64, r: &AuditRecord) -> serde_json::Value {
-    json!({
-        "id": id,
-        "time": rfc3339(r.time),
-        "requestId": r.request_id,
-        "tenant": r.tenant,
-        "user": r.user,
-        "session": r.session,
-        "server": r.server,
-        "tool": r.tool,
-        "decision": r.decision,
-        "confirmationId": r.confirmation_id,
-        "outcome": r.outcome,
-        "durationMs": r.duration_ms,
-        "argumentBytes": r.argument_bytes,
-        "resultBytes": r.result_bytes,
-        "fingerprint": r.fingerprint,
-        "arguments": r.arguments,
-        "detail": r.detail,
-    })
-}
-
 fn parse_since(text: &str) -> anyhow::Result<SystemTime> {
     if let Ok(epoch) = text.parse::<u64>() {
         return Ok(UNIX_EPOCH + Duration::from_secs(epoch));
@@ -144,22 +96,4 @@ fn parse_since(text: &str) -> anyhow::Result<SystemTime> {
     SystemTime::now()
         .checked_sub(Duration::from_secs(seconds))
         .context("the duration reaches before the epoch")
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn formats_utc_dates() {
-        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00Z");
-        assert_eq!(
-            rfc3339(UNIX_EPOCH + Duration::from_secs(951_782_400)),
-            "2000-02-29T00:00:00Z"
-        );
-        assert_eq!(
-            rfc3339(UNIX_EPOCH + Duration::from_secs(1_796_008_496)),
-            "2026-11-30T03:14:56Z"
-        );
-    }
 }

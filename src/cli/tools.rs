@@ -26,27 +26,7 @@ pub fn print(gateway: &Gateway, as_json: bool) -> anyhow::Result<()> {
         let tools: Vec<_> = catalog
             .tools()
             .iter()
-            .map(|t| {
-                json!({
-                    "name": t.canonical,
-                    "functionName": t.function_name,
-                    "server": t.server.as_str(),
-                    "title": t.upstream.title,
-                    "description": t.upstream.description,
-                    "inputSchema": &*t.input_schema,
-                    "fingerprint": t.fingerprint.as_str(),
-                    "status": t.status.as_str(),
-                    "statusReason": match &t.status {
-                        ToolStatus::Quarantined { reason } => Some(reason.as_str()),
-                        _ => None,
-                    },
-                    "findings": t.findings.iter().map(|f| json!({
-                        "code": f.code.as_str(),
-                        "location": f.location,
-                        "detail": f.detail,
-                    })).collect::<Vec<_>>(),
-                })
-            })
+            .map(|t| gateway.tool_json(t))
             .collect();
         serde_json::to_writer_pretty(&mut out, &json!({ "servers": servers, "tools": tools }))?;
         writeln!(out)?;

@@ -5,6 +5,7 @@ mod call;
 mod confirm;
 mod error;
 mod result;
+mod view;
 
 use std::{
     collections::{HashMap, HashSet},

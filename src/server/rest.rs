@@ -19,7 +19,6 @@ use super::{
     errors::{ApiError, epoch_secs},
 };
 use crate::{
-    catalog::{CatalogTool, ToolStatus},
     config::ServerId,
     policy::{CallContext, parse_arguments},
     store::AuditQuery,
@@ -40,30 +39,6 @@ pub fn routes() -> Router<AppState> {
         .route("/audit", get(audit))
 }
 
-fn tool_json(state: &AppState, tool: &CatalogTool) -> Value {
-    json!({
-        "name": tool.canonical,
-        "functionName": tool.function_name,
-        "title": tool.upstream.title,
-        "description": tool.upstream.description,
-        "inputSchema": &*tool.input_schema,
-        "source": "mcp",
-        "server": tool.server.as_str(),
-        "requiresConfirmation": state.gateway.requires_confirmation(tool),
-        "fingerprint": tool.fingerprint.as_str(),
-        "status": tool.status.as_str(),
-        "statusReason": match &tool.status {
-            ToolStatus::Quarantined { reason } => Some(reason.as_str()),
-            _ => None,
-        },
-        "findings": tool.findings.iter().map(|f| json!({
-            "code": f.code.as_str(),
-            "location": f.location,
-            "detail": f.detail,
-        })).collect::<Vec<_>>(),
-    })
-}
-
 async fn list_tools(
     State(state): State<AppState>,
     Extension(ctx): Extension<CallContext>,
@@ -72,7 +47,7 @@ async fn list_tools(
         .gateway
         .list_tools(&ctx)
         .iter()
-        .map(|t| tool_json(&state, t))
+        .map(|t| state.gateway.tool_json(t))
         .collect();
     Json(json!({ "tools": tools }))
 }
@@ -268,29 +243,7 @@ async fn audit(
                 "the audit log is unavailable",
             )
         })?;
-    let list: Vec<Value> = records
-        .iter()
-        .map(|(id, r)| {
-            json!({
-                "id": id,
-                "time": epoch_secs(r.time),
-                "requestId": r.request_id,
-                "tenant": r.tenant,
-                "user": r.user,
-                "session": r.session,
-                "server": r.server,
-                "tool": r.tool,
-                "decision": r.decision,
-                "confirmationId": r.confirmation_id,
-                "outcome": r.outcome,
-                "durationMs": r.duration_ms,
-                "argumentBytes": r.argument_bytes,
-                "resultBytes": r.result_bytes,
-                "fingerprint": r.fingerprint,
-                "arguments": r.arguments,
-            })
-        })
-        .collect();
+    let list: Vec<Value> = records.iter().map(|(id, r)| r.to_json(*id)).collect();
     let next = records.last().map(|(id, _)| *id);
     Ok(Json(json!({ "records": list, "before": next })))
 }

@@ -48,6 +48,29 @@ pub struct AuditRecord {
 }
 
 impl AuditRecord {
+    /// The record as the APIs and `mcpgate audit --json` show it, with its store id.
+    pub fn to_json(&self, id: i64) -> serde_json::Value {
+        serde_json::json!({
+            "id": id,
+            "time": super::clock::rfc3339(self.time),
+            "requestId": self.request_id,
+            "tenant": self.tenant,
+            "user": self.user,
+            "session": self.session,
+            "server": self.server,
+            "tool": self.tool,
+            "decision": self.decision,
+            "confirmationId": self.confirmation_id,
+            "outcome": self.outcome,
+            "durationMs": self.duration_ms,
+            "argumentBytes": self.argument_bytes,
+            "resultBytes": self.result_bytes,
+            "fingerprint": self.fingerprint,
+            "arguments": self.arguments,
+            "detail": self.detail,
+        })
+    }
+
     /// The record with every text field cut to its bound (at a character boundary, marked
     /// with `…`), so one record can never take more than a few KiB.
     pub fn bounded(mut self) -> AuditRecord {
