@@ -88,7 +88,12 @@ enum Command {
     },
     /// Run an edge-case MCP server on stdin/stdout (used by the tests).
     #[command(hide = true)]
-    Fixture { name: String },
+    Fixture {
+        name: String,
+        /// Serve Streamable HTTP at `/mcp` on this loopback address instead of stdio.
+        #[arg(long, value_name = "ADDR")]
+        http: Option<std::net::SocketAddr>,
+    },
     /// The MCP client entry point the conformance suite drives: connects to URL and runs the
     /// scenario named in MCP_CONFORMANCE_SCENARIO.
     #[command(hide = true)]
@@ -157,10 +162,23 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             mcpgate::fixtures::demo::serve_stdio().await?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Fixture { name } => {
+        Command::Fixture { name, http } => {
             let fixture = mcpgate::fixtures::Fixture::parse(&name)
                 .with_context(|| format!("no fixture named `{name}`"))?;
-            mcpgate::fixtures::serve_stdio(fixture).await?;
+            match http {
+                None => mcpgate::fixtures::serve_stdio(fixture).await?,
+                Some(addr) => {
+                    anyhow::ensure!(addr.ip().is_loopback(), "fixtures serve loopback only");
+                    let listener = tokio::net::TcpListener::bind(addr).await?;
+                    let stop = tokio_util::sync::CancellationToken::new();
+                    let on_signal = stop.clone();
+                    tokio::spawn(async move {
+                        shutdown_signal().await;
+                        on_signal.cancel();
+                    });
+                    mcpgate::fixtures::serve_http(fixture, listener, stop).await?;
+                }
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::ConformanceClient { url } => conformance::run(&url).await,
