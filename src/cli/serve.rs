@@ -45,11 +45,7 @@ pub async fn run(
     // Requests wait in the listen queue meanwhile: what the banner promises works at once.
     gateway.wait_ready(settle).await;
     banner(addr, &service.auth, auth.dev_token())?;
-    let state = AppState {
-        gateway: gateway.clone(),
-        auth: Arc::new(auth),
-        service,
-    };
+    let state = AppState::new(gateway.clone(), Arc::new(auth), service);
     let result = mcpgate::server::serve(listener, state, async {
         let signal = super::shutdown_signal().await;
         eprintln!("{signal}: shutting down");

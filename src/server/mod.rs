@@ -5,6 +5,7 @@
 pub mod auth;
 mod errors;
 mod guard;
+pub mod mcp;
 pub mod rest;
 
 use std::{
@@ -26,6 +27,7 @@ use axum::{
 };
 use serde_json::json;
 use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
 
 pub use errors::ApiError;
 
@@ -45,6 +47,24 @@ pub struct AppState {
     pub gateway: Gateway,
     pub auth: Arc<Authenticator>,
     pub service: Arc<ServiceConfig>,
+    /// Cancelled when the service stops: closes MCP sessions and their open streams, which
+    /// would otherwise hold graceful shutdown.
+    pub shutdown: CancellationToken,
+}
+
+impl AppState {
+    pub fn new(
+        gateway: Gateway,
+        auth: Arc<Authenticator>,
+        service: Arc<ServiceConfig>,
+    ) -> AppState {
+        AppState {
+            gateway,
+            auth,
+            service,
+            shutdown: CancellationToken::new(),
+        }
+    }
 }
 
 /// Time a request spent waiting for upstreams, subtracted from its overhead.
@@ -69,6 +89,7 @@ pub fn app(state: AppState) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .nest("/api/v1", api)
+        .merge(mcp::mcp_router(state.clone(), state.shutdown.clone()))
         .layer(middleware::from_fn_with_state(
             state.clone(),
             guard::check_host_and_origin,
@@ -90,8 +111,10 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let grace = state.service.shutdown_grace;
     let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
+    let sessions = state.shutdown.clone();
     let shutdown = async move {
         shutdown.await;
+        sessions.cancel();
         let _ = stopping_tx.send(());
     };
     let server = axum::serve(listener, app(state)).with_graceful_shutdown(shutdown);

@@ -43,11 +43,7 @@ impl Service {
             ..ServiceConfig::default()
         });
         let gateway = support::gateway(config).await;
-        let state = AppState {
-            gateway: gateway.clone(),
-            auth: Arc::new(authenticator),
-            service,
-        };
+        let state = AppState::new(gateway.clone(), Arc::new(authenticator), service);
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(mcpgate::server::serve(listener, state, async {
             let _ = stopped.await;

@@ -1,0 +1,81 @@
+//! `notifications/tools/list_changed` for one caller: after each upstream change the caller's
+//! usable tools are compared with what was last announced, and only a real difference (for
+//! this caller) is announced.
+
+use std::{future::Future, time::Duration};
+
+use tokio::sync::watch;
+
+use crate::{gateway::Gateway, policy::CallContext};
+
+/// Pause between looks at the catalog after an upstream change. The gateway rebuilds its
+/// catalog on the same signal we wake on, so the first look may come before the new one.
+const SETTLE_STEP: Duration = Duration::from_millis(100);
+
+/// Looks per upstream change (2 s in all). A rebuild is in-memory work that takes
+/// milliseconds; a change still invisible after this did not touch this caller's tools.
+const SETTLE_LOOKS: u32 = 20;
+
+/// What a caller's tool list is made of, for comparison: names and definitions.
+fn view(gateway: &Gateway, ctx: &CallContext) -> Vec<(String, String)> {
+    gateway
+        .model_tools(ctx)
+        .into_iter()
+        .map(|t| (t.function_name, t.fingerprint.as_str().to_owned()))
+        .collect()
+}
+
+/// Follows one caller's tools from the moment it is made: a change after that is announced
+/// even if the follower starts running later (the session's follower is made at `initialize`
+/// and runs from `notifications/initialized`).
+pub struct Follower {
+    gateway: Gateway,
+    ctx: CallContext,
+    changes: watch::Receiver<u64>,
+    announced: Vec<(String, String)>,
+}
+
+impl Follower {
+    pub fn new(gateway: Gateway, ctx: CallContext) -> Follower {
+        // Subscribed before the first look, so no change falls between the two.
+        let mut changes = gateway.changes();
+        changes.borrow_and_update();
+        let announced = view(&gateway, &ctx);
+        Follower {
+            gateway,
+            ctx,
+            changes,
+            announced,
+        }
+    }
+
+    /// Announces changes with `notify` (which says `false` once the client is gone) until
+    /// `stop` resolves.
+    pub async fn run<F, Fut>(mut self, stop: impl Future<Output = ()>, mut notify: F)
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = bool>,
+    {
+        tokio::pin!(stop);
+        loop {
+            tokio::select! {
+                changed = self.changes.changed() => if changed.is_err() { return },
+                () = &mut stop => return,
+            }
+            for _ in 0..SETTLE_LOOKS {
+                let now = view(&self.gateway, &self.ctx);
+                if now != self.announced {
+                    self.announced = now;
+                    if !notify().await {
+                        return;
+                    }
+                    break;
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(SETTLE_STEP) => {}
+                    () = &mut stop => return,
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,281 @@
+//! The MCP server handler: every request acts as the caller its HTTP request authenticated
+//! (the `CallContext` the auth layer put in the request's extensions); tools are listed and
+//! called through the gateway only.
+
+use std::sync::{Mutex, OnceLock, PoisonError};
+
+use rmcp::{
+    ErrorData, RoleServer, ServerHandler,
+    model::{
+        CallToolRequestParams, CallToolResponse, Extensions, Implementation,
+        InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
+        ListResourcesResult, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
+        ServerConfig, SubscriptionFilter,
+    },
+    service::{NotificationContext, RequestContext, SubscriptionContext},
+};
+use serde_json::Value;
+use tokio_util::sync::{CancellationToken, DropGuard};
+
+use super::{
+    changes::Follower,
+    confirm::{self, Channel, Pending},
+    convert,
+};
+use crate::{gateway::GatewayError, policy::CallContext, server::AppState};
+
+/// Header carrying the MCP session id (set by rmcp on `initialize`, sent back by clients).
+const SESSION_ID_HEADER: &str = "mcp-session-id";
+
+/// Longest tool name quoted back in an error.
+const MAX_SHOWN_NAME_CHARS: usize = 64;
+
+/// One handler per MCP session (rmcp's factory makes one per `initialize`), or per request
+/// on 2026-07-28, which has no sessions.
+pub struct GatewayServer {
+    state: AppState,
+    /// The caller that opened this session with `initialize`. Later requests on the session
+    /// must come from the same tenant and user: a session id that leaks does not let another
+    /// caller act in it (or send its user confirmation prompts). Unset without a session.
+    owner: OnceLock<CallContext>,
+    /// Made at `initialize`, run from `notifications/initialized`: announces tool changes
+    /// to the session.
+    follower: Mutex<Option<Follower>>,
+    /// Cancelled when rmcp drops this handler (the session ended) or on shutdown; stops the
+    /// session's list-changed follower.
+    alive: CancellationToken,
+    _alive: DropGuard,
+}
+
+impl GatewayServer {
+    pub fn new(state: AppState, alive: CancellationToken) -> GatewayServer {
+        GatewayServer {
+            state,
+            owner: OnceLock::new(),
+            follower: Mutex::new(None),
+            _alive: alive.clone().drop_guard(),
+            alive,
+        }
+    }
+
+    /// The caller of this request; in a session, its session is the MCP session.
+    fn caller(&self, extensions: &Extensions) -> Result<CallContext, ErrorData> {
+        let mut ctx = authenticated(extensions)?;
+        if let Some(owner) = self.owner.get() {
+            if (&owner.tenant, &owner.user) != (&ctx.tenant, &ctx.user) {
+                return Err(ErrorData::invalid_request(
+                    "this MCP session was opened by another caller",
+                    None,
+                ));
+            }
+            let session = extensions
+                .get::<http::request::Parts>()
+                .and_then(|p| p.headers.get(SESSION_ID_HEADER))
+                .and_then(|v| v.to_str().ok());
+            if let Some(session) = session {
+                ctx.session = session.to_owned();
+            }
+        }
+        Ok(ctx)
+    }
+}
+
+/// The `CallContext` the auth layer attached to the HTTP request; none means the layer did
+/// not run, and nothing is served (fail closed).
+fn authenticated(extensions: &Extensions) -> Result<CallContext, ErrorData> {
+    extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<CallContext>())
+        .cloned()
+        .ok_or_else(|| {
+            ErrorData::internal_error("the request carries no authenticated caller", None)
+        })
+}
+
+fn shown(name: &str) -> String {
+    let cut: String = name.chars().take(MAX_SHOWN_NAME_CHARS).collect();
+    format!("{cut:?}")
+}
+
+impl ServerHandler for GatewayServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new("mcpgate", env!("CARGO_PKG_VERSION")))
+        .with_instructions(
+            "Tools of the MCP servers behind this mcpgate gateway, named `server_tool`. Calls \
+             are checked by the gateway's policy; write tools need the user's confirmation.",
+        )
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, ErrorData> {
+        let ctx = authenticated(&context.extensions)?;
+        let follower = Follower::new(self.state.gateway.clone(), ctx.clone());
+        *self.follower.lock().unwrap_or_else(PoisonError::into_inner) = Some(follower);
+        // rmcp runs `initialize` once per handler; a second one could not change the owner.
+        let _ = self.owner.set(ctx);
+        context.peer.set_peer_info(request.clone());
+        self.negotiate_initialize(&request)
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        let taken = self
+            .follower
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let Some(follower) = taken else {
+            return;
+        };
+        let peer = context.peer;
+        // Ends with the session (the handler's drop cancels `alive`), on shutdown, or when
+        // the client is gone.
+        tokio::spawn(follower.run(self.alive.clone().cancelled_owned(), move || {
+            let peer = peer.clone();
+            async move { peer.notify_tool_list_changed().await.is_ok() }
+        }));
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        _requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), ErrorData> {
+        let ctx = self.caller(&context.request_context().extensions)?;
+        if context.accepted().tools_list_changed == Some(true) {
+            let stop = async {
+                tokio::select! {
+                    () = context.cancelled() => {}
+                    () = self.alive.cancelled() => {}
+                }
+            };
+            let sink = context.sink().clone();
+            Follower::new(self.state.gateway.clone(), ctx)
+                .run(stop, move || {
+                    let sink = sink.clone();
+                    async move { sink.notify_tool_list_changed().await.is_ok() }
+                })
+                .await;
+        } else {
+            context.cancelled().await;
+        }
+        Ok(())
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let ctx = self.caller(&context.extensions)?;
+        let tools = self.state.gateway.model_tools(&ctx);
+        Ok(ListToolsResult::with_all_items(
+            tools.iter().map(convert::tool).collect(),
+        ))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let ctx = self.caller(&context.extensions)?;
+        let gateway = &self.state.gateway;
+        let name = request.name.into_owned();
+        let arguments = Value::Object(request.arguments.unwrap_or_default());
+        if let Some(state) = request.request_state.as_deref() {
+            // The retry of an input round: the state is the confirmation id we sent.
+            let Some(id) = confirm::confirmation_id(state) else {
+                return Ok(convert::error_text(
+                    "[confirmation_invalid] requestState is not a confirmation this gateway issued",
+                )
+                .into());
+            };
+            let answer = confirm::round_answer(request.input_responses.as_ref());
+            let result = confirm::decide(gateway, &ctx, &name, arguments, id, answer).await;
+            return Ok(result.into());
+        }
+        let token = context
+            .meta
+            .get(confirm::TOKEN_META_KEY)
+            .and_then(Value::as_str);
+        match gateway
+            .call_tool(&ctx, &name, arguments.clone(), token)
+            .await
+        {
+            Ok(output) => Ok(convert::success(output).into()),
+            // A protocol error, as the MCP specification lists unknown tools: the client
+            // called a name it was not offered (or no longer is; list_changed said so).
+            Err(GatewayError::NotFound { .. }) => Err(ErrorData::invalid_params(
+                format!("unknown tool {}", shown(&name)),
+                None,
+            )),
+            Err(GatewayError::ConfirmationRequired {
+                confirmation_id,
+                tool,
+                expires_at,
+                ..
+            }) => {
+                let pending = Pending {
+                    id: confirmation_id,
+                    tool,
+                    expires_at,
+                };
+                let response = match confirm::channel(&context) {
+                    Channel::InputRound => confirm::input_round(&pending, &arguments).into(),
+                    Channel::Session(peer) => {
+                        let wait = gateway.config().confirmations.pending_ttl;
+                        let answer =
+                            confirm::ask(&peer, &pending, &arguments, wait, &context.ct).await;
+                        confirm::decide(gateway, &ctx, &name, arguments, &pending.id, answer)
+                            .await
+                            .into()
+                    }
+                    Channel::OutOfBand => confirm::out_of_band(&pending, &ctx).into(),
+                };
+                Ok(response)
+            }
+            Err(err) => Ok(convert::failure(&err).into()),
+        }
+    }
+
+    // Resources and prompts of upstreams are not served yet: empty lists, so clients that
+    // ask anyway see nothing rather than an error.
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        self.caller(&context.extensions)?;
+        Ok(ListPromptsResult::default())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        self.caller(&context.extensions)?;
+        Ok(ListResourcesResult::default())
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        self.caller(&context.extensions)?;
+        Ok(ListResourceTemplatesResult::default())
+    }
+}

@@ -1,0 +1,312 @@
+//! The endpoint on 127.0.0.1:0 in front of a gateway with in-process upstreams (the demo
+//! server, whose notes are writes, and the `changing` fixture), and an rmcp test client.
+
+use std::{
+    net::SocketAddr,
+    sync::{Arc, Mutex, PoisonError},
+    time::Duration,
+};
+
+use axum::{Router, middleware};
+use rmcp::{
+    ClientHandler, ErrorData, RoleClient, ServerHandler, ServiceExt,
+    model::{
+        CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig,
+        ElicitRequestParams, ElicitResult, ElicitationAction, Implementation, JsonObject,
+        ProtocolVersion,
+    },
+    service::{
+        ClientLifecycleMode, ClientServiceExt, NotificationContext, RequestContext, RunningService,
+    },
+    transport::{
+        StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
+    },
+};
+use serde_json::{Value, json};
+use tokio::{net::TcpListener, sync::watch, task::JoinHandle};
+use tokio_util::sync::CancellationToken;
+
+use super::super::mcp_router;
+use crate::{
+    config::{
+        AuthConfig, Config, Confirm, Env, InProcess, JwtAlgorithm, JwtConfig, PinsConfig,
+        SecretTemplate, ServerConfig, ServerId, ServiceConfig, StateConfig, TransportConfig,
+    },
+    fixtures::{Fixture, demo::DemoServer},
+    gateway::{Gateway, GatewayOptions, Stores},
+    server::{AppState, auth::Authenticator, rest},
+    store::memory_stores,
+};
+
+/// How long any one condition may take before the test fails (a busy 2-core machine).
+pub const WAIT: Duration = Duration::from_secs(30);
+
+/// The HS256 secret of test JWTs.
+pub const JWT_SECRET: &str = "0123456789abcdef0123456789abcdef-mcp-test-secret";
+/// The issuer of test JWTs.
+pub const JWT_ISSUER: &str = "https://issuer.test/";
+
+/// JWT authentication with [`JWT_SECRET`].
+pub fn jwt_auth() -> AuthConfig {
+    AuthConfig::Jwt(Box::new(JwtConfig {
+        algorithms: vec![JwtAlgorithm::Hs256],
+        secret: Some(SecretTemplate::new("${JWT_SECRET}")),
+        public_keys: vec![],
+        jwks_url: None,
+        issuer: JWT_ISSUER.into(),
+        audience: "mcpgate".into(),
+        tenant_claim: "tenant".into(),
+        user_claim: "sub".into(),
+        roles_claim: "roles".into(),
+        leeway: Duration::from_secs(5),
+    }))
+}
+
+/// A token for `user` of tenant `local`, valid for five minutes.
+pub fn jwt_for(user: &str) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_secs();
+    let claims = json!({
+        "iss": JWT_ISSUER, "aud": "mcpgate", "sub": user, "tenant": "local", "exp": now + 300
+    });
+    let key = jsonwebtoken::EncodingKey::from_secret(JWT_SECRET.as_bytes()).expect("key");
+    jsonwebtoken::encode(&jsonwebtoken::Header::default(), &claims, &key).expect("token")
+}
+
+/// Bytes buffered each way between the gateway and an in-process upstream.
+const PIPE_BYTES: usize = 64 * 1024;
+
+fn in_process<H: ServerHandler + Clone>(id: &str, handler: H) -> ServerConfig {
+    let factory = move || {
+        let (client, server) = tokio::io::duplex(PIPE_BYTES);
+        let handler = handler.clone();
+        // Ends when the gateway closes its end of the pipe.
+        tokio::spawn(async move {
+            if let Ok(running) = handler.serve(server).await {
+                let _ = running.waiting().await;
+            }
+        });
+        client
+    };
+    ServerConfig::new(
+        ServerId::new(id).expect("test ids are valid"),
+        TransportConfig::InProcess(InProcess(Arc::new(factory))),
+    )
+}
+
+/// A running endpoint (and the REST API beside it, as `app()` mounts both).
+pub struct Endpoint {
+    pub base: String,
+    pub token: String,
+    pub gateway: Gateway,
+    shutdown: CancellationToken,
+    task: JoinHandle<std::io::Result<()>>,
+}
+
+impl Endpoint {
+    pub async fn start() -> Endpoint {
+        Endpoint::start_with(AuthConfig::Dev).await
+    }
+
+    /// With the given authentication; JWTs are HS256 with [`JWT_SECRET`], issuer
+    /// [`JWT_ISSUER`], audience `mcpgate`.
+    pub async fn start_with(auth: AuthConfig) -> Endpoint {
+        let mut demo = in_process("demo", DemoServer::new());
+        demo.read_only_tools = crate::fixtures::demo::READ_ONLY_TOOLS
+            .iter()
+            .map(|t| (*t).to_owned())
+            .collect();
+        let changing = crate::fixtures::handler(Fixture::Changing).expect("in-process fixture");
+        let mut changing = in_process("changing", changing);
+        changing.confirm = Confirm::None;
+        let config = Config {
+            servers: vec![changing, demo],
+            state: StateConfig::Memory,
+            pins: PinsConfig::none(),
+            ..Config::default()
+        };
+        let (confirmations, audit) = memory_stores();
+        let stores = Stores {
+            confirmations,
+            audit,
+        };
+        let gateway = Gateway::start_with_stores(config, GatewayOptions::default(), stores)
+            .expect("the gateway starts");
+        gateway.wait_ready(WAIT).await;
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr: SocketAddr = listener.local_addr().expect("address");
+        let env = Env::from_pairs([("JWT_SECRET", JWT_SECRET)]);
+        let auth = Authenticator::new(&auth, &env, addr, false)
+            .await
+            .expect("authentication is set up");
+        let token = auth.dev_token().unwrap_or_default().to_owned();
+        let shutdown = CancellationToken::new();
+        let state = AppState {
+            gateway: gateway.clone(),
+            auth: Arc::new(auth),
+            service: Arc::new(ServiceConfig {
+                listen: addr,
+                ..ServiceConfig::default()
+            }),
+            shutdown: shutdown.clone(),
+        };
+        let api = rest::routes().layer(middleware::from_fn_with_state(
+            state.clone(),
+            super::super::super::authenticate,
+        ));
+        let app = Router::new()
+            .merge(mcp_router(state.clone(), shutdown.clone()))
+            .nest("/api/v1", api)
+            .with_state(state);
+        let stop = shutdown.clone();
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(stop.cancelled_owned())
+                .await
+        });
+        Endpoint {
+            base: format!("http://{addr}"),
+            token,
+            gateway,
+            shutdown,
+            task,
+        }
+    }
+
+    pub fn url(&self) -> String {
+        format!("{}/mcp", self.base)
+    }
+
+    /// Connects an rmcp client over Streamable HTTP with the bearer token.
+    pub async fn connect(
+        &self,
+        client: TestClient,
+        lifecycle: ClientLifecycleMode,
+    ) -> RunningService<RoleClient, TestClient> {
+        let config = StreamableHttpClientTransportConfig::with_uri(self.url())
+            .auth_header(self.token.clone());
+        let transport = StreamableHttpClientTransport::with_client(http(), config);
+        tokio::time::timeout(WAIT, client.serve_with_lifecycle(transport, lifecycle))
+            .await
+            .expect("handshake within the deadline")
+            .expect("handshake succeeds")
+    }
+
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        let _ = tokio::time::timeout(WAIT, self.task).await;
+        self.gateway.shutdown().await;
+    }
+}
+
+pub fn http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("client")
+}
+
+/// The `initialize` handshake: a session.
+pub fn initialize() -> ClientLifecycleMode {
+    ClientLifecycleMode::Initialize
+}
+
+/// `server/discover` first, as a 2026-07-28 client does.
+pub fn discover() -> ClientLifecycleMode {
+    ClientLifecycleMode::Auto {
+        preferred_versions: vec![ProtocolVersion::LATEST],
+        legacy_version: None,
+    }
+}
+
+/// A client that may declare elicitation (answering yes or no) and records what it saw.
+#[derive(Clone)]
+pub struct TestClient {
+    /// `None`: no elicitation capability; `Some(yes)`: answers every form with `yes`.
+    answer: Option<bool>,
+    pub prompts: Arc<Mutex<Vec<String>>>,
+    pub list_changes: Arc<watch::Sender<usize>>,
+}
+
+impl TestClient {
+    pub fn new(answer: Option<bool>) -> TestClient {
+        TestClient {
+            answer,
+            prompts: Arc::new(Mutex::new(Vec::new())),
+            list_changes: Arc::new(watch::channel(0).0),
+        }
+    }
+
+    pub fn prompts(&self) -> Vec<String> {
+        self.prompts
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+impl ClientHandler for TestClient {
+    fn get_info(&self) -> ClientConfig {
+        let capabilities = match self.answer {
+            Some(_) => ClientCapabilities::builder().enable_elicitation().build(),
+            None => ClientCapabilities::default(),
+        };
+        ClientConfig::new(capabilities, Implementation::new("mcp-test", "0"))
+            .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE)
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        if let ElicitRequestParams::FormElicitationParams { message, .. } = request {
+            self.prompts
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .push(message);
+        }
+        Ok(match self.answer {
+            Some(true) => ElicitResult::new(ElicitationAction::Accept)
+                .with_content(json!({ "approve": true })),
+            _ => ElicitResult::new(ElicitationAction::Decline),
+        })
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.list_changes.send_modify(|n| *n += 1);
+    }
+}
+
+/// A `tools/call` with JSON object arguments.
+pub fn call(name: &'static str, args: Value) -> CallToolRequestParams {
+    let arguments: JsonObject = match args {
+        Value::Object(map) => map,
+        _ => JsonObject::new(),
+    };
+    CallToolRequestParams::new(name).with_arguments(arguments)
+}
+
+/// Every text block of a result, joined.
+pub fn text(result: &CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Calls `name` and returns the result, failing the test on a protocol error.
+pub async fn call_ok(
+    client: &RunningService<RoleClient, TestClient>,
+    name: &'static str,
+    args: Value,
+) -> CallToolResult {
+    tokio::time::timeout(WAIT, client.call_tool(call(name, args)))
+        .await
+        .expect("the call ends within the deadline")
+        .expect("no protocol error")
+}
