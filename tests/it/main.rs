@@ -7,6 +7,7 @@ mod edge;
 mod gate_audit;
 mod gate_confirmations;
 mod gate_policy;
+mod inspector;
 mod peers;
 mod processes;
 mod server;
