@@ -4,6 +4,8 @@ mod audit;
 mod call;
 mod confirm;
 mod error;
+mod prompts;
+pub mod resources;
 mod result;
 mod view;
 

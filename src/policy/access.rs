@@ -35,6 +35,32 @@ impl Access {
                     && grant.tools.iter().any(|p| matches(p, server, canonical))
             })
     }
+
+    /// Whether `ctx` may see anything of `server` besides tools (resources, prompts): the
+    /// tenant lists the server and some grant of the caller names `server.*` or one of its
+    /// tools. Fails closed like [`Access::allows`].
+    pub fn allows_server(&self, ctx: &CallContext, server: &ServerId) -> bool {
+        let Some(config) = &self.config else {
+            return true;
+        };
+        let tenant_sees_server = config
+            .tenants
+            .iter()
+            .any(|t| t.tenant == ctx.tenant && t.servers.contains(server));
+        tenant_sees_server
+            && config.grants.iter().any(|grant| {
+                grant.tenant == ctx.tenant
+                    && applies_to(grant, ctx)
+                    && grant.tools.iter().any(|p| names_server(p, server))
+            })
+    }
+}
+
+/// `server.*` or `server.tool`: the part before the first `.` is the server id.
+fn names_server(pattern: &str, server: &ServerId) -> bool {
+    pattern
+        .split_once('.')
+        .is_some_and(|(prefix, _)| prefix == server.as_str())
 }
 
 fn applies_to(grant: &crate::config::Grant, ctx: &CallContext) -> bool {
@@ -126,6 +152,21 @@ mod tests {
             &id("github-two"),
             "github-two.x"
         ));
+    }
+
+    #[test]
+    fn a_server_is_visible_with_a_grant_naming_it() {
+        let a = access();
+        let (github, time) = (id("github"), id("time"));
+        assert!(Access::new(None).allows_server(&ctx("x", "y", &[]), &github));
+        // One granted tool of `time` is enough; `github.*` only for alice and devs.
+        assert!(a.allows_server(&ctx("acme", "bob", &[]), &time));
+        assert!(!a.allows_server(&ctx("acme", "bob", &[]), &github));
+        assert!(a.allows_server(&ctx("acme", "alice", &[]), &github));
+        assert!(!a.allows_server(&ctx("acme", "alice", &[]), &id("github-two")));
+        // A grant for a server the tenant does not list shows nothing of it.
+        assert!(!a.allows_server(&ctx("other", "u", &[]), &github));
+        assert!(!a.allows_server(&ctx("nobody", "alice", &["dev"]), &time));
     }
 
     #[test]

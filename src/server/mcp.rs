@@ -1,7 +1,9 @@
 //! The MCP endpoint `/mcp` (Streamable HTTP): the caller's merged catalog served through the
 //! gate, for session clients (`initialize`) and 2026-07-28 clients (`server/discover`) alike.
 //!
-//! - `handler`: the [`rmcp::ServerHandler`]: who is calling, `tools/list`, `tools/call`.
+//! - `handler`: the [`rmcp::ServerHandler`]: who is calling, `tools/list`, `tools/call`,
+//!   resources, prompts and completion.
+//! - `content`: resource, prompt and completion errors as JSON-RPC errors.
 //! - `confirm`: write tools the user must confirm: elicitation in a session, input rounds on
 //!   2026-07-28, or an out-of-band approval named in the tool error.
 //! - `convert`: catalog tools, shaped results and gateway errors into MCP types.
@@ -10,6 +12,7 @@
 
 mod changes;
 mod confirm;
+mod content;
 mod convert;
 mod handler;
 mod sessions;

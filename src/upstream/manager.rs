@@ -9,8 +9,12 @@ use std::{
 
 use rmcp::{
     RoleClient,
-    model::{CallToolRequestParams, CallToolResult, Tool},
-    service::Peer,
+    model::{
+        CallToolRequestParams, CallToolResult, CompleteRequestParams, CompleteResult,
+        GetPromptRequestParams, GetPromptResult, Prompt, ReadResourceRequestParams,
+        ReadResourceResult, Resource, ResourceTemplate, ServerCapabilities, Tool,
+    },
+    service::{Peer, ServiceError},
 };
 use tokio::{
     sync::{Notify, watch},
@@ -235,6 +239,126 @@ impl Manager {
     ) -> Result<CallToolResult, UpstreamError> {
         let (peer, connection) = self.peer(id)?;
         match tokio::time::timeout(timeout, peer.call_tool(params)).await {
+            Err(_) => Err(UpstreamError::Timeout { after: timeout }),
+            Ok(result) => result
+                .map_err(UpstreamError::from_service)
+                .inspect_err(|err| {
+                    if matches!(err, UpstreamError::ConnectionLost) {
+                        self.connection_lost(id, connection);
+                    }
+                }),
+        }
+    }
+
+    /// Every resource `id` lists (all pages), bounded by the list deadline; empty when the
+    /// server does not offer resources.
+    pub async fn list_resources(&self, id: &ServerId) -> Result<Vec<Resource>, UpstreamError> {
+        self.list(
+            id,
+            |c| c.resources.is_some(),
+            |peer| async move { peer.list_all_resources().await },
+        )
+        .await
+    }
+
+    /// Every resource template `id` lists (all pages), bounded by the list deadline.
+    pub async fn list_resource_templates(
+        &self,
+        id: &ServerId,
+    ) -> Result<Vec<ResourceTemplate>, UpstreamError> {
+        self.list(
+            id,
+            |c| c.resources.is_some(),
+            |peer| async move { peer.list_all_resource_templates().await },
+        )
+        .await
+    }
+
+    /// Every prompt `id` lists (all pages), bounded by the list deadline.
+    pub async fn list_prompts(&self, id: &ServerId) -> Result<Vec<Prompt>, UpstreamError> {
+        self.list(
+            id,
+            |c| c.prompts.is_some(),
+            |peer| async move { peer.list_all_prompts().await },
+        )
+        .await
+    }
+
+    /// Reads a resource, bounded by `timeout` (as [`Manager::call_tool`]).
+    pub async fn read_resource(
+        &self,
+        id: &ServerId,
+        params: ReadResourceRequestParams,
+        timeout: Duration,
+    ) -> Result<ReadResourceResult, UpstreamError> {
+        let peer = self.peer(id)?;
+        self.request(id, peer, timeout, |peer| async move {
+            peer.read_resource(params).await
+        })
+        .await
+    }
+
+    /// Gets a prompt, bounded by `timeout`.
+    pub async fn get_prompt(
+        &self,
+        id: &ServerId,
+        params: GetPromptRequestParams,
+        timeout: Duration,
+    ) -> Result<GetPromptResult, UpstreamError> {
+        let peer = self.peer(id)?;
+        self.request(id, peer, timeout, |peer| async move {
+            peer.get_prompt(params).await
+        })
+        .await
+    }
+
+    /// Asks for argument completions, bounded by `timeout`.
+    pub async fn complete(
+        &self,
+        id: &ServerId,
+        params: CompleteRequestParams,
+        timeout: Duration,
+    ) -> Result<CompleteResult, UpstreamError> {
+        let peer = self.peer(id)?;
+        self.request(id, peer, timeout, |peer| async move {
+            peer.complete(params).await
+        })
+        .await
+    }
+
+    /// A listing the server's handshake said it offers; asking one that does not would
+    /// only earn a method-not-found error.
+    async fn list<T, F, Fut>(
+        &self,
+        id: &ServerId,
+        offered: fn(&ServerCapabilities) -> bool,
+        send: F,
+    ) -> Result<Vec<T>, UpstreamError>
+    where
+        F: FnOnce(Peer<RoleClient>) -> Fut,
+        Fut: Future<Output = Result<Vec<T>, ServiceError>>,
+    {
+        let peer = self.peer(id)?;
+        if !peer.0.peer_info().is_some_and(|i| offered(&i.capabilities)) {
+            return Ok(Vec::new());
+        }
+        let deadline = self.inner.options.limits.list_timeout;
+        self.request(id, peer, deadline, send).await
+    }
+
+    /// One request on `peer`, bounded by `timeout`, noticing a dead connection.
+    async fn request<T, F, Fut>(
+        &self,
+        id: &ServerId,
+        (peer, connection): (Peer<RoleClient>, u64),
+        timeout: Duration,
+        send: F,
+    ) -> Result<T, UpstreamError>
+    where
+        F: FnOnce(Peer<RoleClient>) -> Fut,
+        Fut: Future<Output = Result<T, ServiceError>>,
+    {
+        match tokio::time::timeout(timeout, send(peer)).await {
             Err(_) => Err(UpstreamError::Timeout { after: timeout }),
             Ok(result) => result
                 .map_err(UpstreamError::from_service)

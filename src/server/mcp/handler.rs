@@ -1,16 +1,17 @@
 //! The MCP server handler: every request acts as the caller its HTTP request authenticated
 //! (the `CallContext` the auth layer put in the request's extensions); tools are listed and
-//! called through the gateway only.
+//! called, resources read, prompts got and arguments completed through the gateway only.
 
 use std::sync::{Mutex, OnceLock, PoisonError};
 
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, Extensions, Implementation,
-        InitializeRequestParams, InitializeResult, ListPromptsResult, ListResourceTemplatesResult,
-        ListResourcesResult, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
-        ServerConfig, SubscriptionFilter,
+        CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, Extensions,
+        GetPromptRequestParams, GetPromptResponse, Implementation, InitializeRequestParams,
+        InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+        ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+        ServerCapabilities, ServerConfig, SubscriptionFilter,
     },
     service::{NotificationContext, RequestContext, SubscriptionContext},
 };
@@ -20,7 +21,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use super::{
     changes::Follower,
     confirm::{self, Channel, Pending},
-    convert,
+    content, convert,
 };
 use crate::{gateway::GatewayError, policy::CallContext, server::AppState};
 
@@ -103,12 +104,17 @@ impl ServerHandler for GatewayServer {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
+                .enable_resources()
+                .enable_prompts()
+                .enable_completions()
                 .build(),
         )
         .with_server_info(Implementation::new("mcpgate", env!("CARGO_PKG_VERSION")))
         .with_instructions(
-            "Tools of the MCP servers behind this mcpgate gateway, named `server_tool`. Calls \
-             are checked by the gateway's policy; write tools need the user's confirmation.",
+            "Tools and prompts of the MCP servers behind this mcpgate gateway, named \
+             `server_tool` and `server_prompt`, and their resources under their own URIs. \
+             Requests are checked by the gateway's policy; write tools need the user's \
+             confirmation.",
         )
     }
 
@@ -250,15 +256,41 @@ impl ServerHandler for GatewayServer {
         }
     }
 
-    // Resources and prompts of upstreams are not served yet: empty lists, so clients that
-    // ask anyway see nothing rather than an error.
     async fn list_prompts(
         &self,
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
-        self.caller(&context.extensions)?;
-        Ok(ListPromptsResult::default())
+        let ctx = self.caller(&context.extensions)?;
+        let prompts = self.state.gateway.list_prompts(&ctx).await;
+        Ok(ListPromptsResult::with_all_items(prompts))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let ctx = self.caller(&context.extensions)?;
+        self.state
+            .gateway
+            .get_prompt(&ctx, &request.name, request.arguments)
+            .await
+            .map(Into::into)
+            .map_err(content::error)
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let ctx = self.caller(&context.extensions)?;
+        self.state
+            .gateway
+            .complete(&ctx, request)
+            .await
+            .map_err(content::error)
     }
 
     async fn list_resources(
@@ -266,8 +298,9 @@ impl ServerHandler for GatewayServer {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        self.caller(&context.extensions)?;
-        Ok(ListResourcesResult::default())
+        let ctx = self.caller(&context.extensions)?;
+        let resources = self.state.gateway.list_resources(&ctx).await;
+        Ok(ListResourcesResult::with_all_items(resources))
     }
 
     async fn list_resource_templates(
@@ -275,7 +308,22 @@ impl ServerHandler for GatewayServer {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
-        self.caller(&context.extensions)?;
-        Ok(ListResourceTemplatesResult::default())
+        let ctx = self.caller(&context.extensions)?;
+        let templates = self.state.gateway.list_resource_templates(&ctx).await;
+        Ok(ListResourceTemplatesResult::with_all_items(templates))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let ctx = self.caller(&context.extensions)?;
+        self.state
+            .gateway
+            .read_resource(&ctx, &request.uri)
+            .await
+            .map(Into::into)
+            .map_err(content::error)
     }
 }

@@ -1,7 +1,9 @@
 //! The endpoint over real HTTP on 127.0.0.1:0 with rmcp's own client: both lifecycles,
 //! tools through the gate, confirmations (elicitation, input rounds, out of band), bearer
-//! authentication, the Host check, list changes; and the session guards.
+//! authentication, the Host check, list changes; and the session guards. Resources, prompts
+//! and completion are in `content`.
 
+mod content;
 mod support;
 
 use rmcp::{
@@ -99,7 +101,7 @@ async fn a_discover_client_lists_and_calls_tools() {
 }
 
 #[tokio::test]
-async fn prompts_and_resources_are_empty_lists() {
+async fn servers_without_resources_or_prompts_list_none() {
     let endpoint = Endpoint::start().await;
     let client = endpoint.connect(TestClient::new(None), initialize()).await;
     let prompts = client.list_prompts(None).await.expect("prompts/list");

@@ -29,8 +29,9 @@ use tokio_util::sync::CancellationToken;
 use super::super::mcp_router;
 use crate::{
     config::{
-        AuthConfig, Config, Confirm, Env, InProcess, JwtAlgorithm, JwtConfig, PinsConfig,
-        SecretTemplate, ServerConfig, ServerId, ServiceConfig, StateConfig, TransportConfig,
+        AccessConfig, AuthConfig, Config, Confirm, Env, InProcess, JwtAlgorithm, JwtConfig,
+        PinsConfig, SecretTemplate, ServerConfig, ServerId, ServiceConfig, StateConfig,
+        TransportConfig,
     },
     fixtures::{Fixture, demo::DemoServer},
     gateway::{Gateway, GatewayOptions, Stores},
@@ -78,7 +79,7 @@ pub fn jwt_for(user: &str) -> String {
 /// Bytes buffered each way between the gateway and an in-process upstream.
 const PIPE_BYTES: usize = 64 * 1024;
 
-fn in_process<H: ServerHandler + Clone>(id: &str, handler: H) -> ServerConfig {
+pub fn in_process<H: ServerHandler + Clone>(id: &str, handler: H) -> ServerConfig {
     let factory = move || {
         let (client, server) = tokio::io::duplex(PIPE_BYTES);
         let handler = handler.clone();
@@ -113,6 +114,11 @@ impl Endpoint {
     /// With the given authentication; JWTs are HS256 with [`JWT_SECRET`], issuer
     /// [`JWT_ISSUER`], audience `mcpgate`.
     pub async fn start_with(auth: AuthConfig) -> Endpoint {
+        Endpoint::start_servers(auth, Endpoint::default_servers(), None).await
+    }
+
+    /// The demo server (notes are writes) and the `changing` fixture.
+    fn default_servers() -> Vec<ServerConfig> {
         let mut demo = in_process("demo", DemoServer::new());
         demo.read_only_tools = crate::fixtures::demo::READ_ONLY_TOOLS
             .iter()
@@ -121,8 +127,18 @@ impl Endpoint {
         let changing = crate::fixtures::handler(Fixture::Changing).expect("in-process fixture");
         let mut changing = in_process("changing", changing);
         changing.confirm = Confirm::None;
+        vec![changing, demo]
+    }
+
+    /// In front of `servers`, with `access` rules (`None`: single-tenant).
+    pub async fn start_servers(
+        auth: AuthConfig,
+        servers: Vec<ServerConfig>,
+        access: Option<AccessConfig>,
+    ) -> Endpoint {
         let config = Config {
-            servers: vec![changing, demo],
+            servers,
+            access,
             state: StateConfig::Memory,
             pins: PinsConfig::none(),
             ..Config::default()
@@ -185,8 +201,18 @@ impl Endpoint {
         client: TestClient,
         lifecycle: ClientLifecycleMode,
     ) -> RunningService<RoleClient, TestClient> {
-        let config = StreamableHttpClientTransportConfig::with_uri(self.url())
-            .auth_header(self.token.clone());
+        self.connect_as(client, lifecycle, &self.token).await
+    }
+
+    /// Connects an rmcp client with `token` as its bearer token.
+    pub async fn connect_as(
+        &self,
+        client: TestClient,
+        lifecycle: ClientLifecycleMode,
+        token: &str,
+    ) -> RunningService<RoleClient, TestClient> {
+        let config =
+            StreamableHttpClientTransportConfig::with_uri(self.url()).auth_header(token.to_owned());
         let transport = StreamableHttpClientTransport::with_client(http(), config);
         tokio::time::timeout(WAIT, client.serve_with_lifecycle(transport, lifecycle))
             .await

@@ -1,0 +1,511 @@
+//! Upstream resources and resource templates through the gate: listed for callers who may
+//! see their server, routed by URI (exact listing first, then level-1 templates), size
+//! capped, and audited like calls.
+
+use std::{
+    collections::{HashMap, HashSet},
+    future::Future,
+    sync::{LazyLock, Mutex},
+    time::{Instant, SystemTime},
+};
+
+use rmcp::model::{
+    ErrorCode, ReadResourceRequestParams, ReadResourceResult, Resource, ResourceTemplate,
+};
+use serde::Serialize;
+
+use super::{Gateway, audit::clean};
+use crate::{
+    config::ServerId,
+    policy::CallContext,
+    store::AuditRecord,
+    upstream::{Manager, UpstreamError},
+};
+
+/// Longest string kept in an audit field or an error message (URIs and names come from
+/// callers and upstreams).
+const MAX_FIELD_CHARS: usize = 256;
+
+/// Colliding URIs remembered so each is logged once; past this many, the set stops growing
+/// (a server listing endless colliding URIs cannot grow our memory, only repeat warnings).
+const MAX_REPORTED_COLLISIONS: usize = 1024;
+
+/// URIs already logged as listed by more than one server.
+static REPORTED_COLLISIONS: LazyLock<Mutex<HashSet<String>>> =
+    LazyLock::new(|| Mutex::new(HashSet::new()));
+
+/// Why a resource, prompt or completion request did not succeed.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ContentError {
+    /// No visible server offers this resource (hidden ones are indistinguishable on purpose).
+    #[error("unknown resource `{uri}`")]
+    ResourceNotFound { uri: String },
+    /// No visible server offers this prompt.
+    #[error("unknown prompt `{name}`")]
+    PromptNotFound { name: String },
+    /// More than one visible server offers this URI, so it cannot be routed.
+    #[error("`{uri}` is offered by more than one server and cannot be routed")]
+    Ambiguous { uri: String },
+    /// The request's parameters are not acceptable (to the gateway or the upstream).
+    #[error("invalid parameters: {reason}")]
+    InvalidParams { reason: String },
+    /// The result is larger than `max_result_bytes`.
+    #[error("the result is {size} bytes, over the {limit}-byte limit")]
+    ResultTooLarge { size: usize, limit: usize },
+    /// The upstream did not answer in time.
+    #[error("the server did not answer within {after:?}")]
+    Timeout { after: std::time::Duration },
+    /// The upstream could not serve the request.
+    #[error("upstream `{server}`: {source}")]
+    Upstream {
+        server: String,
+        source: UpstreamError,
+    },
+    /// The audit log could not be written: the answer is withheld (fail closed).
+    #[error("{what} is unavailable; the request was refused")]
+    StoreUnavailable { what: &'static str },
+}
+
+impl ContentError {
+    /// A stable, machine-readable code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            ContentError::ResourceNotFound { .. } => "resource_not_found",
+            ContentError::PromptNotFound { .. } => "prompt_not_found",
+            ContentError::Ambiguous { .. } => "ambiguous",
+            ContentError::InvalidParams { .. } => "invalid_params",
+            ContentError::ResultTooLarge { .. } => "result_too_large",
+            ContentError::Timeout { .. } => "timeout",
+            ContentError::Upstream { source, .. } => source.code(),
+            ContentError::StoreUnavailable { .. } => "store_unavailable",
+        }
+    }
+
+    /// From an upstream failure: its "not found" and "invalid params" answers keep their
+    /// meaning (with the upstream's message cut and escaped), everything else stays an
+    /// upstream error.
+    pub(super) fn upstream(
+        server: &ServerId,
+        err: UpstreamError,
+        not_found: impl FnOnce() -> ContentError,
+    ) -> ContentError {
+        match err {
+            UpstreamError::Timeout { after } => ContentError::Timeout { after },
+            UpstreamError::Rpc { code, .. } if code == ErrorCode::RESOURCE_NOT_FOUND.0 => {
+                not_found()
+            }
+            UpstreamError::Rpc { code, message } if code == ErrorCode::INVALID_PARAMS.0 => {
+                ContentError::InvalidParams {
+                    reason: clean(&message, MAX_FIELD_CHARS),
+                }
+            }
+            source => ContentError::Upstream {
+                server: server.to_string(),
+                source,
+            },
+        }
+    }
+}
+
+/// One resource, prompt or completion request on its way to an audit record.
+pub(super) struct ContentAttempt {
+    started: Instant,
+    time: SystemTime,
+    ctx: CallContext,
+    /// `resource:<uri>` or `prompt:<name>`; prefixed by the server once routed.
+    target: String,
+    server: Option<ServerId>,
+    /// `complete` for completions; reads and gets have none.
+    detail: Option<&'static str>,
+    argument_bytes: u64,
+}
+
+impl ContentAttempt {
+    pub fn start(gateway: &Gateway, ctx: &CallContext, target: String) -> ContentAttempt {
+        ContentAttempt {
+            started: Instant::now(),
+            time: gateway.inner.clock.now(),
+            ctx: ctx.clone(),
+            target,
+            server: None,
+            detail: None,
+            argument_bytes: 0,
+        }
+    }
+
+    pub fn routed(&mut self, server: &ServerId, target: String) {
+        self.server = Some(server.clone());
+        self.target = target;
+    }
+
+    pub fn detail(&mut self, detail: &'static str) {
+        self.detail = Some(detail);
+    }
+
+    pub fn argument_bytes(&mut self, size: usize) {
+        self.argument_bytes = size as u64;
+    }
+
+    /// Writes the record; without it, the answer is not given.
+    pub async fn finish<T>(
+        self,
+        gateway: &Gateway,
+        outcome: Result<(T, usize), ContentError>,
+    ) -> Result<T, ContentError> {
+        let (outcome, result_bytes) = match outcome {
+            Ok((value, size)) => (Ok(value), size as u64),
+            Err(err) => (Err(err), 0),
+        };
+        let server = self.server.as_ref().map(ServerId::as_str).unwrap_or("");
+        let tool = match &self.server {
+            Some(server) => format!("{server}.{}", self.target),
+            None => self.target.clone(),
+        };
+        // Routed means the request went upstream: like a tool call that reached its server.
+        let decision = if self.server.is_some() && !matches!(&outcome, Err(e) if is_denial(e)) {
+            "allowed"
+        } else {
+            "denied"
+        };
+        let record = AuditRecord {
+            time: self.time,
+            request_id: clean(&self.ctx.request_id, MAX_FIELD_CHARS),
+            tenant: clean(&self.ctx.tenant, MAX_FIELD_CHARS),
+            user: clean(&self.ctx.user, MAX_FIELD_CHARS),
+            session: clean(&self.ctx.session, MAX_FIELD_CHARS),
+            server: server.to_owned(),
+            tool: clean(&tool, MAX_FIELD_CHARS),
+            decision: decision.to_owned(),
+            confirmation_id: None,
+            outcome: outcome
+                .as_ref()
+                .map_or_else(|e| e.code(), |_| "ok")
+                .to_owned(),
+            duration_ms: self
+                .started
+                .elapsed()
+                .as_millis()
+                .try_into()
+                .unwrap_or(u64::MAX),
+            argument_bytes: self.argument_bytes,
+            result_bytes,
+            fingerprint: None,
+            arguments: None,
+            detail: self.detail.map(str::to_owned),
+        };
+        match gateway.inner.audit.append(record).await {
+            Ok(()) => outcome,
+            Err(err) => {
+                tracing::error!(error = %err, "audit record could not be written");
+                Err(ContentError::StoreUnavailable {
+                    what: "the audit log",
+                })
+            }
+        }
+    }
+}
+
+/// Refused by the gateway before the upstream saw the request.
+fn is_denial(err: &ContentError) -> bool {
+    matches!(
+        err,
+        ContentError::Ambiguous { .. } | ContentError::InvalidParams { .. }
+    )
+}
+
+/// `value` with its serialized size, or `ResultTooLarge` over `limit` bytes.
+pub(super) fn bounded<T: Serialize>(value: T, limit: usize) -> Result<(T, usize), ContentError> {
+    let size = serde_json::to_vec(&value).map_or(usize::MAX, |v| v.len());
+    if size > limit {
+        return Err(ContentError::ResultTooLarge { size, limit });
+    }
+    Ok((value, size))
+}
+
+/// Logs, once per URI, that more than one server lists it.
+fn report_collision(uri: &str) {
+    let mut reported = REPORTED_COLLISIONS
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    if reported.len() < MAX_REPORTED_COLLISIONS && reported.insert(uri.to_owned()) {
+        tracing::warn!(uri = %clean(uri, MAX_FIELD_CHARS),
+            "a resource URI is listed by more than one server; reads of it are refused");
+    }
+}
+
+/// Whether `uri` is an expansion of `template` under RFC 6570 level 1: each `{var}` stands
+/// for a non-empty run of unreserved characters and percent escapes (what simple expansion
+/// produces), literals match exactly. Operators and lists (`{+x}`, `{a,b}`) never match.
+pub(super) fn template_matches(template: &str, uri: &str) -> bool {
+    let mut parts = template.split('{');
+    let Some(mut rest) = uri.strip_prefix(parts.next().unwrap_or_default()) else {
+        return false;
+    };
+    for part in parts {
+        let Some((var, literal)) = part.split_once('}') else {
+            return false;
+        };
+        if var.is_empty() || !var.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return false;
+        }
+        let end = if literal.is_empty() {
+            rest.len()
+        } else {
+            match rest.find(literal) {
+                Some(end) => end,
+                None => return false,
+            }
+        };
+        let value = &rest[..end];
+        let unreserved = |c: char| c.is_ascii_alphanumeric() || "-._~%".contains(c);
+        if value.is_empty() || !value.chars().all(unreserved) {
+            return false;
+        }
+        rest = &rest[end + literal.len()..];
+    }
+    rest.is_empty()
+}
+
+impl Gateway {
+    /// The servers whose resources and prompts `ctx` may see, in configuration order.
+    pub(super) fn content_servers(&self, ctx: &CallContext) -> Vec<ServerId> {
+        self.config()
+            .servers
+            .iter()
+            .map(|s| s.id.clone())
+            .filter(|id| self.inner.access.allows_server(ctx, id))
+            .collect()
+    }
+
+    /// Deadline of one read, get or completion on `server`: its call timeout.
+    pub(super) fn content_timeout(&self, server: &ServerId) -> std::time::Duration {
+        let config = self.config();
+        config
+            .server(server)
+            .and_then(|s| s.call_timeout)
+            .unwrap_or(config.limits.call_timeout)
+    }
+
+    /// Lists something of every server `ctx` may see, concurrently (each bounded by the list
+    /// deadline). A server that fails is left out and logged, as a degraded server's tools.
+    pub(super) async fn per_server<T, F, Fut>(
+        &self,
+        ctx: &CallContext,
+        what: &'static str,
+        list: F,
+    ) -> Vec<(ServerId, Vec<T>)>
+    where
+        F: Fn(Manager, ServerId) -> Fut,
+        Fut: Future<Output = Result<Vec<T>, UpstreamError>>,
+    {
+        let servers = self.content_servers(ctx);
+        let lists = servers
+            .iter()
+            .map(|id| list(self.inner.manager.clone(), id.clone()));
+        let results = futures::future::join_all(lists).await;
+        servers
+            .into_iter()
+            .zip(results)
+            .filter_map(|(id, result)| match result {
+                Ok(items) => Some((id, items)),
+                Err(err) => {
+                    tracing::warn!(server = %id, error = %err, "listing {what} failed");
+                    None
+                }
+            })
+            .collect()
+    }
+
+    /// The resources `ctx` may see, URIs as the upstreams list them. A URI listed by more
+    /// than one server is left out (it cannot be routed).
+    pub async fn list_resources(&self, ctx: &CallContext) -> Vec<Resource> {
+        let lists = self
+            .per_server(ctx, "resources", |m, id| async move {
+                m.list_resources(&id).await
+            })
+            .await;
+        let unique: HashSet<String> = owners(&lists, |r: &Resource| r.uri.as_str())
+            .into_iter()
+            .filter(|(_, servers)| servers.len() == 1)
+            .map(|(uri, _)| uri.to_owned())
+            .collect();
+        lists
+            .into_iter()
+            .flat_map(|(_, items)| items)
+            .filter(|r| {
+                let routable = unique.contains(&r.uri);
+                if !routable {
+                    report_collision(&r.uri);
+                }
+                routable
+            })
+            .collect()
+    }
+
+    /// The resource templates `ctx` may see, `uriTemplate` as the upstreams list it.
+    pub async fn list_resource_templates(&self, ctx: &CallContext) -> Vec<ResourceTemplate> {
+        self.per_server(ctx, "resource templates", |m, id| async move {
+            m.list_resource_templates(&id).await
+        })
+        .await
+        .into_iter()
+        .flat_map(|(_, items)| items)
+        .collect()
+    }
+
+    /// Reads `uri` from the one visible server that lists it, or else whose template matches
+    /// it; audited as `server.resource:<uri>`, bounded by `max_result_bytes`.
+    pub async fn read_resource(
+        &self,
+        ctx: &CallContext,
+        uri: &str,
+    ) -> Result<ReadResourceResult, ContentError> {
+        let mut attempt = ContentAttempt::start(self, ctx, format!("resource:{uri}"));
+        let outcome = self.read_inner(ctx, uri, &mut attempt).await;
+        attempt.finish(self, outcome).await
+    }
+
+    async fn read_inner(
+        &self,
+        ctx: &CallContext,
+        uri: &str,
+        attempt: &mut ContentAttempt,
+    ) -> Result<(ReadResourceResult, usize), ContentError> {
+        let server = self.route_uri(ctx, uri).await?;
+        attempt.routed(&server, format!("resource:{uri}"));
+        let not_found = || ContentError::ResourceNotFound {
+            uri: clean(uri, MAX_FIELD_CHARS),
+        };
+        let result = self
+            .inner
+            .manager
+            .read_resource(
+                &server,
+                ReadResourceRequestParams::new(uri),
+                self.content_timeout(&server),
+            )
+            .await
+            .map_err(|e| ContentError::upstream(&server, e, not_found))?;
+        bounded(result, self.config().limits.max_result_bytes)
+    }
+
+    /// The one visible server listing the template `uri` (as a completion names it), else
+    /// the one offering `uri` as a resource.
+    pub(super) async fn route_template(
+        &self,
+        ctx: &CallContext,
+        uri: &str,
+    ) -> Result<ServerId, ContentError> {
+        let templates = self
+            .per_server(ctx, "resource templates", |m, id| async move {
+                m.list_resource_templates(&id).await
+            })
+            .await;
+        match owners(&templates, |t: &ResourceTemplate| t.uri_template.as_str()).get(uri) {
+            Some(servers) => only(servers, uri),
+            None => self.route_uri(ctx, uri).await,
+        }
+    }
+
+    /// The one visible server offering `uri`: listed exactly, else by a matching template.
+    pub(super) async fn route_uri(
+        &self,
+        ctx: &CallContext,
+        uri: &str,
+    ) -> Result<ServerId, ContentError> {
+        let resources = self
+            .per_server(ctx, "resources", |m, id| async move {
+                m.list_resources(&id).await
+            })
+            .await;
+        if let Some(servers) = owners(&resources, |r: &Resource| r.uri.as_str()).get(uri) {
+            return only(servers, uri);
+        }
+        let templates = self
+            .per_server(ctx, "resource templates", |m, id| async move {
+                m.list_resource_templates(&id).await
+            })
+            .await;
+        let matching: Vec<&ServerId> = templates
+            .iter()
+            .filter(|(_, items)| items.iter().any(|t| template_matches(&t.uri_template, uri)))
+            .map(|(id, _)| id)
+            .collect();
+        match matching.as_slice() {
+            [] => Err(ContentError::ResourceNotFound {
+                uri: clean(uri, MAX_FIELD_CHARS),
+            }),
+            servers => only(servers, uri),
+        }
+    }
+}
+
+/// Which servers list each key (a URI or template), every server once.
+pub(super) fn owners<'a, T>(
+    lists: &'a [(ServerId, Vec<T>)],
+    key: impl Fn(&'a T) -> &'a str,
+) -> HashMap<&'a str, Vec<&'a ServerId>> {
+    let mut owners: HashMap<&str, Vec<&ServerId>> = HashMap::new();
+    for (server, items) in lists {
+        for item in items {
+            let servers = owners.entry(key(item)).or_default();
+            if !servers.contains(&server) {
+                servers.push(server);
+            }
+        }
+    }
+    owners
+}
+
+/// The single server of `servers`; more than one is a collision, refused and logged once.
+pub(super) fn only(servers: &[&ServerId], uri: &str) -> Result<ServerId, ContentError> {
+    match servers {
+        [one] => Ok((*one).clone()),
+        _ => {
+            report_collision(uri);
+            Err(ContentError::Ambiguous {
+                uri: clean(uri, MAX_FIELD_CHARS),
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn level_one_templates_match_simple_expansions_only() {
+        let t = "test://template/{id}/data";
+        assert!(template_matches(t, "test://template/42/data"));
+        assert!(template_matches(t, "test://template/a%20b/data"));
+        assert!(!template_matches(t, "test://template//data"));
+        assert!(!template_matches(t, "test://template/4/2/data"));
+        assert!(!template_matches(t, "test://template/42/data/more"));
+        assert!(!template_matches(t, "test://other/42/data"));
+        assert!(template_matches("db://{schema}/{table}", "db://main/users"));
+        assert!(!template_matches("db://{+path}", "db://a"));
+        assert!(!template_matches("db://{a,b}", "db://x"));
+        assert!(template_matches("plain://uri", "plain://uri"));
+        assert!(!template_matches("broken://{id", "broken://x"));
+    }
+
+    #[test]
+    fn a_uri_of_two_servers_is_refused() {
+        let (a, b) = (
+            ServerId::new("a").expect("valid"),
+            ServerId::new("b").expect("valid"),
+        );
+        let lists = vec![
+            (a.clone(), vec!["x://1", "x://2", "x://2"]),
+            (b.clone(), vec!["x://2"]),
+        ];
+        let owners = owners(&lists, |s: &&str| *s);
+        assert_eq!(only(&owners["x://1"], "x://1").expect("one owner"), a);
+        assert_eq!(owners["x://2"], vec![&a, &b]);
+        assert!(matches!(
+            only(&owners["x://2"], "x://2"),
+            Err(ContentError::Ambiguous { .. })
+        ));
+    }
+}

@@ -1,0 +1,398 @@
+//! The route table of the OpenAPI document: one entry per operation the router serves.
+
+use serde_json::{Value, json};
+
+use super::{Access, Route, json_body, schema_ref};
+use crate::{
+    server::mcp::MCP_PATH,
+    store::{DEFAULT_AUDIT_QUERY_LIMIT, MAX_AUDIT_QUERY_LIMIT},
+};
+
+fn path_id(description: &str) -> Value {
+    json!([{ "name": "id", "in": "path", "required": true, "description": description,
+             "schema": { "type": "string" } }])
+}
+
+pub(super) fn routes() -> Vec<Route> {
+    let none = || json!([]);
+    let query = |name: &str, kind: &str, description: &str| {
+        json!({ "name": name, "in": "query", "required": false, "description": description,
+                "schema": { "type": kind } })
+    };
+    vec![
+        Route {
+            method: "get",
+            path: "/healthz",
+            id: "healthz",
+            access: Access::Public,
+            summary: "Liveness: the process answers.",
+            parameters: none(),
+            body: None,
+            ok: json_body("Alive.", schema_ref("Health")),
+            errors: &[],
+        },
+        Route {
+            method: "get",
+            path: "/readyz",
+            id: "readyz",
+            access: Access::Public,
+            summary: "Readiness: stores answer and every server had its first connection attempt.",
+            parameters: none(),
+            body: None,
+            ok: json_body("Ready.", schema_ref("Ready")),
+            errors: &[(
+                503,
+                "Not ready: a store does not answer or a server is still connecting.",
+                "Ready",
+            )],
+        },
+        Route {
+            method: "get",
+            path: "/metrics",
+            id: "metrics",
+            access: Access::Scraper,
+            summary: "Prometheus metrics (text exposition format 0.0.4).",
+            parameters: none(),
+            body: None,
+            ok: json!({ "description": "The metrics.", "content": {
+                "text/plain; version=0.0.4": { "schema": { "type": "string" } } } }),
+            errors: &[(
+                403,
+                "The caller has neither the admin nor the metrics role (`forbidden`).",
+                "Error",
+            )],
+        },
+        Route {
+            method: "get",
+            path: "/api/v1/openapi.json",
+            id: "openapi",
+            access: Access::Public,
+            summary: "This document.",
+            parameters: none(),
+            body: None,
+            ok: json_body("The OpenAPI document.", json!({ "type": "object" })),
+            errors: &[],
+        },
+        Route {
+            method: "get",
+            path: "/api/v1/mcp/tools",
+            id: "listTools",
+            access: Access::Caller,
+            summary: "The tools the caller may see, with their status.",
+            parameters: none(),
+            body: None,
+            ok: json_body("The caller's tools.", schema_ref("ToolList")),
+            errors: &[],
+        },
+        Route {
+            method: "post",
+            path: "/api/v1/mcp/tools/call",
+            id: "callTool",
+            access: Access::Caller,
+            summary: "Calls a tool through the gate.",
+            parameters: none(),
+            body: Some(json!({ "required": true, "content": {
+                "application/json": { "schema": schema_ref("CallRequest") } } })),
+            ok: json_body(
+                "The tool ran: its shaped result, or the error it reported (`tool_error`).",
+                json!({ "oneOf": [schema_ref("ToolResult"), schema_ref("Error")] }),
+            ),
+            errors: &[
+                (
+                    400,
+                    "The body is not acceptable (`bad_request`) or the arguments fail the tool's schema or limits (`invalid_arguments`).",
+                    "Error",
+                ),
+                (
+                    404,
+                    "No such tool, or not visible to the caller (`not_found`).",
+                    "Error",
+                ),
+                (
+                    409,
+                    "The confirmation token is unknown, used, expired or bound to another call (`confirmation_invalid`).",
+                    "Error",
+                ),
+                (
+                    413,
+                    "The result is over the size limit (`result_too_large`), or the request body is over `max_body_bytes` (plain text).",
+                    "Error",
+                ),
+                (
+                    423,
+                    "The tool is quarantined (`quarantined`) or waits for review (`pending_review`).",
+                    "Error",
+                ),
+                (
+                    428,
+                    "The call needs confirmation: approve `confirmationId`, then call again with the token (`confirmation_required`).",
+                    "ConfirmationRequired",
+                ),
+                (
+                    429,
+                    "A rate or concurrency limit was hit (`limit_exceeded`); see `Retry-After`.",
+                    "Error",
+                ),
+                (502, "The upstream failed the call (`upstream_*`).", "Error"),
+                (
+                    503,
+                    "The upstream is not connected (`upstream_unavailable`) or a store is unreachable (`store_unavailable`).",
+                    "Error",
+                ),
+                (
+                    504,
+                    "The tool did not answer within its deadline (`timeout`).",
+                    "Error",
+                ),
+            ],
+        },
+        Route {
+            method: "get",
+            path: "/api/v1/mcp/confirmations",
+            id: "listConfirmations",
+            access: Access::Caller,
+            summary: "The caller's pending confirmations in this session, oldest first.",
+            parameters: none(),
+            body: None,
+            ok: json_body("Pending confirmations.", schema_ref("ConfirmationList")),
+            errors: &[(
+                503,
+                "The confirmation store is unreachable (`store_unavailable`).",
+                "Error",
+            )],
+        },
+        Route {
+            method: "post",
+            path: "/api/v1/mcp/confirmations/{id}/approve",
+            id: "approve",
+            access: Access::Caller,
+            summary: "Approves a pending confirmation; the token lets exactly that call run once.",
+            parameters: path_id("The confirmation id."),
+            body: None,
+            ok: json_body("Approved.", schema_ref("Approval")),
+            errors: &[
+                (
+                    403,
+                    "The confirmation belongs to another user or session (`forbidden`).",
+                    "Error",
+                ),
+                (
+                    409,
+                    "Unknown or expired confirmation (`confirmation_invalid`).",
+                    "Error",
+                ),
+                (
+                    503,
+                    "The confirmation store is unreachable (`store_unavailable`).",
+                    "Error",
+                ),
+            ],
+        },
+        Route {
+            method: "post",
+            path: "/api/v1/mcp/confirmations/{id}/deny",
+            id: "deny",
+            access: Access::Caller,
+            summary: "Denies a pending confirmation for good.",
+            parameters: path_id("The confirmation id."),
+            body: None,
+            ok: json_body("Denied.", schema_ref("Ok")),
+            errors: &[
+                (
+                    403,
+                    "The confirmation belongs to another user or session (`forbidden`).",
+                    "Error",
+                ),
+                (
+                    409,
+                    "Unknown or expired confirmation (`confirmation_invalid`).",
+                    "Error",
+                ),
+                (
+                    503,
+                    "The confirmation store is unreachable (`store_unavailable`).",
+                    "Error",
+                ),
+            ],
+        },
+        Route {
+            method: "get",
+            path: "/api/v1/mcp/servers",
+            id: "listServers",
+            access: Access::Caller,
+            summary: "Servers whose tools the caller may see (admins: all), with their state.",
+            parameters: none(),
+            body: None,
+            ok: json_body("Servers.", schema_ref("ServerList")),
+            errors: &[],
+        },
+        Route {
+            method: "post",
+            path: "/api/v1/mcp/servers/{id}/refresh",
+            id: "refreshServer",
+            access: Access::Admin,
+            summary: "Asks a server to re-list its tools, or to reconnect now.",
+            parameters: path_id("The server id."),
+            body: None,
+            ok: json_body("Refresh started.", schema_ref("Refreshing")),
+            errors: &[(404, "No such server (`not_found`).", "Error")],
+        },
+        Route {
+            method: "get",
+            path: "/api/v1/audit",
+            id: "audit",
+            access: Access::Admin,
+            summary: "Audit records, newest first; page with `before`.",
+            parameters: json!([
+                query("since", "integer", "Records at or after this time (seconds since the epoch)."),
+                query("until", "integer", "Records before this time (seconds since the epoch)."),
+                query("tenant", "string", "Only this tenant."),
+                query("user", "string", "Only this user."),
+                query("tool", "string", "Only this canonical tool id."),
+                query("outcome", "string", "Only this outcome (`ok` or an error code)."),
+                { "name": "limit", "in": "query", "required": false,
+                  "description": "At most this many records.",
+                  "schema": { "type": "integer", "minimum": 0,
+                              "maximum": MAX_AUDIT_QUERY_LIMIT,
+                              "default": DEFAULT_AUDIT_QUERY_LIMIT } },
+                query("before", "integer", "Records older than this id (the previous page's `before`)."),
+            ]),
+            body: None,
+            ok: json_body("A page of records.", schema_ref("AuditPage")),
+            errors: &[
+                (
+                    400,
+                    "An unknown or malformed query parameter (plain text).",
+                    "Error",
+                ),
+                (
+                    503,
+                    "The audit log is unreachable (`store_unavailable`).",
+                    "Error",
+                ),
+            ],
+        },
+        Route {
+            method: "post",
+            path: "/api/v1/admin/reload",
+            id: "reload",
+            access: Access::Admin,
+            summary: "Reads the configuration file again; a valid one replaces the running gateway.",
+            parameters: none(),
+            body: None,
+            ok: json_body("Reloaded.", schema_ref("ReloadOutcome")),
+            errors: &[
+                (
+                    400,
+                    "The configuration has problems; the running one is kept (`invalid_config`).",
+                    "ReloadProblems",
+                ),
+                (
+                    409,
+                    "Settings that need a restart changed (`restart_required`), or the service was not started from a file (`reload_unavailable`).",
+                    "ReloadConflict",
+                ),
+                (
+                    500,
+                    "The reload failed unexpectedly; the running configuration is kept (`reload_failed`).",
+                    "Error",
+                ),
+                (
+                    503,
+                    "The service is shutting down (`shutting_down`).",
+                    "Error",
+                ),
+            ],
+        },
+        Route {
+            method: "post",
+            path: MCP_PATH,
+            id: "mcpPost",
+            access: Access::Caller,
+            summary: "The MCP endpoint (Streamable HTTP): one JSON-RPC message in, its answer out.",
+            parameters: none(),
+            body: Some(
+                json!({ "required": true, "content": { "application/json": { "schema": {
+                "type": "object",
+                "description": "One JSON-RPC 2.0 message (MCP specification, Streamable HTTP)." } } } }),
+            ),
+            ok: json!({ "description": "The JSON-RPC response, as JSON or as an event stream.",
+                "content": {
+                    "application/json": { "schema": { "type": "object" } },
+                    "text/event-stream": { "schema": { "type": "string" } } } }),
+            errors: &[
+                (202, "A notification or response was accepted; no body.", ""),
+                (
+                    400,
+                    "Not a JSON-RPC message, or a session or protocol-version header problem (plain text).",
+                    "",
+                ),
+                (
+                    404,
+                    "Unknown or expired MCP session, or an unknown JSON-RPC method.",
+                    "",
+                ),
+                (
+                    406,
+                    "The `Accept` header must allow `application/json` and `text/event-stream`.",
+                    "",
+                ),
+                (413, "The body is over `max_body_bytes`.", ""),
+                (415, "The body must be `application/json`.", ""),
+            ],
+        },
+        Route {
+            method: "get",
+            path: MCP_PATH,
+            id: "mcpStream",
+            access: Access::Caller,
+            summary: "The MCP session's server-to-client event stream.",
+            parameters: none(),
+            body: None,
+            ok: json!({ "description": "Server messages as they come.", "content": {
+                "text/event-stream": { "schema": { "type": "string" } } } }),
+            errors: &[
+                (
+                    400,
+                    "No or a malformed `mcp-session-id` header (plain text).",
+                    "",
+                ),
+                (404, "Unknown or expired MCP session.", ""),
+                (
+                    405,
+                    "The request's protocol version has no stream (2026-07-28).",
+                    "",
+                ),
+                (
+                    406,
+                    "The `Accept` header must allow `text/event-stream`.",
+                    "",
+                ),
+            ],
+        },
+        Route {
+            method: "delete",
+            path: MCP_PATH,
+            id: "mcpEnd",
+            access: Access::Caller,
+            summary: "Ends the MCP session named by `mcp-session-id`.",
+            parameters: none(),
+            body: None,
+            ok: json!({ "description": "Ended." }),
+            errors: &[
+                (202, "Ended.", ""),
+                (
+                    400,
+                    "No or a malformed `mcp-session-id` header (plain text).",
+                    "",
+                ),
+                (404, "Unknown or expired MCP session.", ""),
+                (
+                    405,
+                    "The request's protocol version has no sessions (2026-07-28).",
+                    "",
+                ),
+            ],
+        },
+    ]
+}

@@ -1,0 +1,219 @@
+//! The JSON Schemas of the OpenAPI document: request and response bodies as the handlers in
+//! `rest.rs`, `mod.rs` and `reload.rs` build them.
+
+use serde_json::{Value, json};
+
+fn string() -> Value {
+    json!({ "type": "string" })
+}
+
+fn nullable_string() -> Value {
+    json!({ "type": ["string", "null"] })
+}
+
+fn integer() -> Value {
+    json!({ "type": "integer", "minimum": 0 })
+}
+
+fn epoch(what: &str) -> Value {
+    json!({ "type": "integer", "minimum": 0, "description": format!("{what} (seconds since the epoch).") })
+}
+
+fn strings() -> Value {
+    json!({ "type": "array", "items": { "type": "string" } })
+}
+
+fn list_of(name: &str) -> Value {
+    json!({ "type": "array", "items": { "$ref": format!("#/components/schemas/{name}") } })
+}
+
+/// An object with every listed property required.
+fn object(properties: Value) -> Value {
+    let required: Vec<String> = properties
+        .as_object()
+        .map(|p| p.keys().cloned().collect())
+        .unwrap_or_default();
+    json!({ "type": "object", "required": required, "properties": properties })
+}
+
+/// The error body with more required fields.
+fn error_with(properties: Value) -> Value {
+    json!({ "allOf": [{ "$ref": "#/components/schemas/Error" }, object(properties)] })
+}
+
+/// One content part, tagged by `type`.
+fn part(kind: &str, properties: Value) -> Value {
+    let mut part = object(properties);
+    part["properties"]["type"] = json!({ "const": kind });
+    if let Some(required) = part["required"].as_array_mut() {
+        required.insert(0, json!("type"));
+    }
+    part
+}
+
+pub(super) fn schemas() -> Value {
+    let mime = || json!({ "type": "string" });
+    json!({
+        "Error": {
+            "type": "object",
+            "required": ["ok", "code", "message"],
+            "properties": {
+                "ok": { "const": false },
+                "code": { "type": "string", "description": "Stable and machine-readable: act on it." },
+                "message": { "type": "string", "description": "For people; never holds internals." },
+            },
+        },
+        "ConfirmationRequired": error_with(json!({
+            "confirmationId": string(),
+            "tool": string(),
+            "argsHash": { "type": "string", "description": "SHA-256 of the canonical arguments." },
+            "expiresAt": epoch("When the pending confirmation lapses"),
+        })),
+        "ReloadProblems": error_with(json!({
+            "problems": { "type": "array", "items": { "type": "string" },
+                          "description": "Every problem, each as `field.path: message`." },
+        })),
+        "ReloadConflict": {
+            "allOf": [{ "$ref": "#/components/schemas/Error" }, {
+                "type": "object",
+                "properties": { "sections": {
+                    "type": "array", "items": { "type": "string" },
+                    "description": "With `restart_required`: the sections that changed.",
+                } },
+            }],
+        },
+        "Health": object(json!({ "ok": { "const": true } })),
+        "Ready": object(json!({
+            "ok": { "type": "boolean" },
+            "stores": { "type": "boolean" },
+            "servers": { "type": "array", "items": object(json!({
+                "id": string(), "state": { "$ref": "#/components/schemas/ServerState" },
+            })) },
+        })),
+        "ServerState": { "enum": ["connecting", "ready", "degraded", "failed"] },
+        "Ok": object(json!({ "ok": { "const": true } })),
+        "Finding": object(json!({ "code": string(), "location": string(), "detail": string() })),
+        "Tool": object(json!({
+            "name": { "type": "string", "description": "Canonical id `server.tool`." },
+            "functionName": { "type": "string", "description": "The name models and the MCP endpoint use." },
+            "title": nullable_string(),
+            "description": nullable_string(),
+            "inputSchema": { "type": "object" },
+            "source": { "const": "mcp" },
+            "server": string(),
+            "requiresConfirmation": { "type": "boolean" },
+            "fingerprint": string(),
+            "status": { "enum": ["ok", "stale", "quarantined", "pending"] },
+            "statusReason": nullable_string(),
+            "findings": list_of("Finding"),
+        })),
+        "ToolList": object(json!({ "tools": list_of("Tool") })),
+        "CallRequest": {
+            "type": "object",
+            "required": ["tool"],
+            "additionalProperties": false,
+            "properties": {
+                "tool": { "type": "string", "description": "Canonical id or function name." },
+                "arguments": { "type": ["object", "null"] },
+                "confirmationToken": nullable_string(),
+            },
+        },
+        "Part": { "oneOf": [
+            part("text", json!({ "text": string() })),
+            part("image", json!({ "mimeType": mime(), "data": string() })),
+            part("audio", json!({ "mimeType": mime(), "data": string() })),
+            {
+                "type": "object",
+                "required": ["type", "uri"],
+                "properties": {
+                    "type": { "const": "resource" }, "uri": string(), "mimeType": mime(),
+                    "text": string(), "blob": string(),
+                },
+            },
+            {
+                "type": "object",
+                "required": ["type", "uri", "name"],
+                "properties": {
+                    "type": { "const": "resource_link" }, "uri": string(), "name": string(),
+                    "mimeType": mime(),
+                },
+            },
+            {
+                "type": "object",
+                "required": ["type", "kind", "bytes", "reason"],
+                "properties": {
+                    "type": { "const": "omitted" }, "kind": string(), "mimeType": mime(),
+                    "bytes": integer(), "reason": string(),
+                },
+            },
+        ] },
+        "ToolResult": object(json!({
+            "ok": { "const": true },
+            "tool": string(),
+            "server": string(),
+            "data": {
+                "type": "object",
+                "required": ["content", "truncated"],
+                "properties": {
+                    "content": list_of("Part"),
+                    "truncated": { "type": "boolean" },
+                    "structuredContent": {},
+                },
+            },
+        })),
+        "PendingConfirmation": object(json!({
+            "confirmationId": string(),
+            "tool": string(),
+            "argsHash": string(),
+            "createdAt": epoch("When the call asked"),
+            "expiresAt": epoch("When it lapses"),
+        })),
+        "ConfirmationList": object(json!({ "confirmations": list_of("PendingConfirmation") })),
+        "Approval": object(json!({
+            "confirmationToken": { "type": "string", "description": "Send it with the same call, once." },
+            "confirmationId": string(),
+            "expiresAt": epoch("When the token lapses"),
+        })),
+        "Server": object(json!({
+            "id": string(),
+            "state": { "$ref": "#/components/schemas/ServerState" },
+            "lastError": nullable_string(),
+            "transport": { "enum": ["stdio", "streamable-http", "sse", null] },
+            "toolCount": integer(),
+            "stale": { "type": "boolean" },
+        })),
+        "ServerList": object(json!({ "servers": list_of("Server") })),
+        "Refreshing": object(json!({ "ok": { "const": true }, "refreshing": string() })),
+        "AuditRecord": object(json!({
+            "id": { "type": "integer" },
+            "time": { "type": "string", "format": "date-time", "description": "When the attempt started (RFC 3339, UTC)." },
+            "requestId": string(),
+            "tenant": string(),
+            "user": string(),
+            "session": string(),
+            "server": string(),
+            "tool": string(),
+            "decision": string(),
+            "confirmationId": nullable_string(),
+            "outcome": { "type": "string", "description": "`ok` or an error code." },
+            "durationMs": integer(),
+            "argumentBytes": integer(),
+            "resultBytes": integer(),
+            "fingerprint": nullable_string(),
+            "arguments": nullable_string(),
+            "detail": nullable_string(),
+        })),
+        "AuditPage": object(json!({
+            "records": list_of("AuditRecord"),
+            "before": { "type": ["integer", "null"], "description": "Pass as `before` for the next page." },
+        })),
+        "ReloadOutcome": object(json!({
+            "ok": { "const": true },
+            "added": strings(),
+            "removed": strings(),
+            "kept": strings(),
+            "tools": integer(),
+            "warnings": strings(),
+        })),
+    })
+}
