@@ -1,20 +1,31 @@
 //! `mcpgate serve`: the gateway as an HTTP service. Prints where to go and how to
-//! authenticate; Ctrl-C (or SIGTERM) drains in-flight requests and reaps every upstream.
+//! authenticate; SIGHUP reloads the configuration; Ctrl-C (or SIGTERM) drains in-flight
+//! requests and reaps every upstream.
 
-use std::{io::Write as _, net::SocketAddr, process::ExitCode, sync::Arc};
+use std::{io::Write as _, net::SocketAddr, path::Path, process::ExitCode, sync::Arc};
 
 use anyhow::Context as _;
 use mcpgate::{
-    config::{AuthConfig, Env},
+    config::{self, AuthConfig, Env},
     gateway::{Gateway, GatewayOptions},
-    server::{AppState, auth::Authenticator},
+    server::{
+        AppState,
+        auth::Authenticator,
+        reload::{ReloadError, ReloadSource, reload},
+    },
 };
-use tokio::net::TcpListener;
+use tokio::{
+    net::TcpListener,
+    signal::unix::{Signal, SignalKind, signal},
+};
+use tokio_util::sync::CancellationToken;
 
 pub async fn run(
     explicit: Option<&std::path::Path>,
     listen: Option<SocketAddr>,
 ) -> anyhow::Result<ExitCode> {
+    // Caught from the start: a SIGHUP sent once the banner shows must reload, not kill.
+    let hangups = signal(SignalKind::hangup()).context("cannot catch SIGHUP")?;
     let loaded = super::load(explicit)?;
     for warning in &loaded.warnings {
         tracing::warn!("{warning}");
@@ -33,27 +44,70 @@ pub async fn run(
         .await
         .with_context(|| format!("cannot listen on {}", service.listen))?;
     let addr = listener.local_addr()?;
-    let gateway = Gateway::start(
-        config,
-        GatewayOptions {
-            env,
-            supervisor: std::env::current_exe().ok(),
-            ..GatewayOptions::default()
-        },
-    )
-    .await?;
+    let options = GatewayOptions {
+        env,
+        supervisor: std::env::current_exe().ok(),
+        ..GatewayOptions::default()
+    };
+    let gateway = Gateway::start(config, options.clone()).await?;
     // Requests wait in the listen queue meanwhile: what the banner promises works at once.
     gateway.wait_ready(settle).await;
     banner(addr, &service.auth, auth.dev_token())?;
-    let state = AppState::new(gateway.clone(), Arc::new(auth), service);
+    // Read again exactly as `super::load` read it.
+    let source = ReloadSource {
+        explicit: explicit.map(Path::to_path_buf),
+        cwd: std::env::current_dir().context("cannot read the working directory")?,
+        exe: std::env::current_exe().context("cannot locate the mcpgate binary")?,
+        embedded_state: config::StateConfig::default(),
+        listen,
+        options,
+    };
+    let state = AppState::new(gateway, Arc::new(auth), service).with_reload(source);
+    let live = state.gateway.clone();
+    let stop_reloads = CancellationToken::new();
+    let reloads = tokio::spawn(reload_on_hangup(
+        state.clone(),
+        hangups,
+        stop_reloads.clone(),
+    ));
     let result = mcpgate::server::serve(listener, state, async {
         let signal = super::shutdown_signal().await;
         eprintln!("{signal}: shutting down");
     })
     .await;
-    gateway.shutdown().await;
+    stop_reloads.cancel();
+    let _ = reloads.await;
+    live.shutdown().await;
     result.context("the HTTP server failed")?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Reloads the configuration at each SIGHUP, until `stop`.
+async fn reload_on_hangup(state: AppState, mut hangups: Signal, stop: CancellationToken) {
+    let Some(source) = state.reload.clone() else {
+        return;
+    };
+    loop {
+        tokio::select! {
+            received = hangups.recv() => if received.is_none() { return },
+            () = stop.cancelled() => return,
+        }
+        match reload(&state, &source).await {
+            Ok(outcome) => eprintln!(
+                "SIGHUP: configuration reloaded ({} server(s) added, {} removed, {} tools)",
+                outcome.added.len(),
+                outcome.removed.len(),
+                outcome.tools
+            ),
+            Err(ReloadError::Invalid { problems }) => {
+                eprintln!("SIGHUP: configuration not reloaded; the running one is kept:");
+                for problem in problems {
+                    eprintln!("  {problem}");
+                }
+            }
+            Err(err) => eprintln!("SIGHUP: configuration not reloaded: {err}"),
+        }
+    }
 }
 
 /// Tells a new user where the API is and which token to send.
@@ -67,6 +121,10 @@ fn banner(addr: SocketAddr, auth: &AuthConfig, dev_token: Option<&str>) -> std::
         "  MCP        {base}/mcp   (Streamable HTTP, same bearer token)"
     )?;
     writeln!(out, "  health     {base}/healthz   readiness {base}/readyz")?;
+    writeln!(
+        out,
+        "  API docs   {base}/api/v1/openapi.json   metrics {base}/metrics"
+    )?;
     match (auth, dev_token) {
         (AuthConfig::Dev, Some(token)) => {
             writeln!(out, "  token      {token}")?;

@@ -221,6 +221,14 @@ impl Gateway {
         &self.inner.config
     }
 
+    /// The stores this gateway writes to; a gateway started by a reload shares them.
+    pub fn stores(&self) -> Stores {
+        Stores {
+            confirmations: self.inner.confirmations.clone(),
+            audit: self.inner.audit.clone(),
+        }
+    }
+
     /// The audit log (for `mcpgate audit` and the API).
     pub fn audit_store(&self) -> &Arc<dyn AuditStore> {
         &self.inner.audit

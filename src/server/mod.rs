@@ -6,6 +6,9 @@ pub mod auth;
 mod errors;
 mod guard;
 pub mod mcp;
+pub mod metrics;
+pub mod openapi;
+pub mod reload;
 pub mod rest;
 
 use std::{
@@ -33,6 +36,8 @@ pub use errors::ApiError;
 
 use crate::{config::ServiceConfig, gateway::Gateway, upstream::ServerState};
 use auth::Authenticator;
+use metrics::Metrics;
+use reload::{LiveGateway, ReloadSource};
 
 /// Response header: milliseconds spent in the gateway, excluding the upstream.
 pub const OVERHEAD_HEADER: &str = "x-mcpgate-overhead-ms";
@@ -44,12 +49,17 @@ const MAX_REQUEST_ID: usize = 64;
 /// What every handler shares.
 #[derive(Clone)]
 pub struct AppState {
-    pub gateway: Gateway,
+    /// The gateway in service; a reload replaces it, so take [`LiveGateway::current`] once
+    /// per request (or per call) and hold it until done, never for a session's life.
+    pub gateway: Arc<LiveGateway>,
     pub auth: Arc<Authenticator>,
     pub service: Arc<ServiceConfig>,
     /// Cancelled when the service stops: closes MCP sessions and their open streams, which
     /// would otherwise hold graceful shutdown.
     pub shutdown: CancellationToken,
+    pub metrics: Arc<Metrics>,
+    /// Where a reload reads the configuration again; `None`: reloading is unavailable.
+    pub reload: Option<Arc<ReloadSource>>,
 }
 
 impl AppState {
@@ -59,10 +69,20 @@ impl AppState {
         service: Arc<ServiceConfig>,
     ) -> AppState {
         AppState {
-            gateway,
+            gateway: Arc::new(LiveGateway::new(gateway)),
             auth,
             service,
             shutdown: CancellationToken::new(),
+            metrics: Arc::new(Metrics::default()),
+            reload: None,
+        }
+    }
+
+    /// Enables `POST /api/v1/admin/reload` (and SIGHUP in `mcpgate serve`).
+    pub fn with_reload(self, source: ReloadSource) -> AppState {
+        AppState {
+            reload: Some(Arc::new(source)),
+            ..self
         }
     }
 }
@@ -84,10 +104,16 @@ impl Overhead {
 
 /// The whole service as a router.
 pub fn app(state: AppState) -> Router {
-    let api = rest::routes().layer(middleware::from_fn_with_state(state.clone(), authenticate));
+    let api = rest::routes()
+        .merge(reload::routes())
+        .layer(middleware::from_fn_with_state(state.clone(), authenticate));
+    let metrics =
+        metrics::routes().route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
     Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
+        .route("/api/v1/openapi.json", get(openapi::serve))
+        .merge(metrics)
         .nest("/api/v1", api)
         .merge(mcp::mcp_router(state.clone(), state.shutdown.clone()))
         .layer(middleware::from_fn_with_state(
@@ -222,8 +248,8 @@ async fn healthz() -> Json<serde_json::Value> {
 /// Ready when the configuration is loaded and the stores answer; per-server states are shown
 /// (a degraded upstream does not make the gateway unready: its other servers still work).
 async fn readyz(State(state): State<AppState>) -> Response {
-    let store_ok = state
-        .gateway
+    let gateway = state.gateway.current();
+    let store_ok = gateway
         .audit_store()
         .query(crate::store::AuditQuery {
             limit: 1,
@@ -231,14 +257,12 @@ async fn readyz(State(state): State<AppState>) -> Response {
         })
         .await
         .is_ok();
-    let servers: Vec<_> = state
-        .gateway
+    let servers: Vec<_> = gateway
         .servers()
         .iter()
         .map(|s| json!({ "id": s.id.as_str(), "state": s.state.as_str() }))
         .collect();
-    let settled = state
-        .gateway
+    let settled = gateway
         .servers()
         .iter()
         .all(|s| s.state != ServerState::Connecting);

@@ -17,6 +17,7 @@ use serde_json::{Map, Value, json};
 use super::{
     AppState, Overhead,
     errors::{ApiError, epoch_secs},
+    metrics::Decision,
 };
 use crate::{
     config::ServerId,
@@ -43,11 +44,11 @@ async fn list_tools(
     State(state): State<AppState>,
     Extension(ctx): Extension<CallContext>,
 ) -> Json<Value> {
-    let tools: Vec<Value> = state
-        .gateway
+    let gateway = state.gateway.current();
+    let tools: Vec<Value> = gateway
         .list_tools(&ctx)
         .iter()
-        .map(|t| state.gateway.tool_json(t))
+        .map(|t| gateway.tool_json(t))
         .collect();
     Json(json!({ "tools": tools }))
 }
@@ -88,10 +89,12 @@ async fn call_tool(
             shown(unknown)
         )));
     }
-    let (outcome, upstream) = state
-        .gateway
+    let gateway = state.gateway.current();
+    let timer = state.metrics.start_call(&gateway, &tool);
+    let (outcome, upstream) = gateway
         .call_tool_measured(&ctx, &tool, arguments, token.as_deref())
         .await;
+    timer.finish(&outcome);
     overhead.exclude(upstream);
     match outcome {
         Ok(output) => Ok(Json(output.to_json()).into_response()),
@@ -103,7 +106,7 @@ async fn list_confirmations(
     State(state): State<AppState>,
     Extension(ctx): Extension<CallContext>,
 ) -> Result<Json<Value>, ApiError> {
-    let pending = state.gateway.pending_confirmations(&ctx).await?;
+    let pending = state.gateway.current().pending_confirmations(&ctx).await?;
     let list: Vec<Value> = pending
         .iter()
         .map(|p| {
@@ -124,7 +127,9 @@ async fn approve(
     Extension(ctx): Extension<CallContext>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let approval = state.gateway.approve(&ctx, &id).await?;
+    let approval = state.gateway.current().approve(&ctx, &id).await;
+    state.metrics.decided(Decision::Approved, &approval);
+    let approval = approval?;
     Ok(Json(json!({
         "confirmationToken": approval.token,
         "confirmationId": approval.confirmation_id,
@@ -137,7 +142,9 @@ async fn deny(
     Extension(ctx): Extension<CallContext>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    state.gateway.deny(&ctx, &id).await?;
+    let denied = state.gateway.current().deny(&ctx, &id).await;
+    state.metrics.decided(Decision::Denied, &denied);
+    denied?;
     Ok(Json(json!({ "ok": true })))
 }
 
@@ -145,9 +152,9 @@ async fn list_servers(
     State(state): State<AppState>,
     Extension(ctx): Extension<CallContext>,
 ) -> Json<Value> {
-    let visible = state.gateway.list_tools(&ctx);
-    let servers: Vec<Value> = state
-        .gateway
+    let gateway = state.gateway.current();
+    let visible = gateway.list_tools(&ctx);
+    let servers: Vec<Value> = gateway
         .servers()
         .iter()
         // A caller sees the servers whose tools they may see (admins see all).
@@ -184,7 +191,7 @@ async fn refresh_server(
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     require_admin(&ctx)?;
-    let found = ServerId::new(&id).is_some_and(|id| state.gateway.refresh(&id));
+    let found = ServerId::new(&id).is_some_and(|id| state.gateway.current().refresh(&id));
     if !found {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
@@ -232,6 +239,7 @@ async fn audit(
     };
     let records = state
         .gateway
+        .current()
         .audit_store()
         .query(query)
         .await

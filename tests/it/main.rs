@@ -11,5 +11,6 @@ mod inspector;
 mod peers;
 mod processes;
 mod server;
+mod service_extras;
 mod support;
 mod toolset;

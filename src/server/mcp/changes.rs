@@ -2,11 +2,11 @@
 //! usable tools are compared with what was last announced, and only a real difference (for
 //! this caller) is announced.
 
-use std::{future::Future, time::Duration};
+use std::{future::Future, sync::Arc, time::Duration};
 
 use tokio::sync::watch;
 
-use crate::{gateway::Gateway, policy::CallContext};
+use crate::{gateway::Gateway, policy::CallContext, server::reload::LiveGateway};
 
 /// Pause between looks at the catalog after an upstream change. The gateway rebuilds its
 /// catalog on the same signal we wake on, so the first look may come before the new one.
@@ -29,24 +29,39 @@ fn view(gateway: &Gateway, ctx: &CallContext) -> Vec<(String, String)> {
 /// even if the follower starts running later (the session's follower is made at `initialize`
 /// and runs from `notifications/initialized`).
 pub struct Follower {
-    gateway: Gateway,
+    /// Looked up at each look, never held: a reload must be able to retire the old gateway.
+    live: Arc<LiveGateway>,
     ctx: CallContext,
+    /// Changes of the gateway in service when last looked.
     changes: watch::Receiver<u64>,
+    swaps: watch::Receiver<u64>,
     announced: Vec<(String, String)>,
 }
 
 impl Follower {
-    pub fn new(gateway: Gateway, ctx: CallContext) -> Follower {
+    pub fn new(live: Arc<LiveGateway>, ctx: CallContext) -> Follower {
         // Subscribed before the first look, so no change falls between the two.
+        let mut swaps = live.swaps();
+        swaps.borrow_and_update();
+        let gateway = live.current();
         let mut changes = gateway.changes();
         changes.borrow_and_update();
         let announced = view(&gateway, &ctx);
+        drop(gateway);
         Follower {
-            gateway,
+            live,
             ctx,
             changes,
+            swaps,
             announced,
         }
+    }
+
+    /// Follows the gateway a reload put in service.
+    fn follow_current(&mut self) {
+        self.swaps.borrow_and_update();
+        self.changes = self.live.current().changes();
+        self.changes.borrow_and_update();
     }
 
     /// Announces changes with `notify` (which says `false` once the client is gone) until
@@ -59,11 +74,18 @@ impl Follower {
         tokio::pin!(stop);
         loop {
             tokio::select! {
-                changed = self.changes.changed() => if changed.is_err() { return },
+                // A retired gateway's changes end when it is gone: follow the new one.
+                changed = self.changes.changed() => if changed.is_err() { self.follow_current() },
+                swapped = self.swaps.changed() => {
+                    if swapped.is_err() {
+                        return;
+                    }
+                    self.follow_current();
+                }
                 () = &mut stop => return,
             }
             for _ in 0..SETTLE_LOOKS {
-                let now = view(&self.gateway, &self.ctx);
+                let now = view(&self.live.current(), &self.ctx);
                 if now != self.announced {
                     self.announced = now;
                     if !notify().await {

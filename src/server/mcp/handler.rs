@@ -185,7 +185,7 @@ impl ServerHandler for GatewayServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let ctx = self.caller(&context.extensions)?;
-        let tools = self.state.gateway.model_tools(&ctx);
+        let tools = self.state.gateway.current().model_tools(&ctx);
         Ok(ListToolsResult::with_all_items(
             tools.iter().map(convert::tool).collect(),
         ))
@@ -197,7 +197,9 @@ impl ServerHandler for GatewayServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let ctx = self.caller(&context.extensions)?;
-        let gateway = &self.state.gateway;
+        // One lease for the whole call, confirmation rounds included.
+        let lease = self.state.gateway.current();
+        let gateway = &*lease;
         let name = request.name.into_owned();
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         if let Some(state) = request.request_state.as_deref() {
@@ -216,10 +218,12 @@ impl ServerHandler for GatewayServer {
             .meta
             .get(confirm::TOKEN_META_KEY)
             .and_then(Value::as_str);
-        match gateway
+        let timer = self.state.metrics.start_call(gateway, &name);
+        let outcome = gateway
             .call_tool(&ctx, &name, arguments.clone(), token)
-            .await
-        {
+            .await;
+        timer.finish(&outcome);
+        match outcome {
             Ok(output) => Ok(convert::success(output).into()),
             // A protocol error, as the MCP specification lists unknown tools: the client
             // called a name it was not offered (or no longer is; list_changed said so).
@@ -262,7 +266,7 @@ impl ServerHandler for GatewayServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
         let ctx = self.caller(&context.extensions)?;
-        let prompts = self.state.gateway.list_prompts(&ctx).await;
+        let prompts = self.state.gateway.current().list_prompts(&ctx).await;
         Ok(ListPromptsResult::with_all_items(prompts))
     }
 
@@ -274,6 +278,7 @@ impl ServerHandler for GatewayServer {
         let ctx = self.caller(&context.extensions)?;
         self.state
             .gateway
+            .current()
             .get_prompt(&ctx, &request.name, request.arguments)
             .await
             .map(Into::into)
@@ -288,6 +293,7 @@ impl ServerHandler for GatewayServer {
         let ctx = self.caller(&context.extensions)?;
         self.state
             .gateway
+            .current()
             .complete(&ctx, request)
             .await
             .map_err(content::error)
@@ -299,7 +305,7 @@ impl ServerHandler for GatewayServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let ctx = self.caller(&context.extensions)?;
-        let resources = self.state.gateway.list_resources(&ctx).await;
+        let resources = self.state.gateway.current().list_resources(&ctx).await;
         Ok(ListResourcesResult::with_all_items(resources))
     }
 
@@ -309,7 +315,12 @@ impl ServerHandler for GatewayServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, ErrorData> {
         let ctx = self.caller(&context.extensions)?;
-        let templates = self.state.gateway.list_resource_templates(&ctx).await;
+        let templates = self
+            .state
+            .gateway
+            .current()
+            .list_resource_templates(&ctx)
+            .await;
         Ok(ListResourceTemplatesResult::with_all_items(templates))
     }
 
@@ -321,6 +332,7 @@ impl ServerHandler for GatewayServer {
         let ctx = self.caller(&context.extensions)?;
         self.state
             .gateway
+            .current()
             .read_resource(&ctx, &request.uri)
             .await
             .map(Into::into)

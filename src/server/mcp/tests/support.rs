@@ -159,14 +159,13 @@ impl Endpoint {
             .expect("authentication is set up");
         let token = auth.dev_token().unwrap_or_default().to_owned();
         let shutdown = CancellationToken::new();
+        let service = Arc::new(ServiceConfig {
+            listen: addr,
+            ..ServiceConfig::default()
+        });
         let state = AppState {
-            gateway: gateway.clone(),
-            auth: Arc::new(auth),
-            service: Arc::new(ServiceConfig {
-                listen: addr,
-                ..ServiceConfig::default()
-            }),
             shutdown: shutdown.clone(),
+            ..AppState::new(gateway.clone(), Arc::new(auth), service)
         };
         let api = rest::routes().layer(middleware::from_fn_with_state(
             state.clone(),
