@@ -115,7 +115,10 @@ pub fn main() -> ExitCode {
         let code = mcpgate::upstream::supervisor::run(parent, program, command.collect());
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
-    init_logging(&cli.log, cli.log_json);
+    // `serve` starts logging once its configuration is read (`[server] log_json`).
+    if !matches!(cli.command, Command::Serve { .. }) {
+        init_logging(&cli.log, cli.log_json);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -157,7 +160,9 @@ fn init_logging(filter: &str, json: bool) {
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
-        Command::Serve { listen } => serve::run(cli.config.as_deref(), listen).await,
+        Command::Serve { listen } => {
+            serve::run(cli.config.as_deref(), listen, &cli.log, cli.log_json).await
+        }
         Command::DemoServer => {
             mcpgate::fixtures::demo::serve_stdio().await?;
             Ok(ExitCode::SUCCESS)

@@ -23,10 +23,13 @@ use tokio_util::sync::CancellationToken;
 pub async fn run(
     explicit: Option<&std::path::Path>,
     listen: Option<SocketAddr>,
+    log_filter: &str,
+    log_json: bool,
 ) -> anyhow::Result<ExitCode> {
     // Caught from the start: a SIGHUP sent once the banner shows must reload, not kill.
     let hangups = signal(SignalKind::hangup()).context("cannot catch SIGHUP")?;
     let loaded = super::load(explicit)?;
+    super::init_logging(log_filter, log_json || loaded.config.service.log_json);
     for warning in &loaded.warnings {
         tracing::warn!("{warning}");
     }
