@@ -1,7 +1,7 @@
 //! The call path, DESIGN.md "One tool call": resolve, access, quarantine, arguments,
 //! confirmation, limits, upstream, result shaping, audit, in that order, for every caller.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Map, Value};
@@ -12,7 +12,7 @@ use crate::{
     config::{Config, ServerConfig},
     policy::{CallContext, Effect, classify, needs_confirmation},
     store::{Approved, Binding, Pending},
-    upstream::UpstreamError,
+    upstream::{CallRelay, UpstreamError},
 };
 
 /// How long a retried read waits for its server to come back before giving up.
@@ -33,6 +33,22 @@ impl Gateway {
             .0
     }
 
+    /// [`Gateway::call_tool`], relaying what the upstream sends while the call runs
+    /// (progress, log messages, sampling and elicitation requests) to `relay`, the caller's
+    /// side; the same gate, audit and limits apply.
+    pub async fn call_tool_relayed(
+        &self,
+        ctx: &CallContext,
+        name: &str,
+        arguments: Value,
+        confirmation: Option<&str>,
+        relay: Option<Arc<dyn CallRelay>>,
+    ) -> Result<ToolOutput, GatewayError> {
+        self.call_measured(ctx, name, arguments, confirmation, relay)
+            .await
+            .0
+    }
+
     /// [`Gateway::call_tool`], also returning the time spent waiting for the upstream (so
     /// the HTTP layer can report the gateway's own overhead).
     pub async fn call_tool_measured(
@@ -42,10 +58,25 @@ impl Gateway {
         arguments: Value,
         confirmation: Option<&str>,
     ) -> (Result<ToolOutput, GatewayError>, Duration) {
+        self.call_measured(ctx, name, arguments, confirmation, None)
+            .await
+    }
+
+    async fn call_measured(
+        &self,
+        ctx: &CallContext,
+        name: &str,
+        arguments: Value,
+        confirmation: Option<&str>,
+        relay: Option<Arc<dyn CallRelay>>,
+    ) -> (Result<ToolOutput, GatewayError>, Duration) {
         let mut attempt = Attempt::start(ctx, name, self.inner.clock.now());
-        let outcome = self
-            .call_inner(ctx, name, arguments, confirmation, &mut attempt)
-            .await;
+        let call = Call {
+            name,
+            confirmation,
+            relay,
+        };
+        let outcome = self.call_inner(ctx, call, arguments, &mut attempt).await;
         let upstream_time = attempt.upstream_time();
         let record = attempt.finish(&outcome, &self.inner.config.audit);
         let outcome = match self.inner.audit.append(record).await {
@@ -64,11 +95,15 @@ impl Gateway {
     async fn call_inner(
         &self,
         ctx: &CallContext,
-        name: &str,
+        call: Call<'_>,
         arguments: Value,
-        confirmation: Option<&str>,
         attempt: &mut Attempt,
     ) -> Result<ToolOutput, GatewayError> {
+        let Call {
+            name,
+            confirmation,
+            relay,
+        } = call;
         let catalog = self.catalog();
         let not_found = || GatewayError::NotFound {
             name: name.to_owned(),
@@ -134,7 +169,7 @@ impl Gateway {
         let timeout = call_timeout(config, server, tool);
         let upstream_started = std::time::Instant::now();
         let result = self
-            .call_upstream(tool, arguments, timeout, effect, config)
+            .call_upstream(tool, arguments, timeout, effect, config, relay)
             .await;
         attempt.upstream_time_add(upstream_started.elapsed());
         let result = result?;
@@ -267,6 +302,7 @@ impl Gateway {
         timeout: Duration,
         effect: Effect,
         config: &Config,
+        relay: Option<Arc<dyn CallRelay>>,
     ) -> Result<rmcp::model::CallToolResult, GatewayError> {
         let mut retries_left = config.call_limits.retries;
         loop {
@@ -275,7 +311,7 @@ impl Gateway {
             match self
                 .inner
                 .manager
-                .call_tool(&tool.server, params, timeout)
+                .call_tool_relayed(&tool.server, params, timeout, relay.clone())
                 .await
             {
                 Ok(result) => return Ok(result),
@@ -301,6 +337,13 @@ impl Gateway {
             }
         }
     }
+}
+
+/// What the caller asked for, besides the arguments.
+struct Call<'a> {
+    name: &'a str,
+    confirmation: Option<&'a str>,
+    relay: Option<Arc<dyn CallRelay>>,
 }
 
 fn limit_error(e: crate::policy::LimitExceeded) -> GatewayError {

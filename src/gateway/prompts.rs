@@ -1,5 +1,6 @@
 //! Upstream prompts and argument completion through the gate: prompts namespaced like tools
-//! (`server_prompt`, looked up in a table, never parsed back), audited like calls.
+//! (`server_prompt`, looked up in a table, never parsed back), or under their own names when
+//! a single server is in scope; audited like calls.
 
 use rmcp::model::{
     CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResult, JsonObject,
@@ -23,15 +24,26 @@ struct Entry {
 
 impl Gateway {
     /// Every prompt `ctx` may see, namespaced: names depend only on the set of
-    /// `(server, prompt)` pairs listed, as tool function names do.
-    async fn prompt_table(&self, ctx: &CallContext) -> Vec<Entry> {
+    /// `(server, prompt)` pairs listed, as tool function names do. With a `scope`, only that
+    /// server's prompts, under their upstream names (one server cannot collide with another).
+    async fn prompt_table(&self, ctx: &CallContext, scope: Option<&ServerId>) -> Vec<Entry> {
         let lists = self
-            .per_server(
-                ctx,
-                "prompts",
-                |m, id| async move { m.list_prompts(&id).await },
-            )
+            .per_server(ctx, scope, "prompts", |m, id| async move {
+                m.list_prompts(&id).await
+            })
             .await;
+        if scope.is_some() {
+            return lists
+                .into_iter()
+                .flat_map(|(server, prompts)| {
+                    prompts.into_iter().map(move |prompt| Entry {
+                        name: prompt.name.clone(),
+                        server: server.clone(),
+                        prompt,
+                    })
+                })
+                .collect();
+        }
         let pairs: Vec<(ServerId, Prompt)> = lists
             .into_iter()
             .flat_map(|(id, prompts)| prompts.into_iter().map(move |p| (id.clone(), p)))
@@ -51,9 +63,9 @@ impl Gateway {
             .collect()
     }
 
-    /// The prompts `ctx` may see, under their namespaced names.
-    pub async fn list_prompts(&self, ctx: &CallContext) -> Vec<Prompt> {
-        self.prompt_table(ctx)
+    /// The prompts `ctx` may see, under their namespaced names (upstream names in a `scope`).
+    pub async fn list_prompts(&self, ctx: &CallContext, scope: Option<&ServerId>) -> Vec<Prompt> {
+        self.prompt_table(ctx, scope)
             .await
             .into_iter()
             .map(|entry| {
@@ -64,22 +76,27 @@ impl Gateway {
             .collect()
     }
 
-    /// Gets the prompt `name` (namespaced) with `arguments`; audited as
-    /// `server.prompt:<upstream name>` (argument values are never recorded).
+    /// Gets the prompt `name` (namespaced, or the upstream name in a `scope`) with
+    /// `arguments`; audited as `server.prompt:<upstream name>` (argument values are never
+    /// recorded).
     pub async fn get_prompt(
         &self,
         ctx: &CallContext,
+        scope: Option<&ServerId>,
         name: &str,
         arguments: Option<JsonObject>,
     ) -> Result<GetPromptResult, ContentError> {
         let mut attempt = ContentAttempt::start(self, ctx, format!("prompt:{name}"));
-        let outcome = self.get_inner(ctx, name, arguments, &mut attempt).await;
+        let outcome = self
+            .get_inner(ctx, scope, name, arguments, &mut attempt)
+            .await;
         attempt.finish(self, outcome).await
     }
 
     async fn get_inner(
         &self,
         ctx: &CallContext,
+        scope: Option<&ServerId>,
         name: &str,
         arguments: Option<JsonObject>,
         attempt: &mut ContentAttempt,
@@ -87,7 +104,7 @@ impl Gateway {
         if let Some(arguments) = &arguments {
             attempt.argument_bytes(self.check_prompt_arguments(arguments)?);
         }
-        let (server, upstream) = self.resolve_prompt(ctx, name).await?;
+        let (server, upstream) = self.resolve_prompt(ctx, scope, name).await?;
         attempt.routed(&server, format!("prompt:{upstream}"));
         let mut params = GetPromptRequestParams::new(upstream);
         params.arguments = arguments;
@@ -100,11 +117,13 @@ impl Gateway {
         bounded(result, self.config().limits.max_result_bytes)
     }
 
-    /// Completes an argument of a prompt (namespaced name) or resource template; audited as
-    /// the prompt or resource with detail `complete`.
+    /// Completes an argument of a prompt (named as [`Gateway::list_prompts`] names it) or
+    /// resource template, within `scope` when given; audited as the prompt or resource with
+    /// detail `complete`.
     pub async fn complete(
         &self,
         ctx: &CallContext,
+        scope: Option<&ServerId>,
         params: CompleteRequestParams,
     ) -> Result<CompleteResult, ContentError> {
         let target = match &params.r#ref {
@@ -114,13 +133,14 @@ impl Gateway {
         };
         let mut attempt = ContentAttempt::start(self, ctx, target);
         attempt.detail("complete");
-        let outcome = self.complete_inner(ctx, params, &mut attempt).await;
+        let outcome = self.complete_inner(ctx, scope, params, &mut attempt).await;
         attempt.finish(self, outcome).await
     }
 
     async fn complete_inner(
         &self,
         ctx: &CallContext,
+        scope: Option<&ServerId>,
         mut params: CompleteRequestParams,
         attempt: &mut ContentAttempt,
     ) -> Result<(CompleteResult, usize), ContentError> {
@@ -134,14 +154,14 @@ impl Gateway {
         attempt.argument_bytes(size);
         let (server, not_found): (ServerId, ContentError) = match &mut params.r#ref {
             Reference::Prompt(prompt) => {
-                let (server, upstream) = self.resolve_prompt(ctx, &prompt.name).await?;
+                let (server, upstream) = self.resolve_prompt(ctx, scope, &prompt.name).await?;
                 let missing = not_found(&prompt.name);
                 attempt.routed(&server, format!("prompt:{upstream}"));
                 prompt.name = upstream;
                 (server, missing)
             }
             Reference::Resource(resource) => {
-                let server = self.route_template(ctx, &resource.uri).await?;
+                let server = self.route_template(ctx, scope, &resource.uri).await?;
                 attempt.routed(&server, format!("resource:{}", resource.uri));
                 let missing = ContentError::ResourceNotFound {
                     uri: super::audit::clean(&resource.uri, MAX_NAME_CHARS),
@@ -163,13 +183,14 @@ impl Gateway {
         bounded(result, self.config().limits.max_result_bytes)
     }
 
-    /// The server and upstream name of the namespaced prompt `name`.
+    /// The server and upstream name of the prompt `name` (as listed in `scope`).
     async fn resolve_prompt(
         &self,
         ctx: &CallContext,
+        scope: Option<&ServerId>,
         name: &str,
     ) -> Result<(ServerId, String), ContentError> {
-        self.prompt_table(ctx)
+        self.prompt_table(ctx, scope)
             .await
             .into_iter()
             .find(|entry| entry.name == name)

@@ -267,12 +267,24 @@ pub(super) fn template_matches(template: &str, uri: &str) -> bool {
 }
 
 impl Gateway {
-    /// The servers whose resources and prompts `ctx` may see, in configuration order.
-    pub(super) fn content_servers(&self, ctx: &CallContext) -> Vec<ServerId> {
+    /// Whether `server` is configured and `ctx` may see it (some of its tools, its resources
+    /// and prompts); a hidden server and an unknown one are alike to the caller.
+    pub fn sees_server(&self, ctx: &CallContext, server: &ServerId) -> bool {
+        self.config().server(server).is_some() && self.inner.access.allows_server(ctx, server)
+    }
+
+    /// The servers whose resources and prompts `ctx` may see, in configuration order; only
+    /// `scope` when one is given (an endpoint serving a single server).
+    pub(super) fn content_servers(
+        &self,
+        ctx: &CallContext,
+        scope: Option<&ServerId>,
+    ) -> Vec<ServerId> {
         self.config()
             .servers
             .iter()
             .map(|s| s.id.clone())
+            .filter(|id| scope.is_none_or(|only| only == id))
             .filter(|id| self.inner.access.allows_server(ctx, id))
             .collect()
     }
@@ -291,6 +303,7 @@ impl Gateway {
     pub(super) async fn per_server<T, F, Fut>(
         &self,
         ctx: &CallContext,
+        scope: Option<&ServerId>,
         what: &'static str,
         list: F,
     ) -> Vec<(ServerId, Vec<T>)>
@@ -298,7 +311,7 @@ impl Gateway {
         F: Fn(Manager, ServerId) -> Fut,
         Fut: Future<Output = Result<Vec<T>, UpstreamError>>,
     {
-        let servers = self.content_servers(ctx);
+        let servers = self.content_servers(ctx, scope);
         let lists = servers
             .iter()
             .map(|id| list(self.inner.manager.clone(), id.clone()));
@@ -316,11 +329,15 @@ impl Gateway {
             .collect()
     }
 
-    /// The resources `ctx` may see, URIs as the upstreams list them. A URI listed by more
-    /// than one server is left out (it cannot be routed).
-    pub async fn list_resources(&self, ctx: &CallContext) -> Vec<Resource> {
+    /// The resources `ctx` may see (of `scope` only, when given), URIs as the upstreams
+    /// list them. A URI listed by more than one server is left out (it cannot be routed).
+    pub async fn list_resources(
+        &self,
+        ctx: &CallContext,
+        scope: Option<&ServerId>,
+    ) -> Vec<Resource> {
         let lists = self
-            .per_server(ctx, "resources", |m, id| async move {
+            .per_server(ctx, scope, "resources", |m, id| async move {
                 m.list_resources(&id).await
             })
             .await;
@@ -342,9 +359,14 @@ impl Gateway {
             .collect()
     }
 
-    /// The resource templates `ctx` may see, `uriTemplate` as the upstreams list it.
-    pub async fn list_resource_templates(&self, ctx: &CallContext) -> Vec<ResourceTemplate> {
-        self.per_server(ctx, "resource templates", |m, id| async move {
+    /// The resource templates `ctx` may see (of `scope` only, when given), `uriTemplate` as
+    /// the upstreams list it.
+    pub async fn list_resource_templates(
+        &self,
+        ctx: &CallContext,
+        scope: Option<&ServerId>,
+    ) -> Vec<ResourceTemplate> {
+        self.per_server(ctx, scope, "resource templates", |m, id| async move {
             m.list_resource_templates(&id).await
         })
         .await
@@ -353,25 +375,28 @@ impl Gateway {
         .collect()
     }
 
-    /// Reads `uri` from the one visible server that lists it, or else whose template matches
-    /// it; audited as `server.resource:<uri>`, bounded by `max_result_bytes`.
+    /// Reads `uri` from the one visible server (within `scope`, when given) that lists it,
+    /// or else whose template matches it; audited as `server.resource:<uri>`, bounded by
+    /// `max_result_bytes`.
     pub async fn read_resource(
         &self,
         ctx: &CallContext,
+        scope: Option<&ServerId>,
         uri: &str,
     ) -> Result<ReadResourceResult, ContentError> {
         let mut attempt = ContentAttempt::start(self, ctx, format!("resource:{uri}"));
-        let outcome = self.read_inner(ctx, uri, &mut attempt).await;
+        let outcome = self.read_inner(ctx, scope, uri, &mut attempt).await;
         attempt.finish(self, outcome).await
     }
 
     async fn read_inner(
         &self,
         ctx: &CallContext,
+        scope: Option<&ServerId>,
         uri: &str,
         attempt: &mut ContentAttempt,
     ) -> Result<(ReadResourceResult, usize), ContentError> {
-        let server = self.route_uri(ctx, uri).await?;
+        let server = self.route_uri(ctx, scope, uri).await?;
         attempt.routed(&server, format!("resource:{uri}"));
         let not_found = || ContentError::ResourceNotFound {
             uri: clean(uri, MAX_FIELD_CHARS),
@@ -394,16 +419,17 @@ impl Gateway {
     pub(super) async fn route_template(
         &self,
         ctx: &CallContext,
+        scope: Option<&ServerId>,
         uri: &str,
     ) -> Result<ServerId, ContentError> {
         let templates = self
-            .per_server(ctx, "resource templates", |m, id| async move {
+            .per_server(ctx, scope, "resource templates", |m, id| async move {
                 m.list_resource_templates(&id).await
             })
             .await;
         match owners(&templates, |t: &ResourceTemplate| t.uri_template.as_str()).get(uri) {
             Some(servers) => only(servers, uri),
-            None => self.route_uri(ctx, uri).await,
+            None => self.route_uri(ctx, scope, uri).await,
         }
     }
 
@@ -411,10 +437,11 @@ impl Gateway {
     pub(super) async fn route_uri(
         &self,
         ctx: &CallContext,
+        scope: Option<&ServerId>,
         uri: &str,
     ) -> Result<ServerId, ContentError> {
         let resources = self
-            .per_server(ctx, "resources", |m, id| async move {
+            .per_server(ctx, scope, "resources", |m, id| async move {
                 m.list_resources(&id).await
             })
             .await;
@@ -422,7 +449,7 @@ impl Gateway {
             return only(servers, uri);
         }
         let templates = self
-            .per_server(ctx, "resource templates", |m, id| async move {
+            .per_server(ctx, scope, "resource templates", |m, id| async move {
                 m.list_resource_templates(&id).await
             })
             .await;

@@ -1,13 +1,17 @@
 //! The MCP endpoint `/mcp` (Streamable HTTP): the caller's merged catalog served through the
-//! gate, for session clients (`initialize`) and 2026-07-28 clients (`server/discover`) alike.
+//! gate, for session clients (`initialize`) and 2026-07-28 clients (`server/discover`) alike;
+//! and `/mcp/{server}`, one server's view under its upstream names, through the same gate.
 //!
 //! - `handler`: the [`rmcp::ServerHandler`]: who is calling, `tools/list`, `tools/call`,
 //!   resources, prompts and completion.
+//! - `scope`: the per-server view: its tools under upstream names, mapped back to canonical ids.
 //! - `content`: resource, prompt and completion errors as JSON-RPC errors.
 //! - `confirm`: write tools the user must confirm: elicitation in a session, input rounds on
 //!   2026-07-28, or an out-of-band approval named in the tool error.
 //! - `convert`: catalog tools, shaped results and gateway errors into MCP types.
 //! - `changes`: `notifications/tools/list_changed` when the caller's tools change.
+//! - `relay`: what an upstream sends during a call (progress, logs, sampling, elicitation)
+//!   relayed to the calling client.
 //! - `sessions`: rmcp's in-memory sessions, capped.
 
 mod changes;
@@ -15,27 +19,146 @@ mod confirm;
 mod content;
 mod convert;
 mod handler;
+mod relay;
+mod scope;
 mod sessions;
 
-use std::sync::Arc;
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex, PoisonError},
+};
 
-use axum::{Router, middleware};
+use axum::{
+    Router,
+    extract::{Path, Request},
+    http::StatusCode,
+    middleware,
+    response::{IntoResponse, Response},
+    routing::any,
+};
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
+use tower_service::Service as _;
 
-use super::AppState;
+use super::{ApiError, AppState};
+use crate::{config::ServerId, policy::CallContext};
 use handler::GatewayServer;
 use sessions::CappedSessions;
 
 /// Where the endpoint is served.
 pub const MCP_PATH: &str = "/mcp";
 
+/// Where one server's view is served, `{server}` its id.
+pub const SCOPED_MCP_PATH: &str = "/mcp/{server}";
+
 /// Host names accepted when none are configured (the same as the REST API's guard).
 const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 
-/// The MCP endpoint as a router serving [`MCP_PATH`]: bearer authentication (401 before any
-/// MCP processing), then rmcp's Streamable HTTP service. Cancelling `shutdown` closes every
-/// session and open stream, so a graceful shutdown is not held up by idle SSE streams.
+/// Most per-server views kept at once. Each is made on first use for a configured server,
+/// so the map holds at most the servers configured since start; past this many (reloads
+/// adding and removing servers), views of servers no longer configured are dropped first.
+const MAX_SCOPES: usize = 256;
+
+/// Most MCP sessions open at once on one per-server view. Views have their own session
+/// managers (a session must not cross views), so all of them together hold at most
+/// `MAX_SCOPES` times this; a view is one client's connection to one server, so fewer than
+/// the merged endpoint's cap suffice.
+const MAX_SCOPE_SESSIONS: usize = 256;
+
+type McpService = StreamableHttpService<GatewayServer, CappedSessions>;
+
+/// rmcp's service serving `scope` (`None`: the merged catalog), with its own sessions.
+fn mcp_service(
+    state: &AppState,
+    scope: Option<ServerId>,
+    config: StreamableHttpServerConfig,
+    max_sessions: usize,
+    shutdown: &CancellationToken,
+) -> McpService {
+    let state = state.clone();
+    let shutdown = shutdown.clone();
+    StreamableHttpService::new(
+        move || {
+            Ok(GatewayServer::new(
+                state.clone(),
+                scope.clone(),
+                shutdown.child_token(),
+            ))
+        },
+        Arc::new(CappedSessions::new(max_sessions)),
+        config,
+    )
+}
+
+/// The per-server views, each made when first asked for.
+struct Scopes {
+    state: AppState,
+    config: StreamableHttpServerConfig,
+    shutdown: CancellationToken,
+    services: Mutex<HashMap<ServerId, McpService>>,
+}
+
+impl Scopes {
+    /// The view of `server`, made now if new; `None` when [`MAX_SCOPES`] views of configured
+    /// servers already exist.
+    fn service(&self, server: &ServerId) -> Option<McpService> {
+        let mut services = self.services.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(service) = services.get(server) {
+            return Some(service.clone());
+        }
+        if services.len() >= MAX_SCOPES {
+            let gateway = self.state.gateway.current();
+            services.retain(|id, _| gateway.config().server(id).is_some());
+            if services.len() >= MAX_SCOPES {
+                return None;
+            }
+        }
+        let service = mcp_service(
+            &self.state,
+            Some(server.clone()),
+            self.config.clone(),
+            MAX_SCOPE_SESSIONS,
+            &self.shutdown,
+        );
+        services.insert(server.clone(), service.clone());
+        Some(service)
+    }
+
+    /// Serves a request on `/mcp/{server}`: a server the caller may not see answers exactly
+    /// as an unknown one, before rmcp sees the request.
+    async fn serve(&self, server: &str, request: Request) -> Response {
+        let not_found = || {
+            ApiError::new(StatusCode::NOT_FOUND, "not_found", "no such MCP server").into_response()
+        };
+        let Some(id) = ServerId::new(server) else {
+            return not_found();
+        };
+        let visible = request
+            .extensions()
+            .get::<CallContext>()
+            .is_some_and(|ctx| self.state.gateway.current().sees_server(ctx, &id));
+        if !visible {
+            return not_found();
+        }
+        let Some(mut service) = self.service(&id) else {
+            return ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "unavailable",
+                "too many per-server MCP endpoints are open",
+            )
+            .into_response();
+        };
+        match service.call(request).await {
+            Ok(response) => response.into_response(),
+            Err(never) => match never {},
+        }
+    }
+}
+
+/// The MCP endpoint as a router serving [`MCP_PATH`] and [`SCOPED_MCP_PATH`]: bearer
+/// authentication (401 before any MCP processing), then rmcp's Streamable HTTP service.
+/// Cancelling `shutdown` closes every session and open stream, so a graceful shutdown is not
+/// held up by idle SSE streams.
 pub fn mcp_router<S>(state: AppState, shutdown: CancellationToken) -> Router<S>
 where
     S: Clone + Send + Sync + 'static,
@@ -51,19 +174,27 @@ where
         .with_allowed_hosts(hosts)
         .with_max_request_body_bytes(state.service.max_body_bytes)
         .with_cancellation_token(shutdown.clone());
-    let handler_state = state.clone();
-    let service = StreamableHttpService::new(
-        move || {
-            Ok(GatewayServer::new(
-                handler_state.clone(),
-                shutdown.child_token(),
-            ))
-        },
-        Arc::new(CappedSessions::new(sessions::MAX_SESSIONS)),
+    let merged = mcp_service(
+        &state,
+        None,
+        config.clone(),
+        sessions::MAX_SESSIONS,
+        &shutdown,
+    );
+    let scopes = Arc::new(Scopes {
+        state: state.clone(),
         config,
+        shutdown,
+        services: Mutex::new(HashMap::new()),
+    });
+    let scoped = any(
+        move |Path(server): Path<String>, request: Request| async move {
+            scopes.serve(&server, request).await
+        },
     );
     Router::new()
-        .route_service(MCP_PATH, service)
+        .route_service(MCP_PATH, merged)
+        .route(SCOPED_MCP_PATH, scoped)
         .route_layer(middleware::from_fn_with_state(state, super::authenticate))
 }
 

@@ -1,16 +1,23 @@
 //! Opening one connection to an upstream server over the configured transport, with the
 //! rmcp client lifecycle that tries the 2026-07-28 protocol and falls back to `initialize`.
+#![expect(
+    deprecated,
+    reason = "sampling and logging are deprecated by SEP-2577, but servers still send them \
+              and the gateway relays them faithfully"
+)]
 
 use std::{collections::HashMap, path::PathBuf, sync::Arc, time::Duration};
 
 use rmcp::{
-    ClientHandler, RoleClient, ServiceExt,
+    ClientHandler, ErrorData, RoleClient, ServiceExt,
     model::{
-        ClientCapabilities, ClientConfig, Implementation, ProtocolVersion, SubscriptionFilter,
+        ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
+        ElicitRequestParams, ElicitResult, Implementation, LoggingMessageNotificationParam,
+        ProgressNotificationParam, ProtocolVersion, SubscriptionFilter,
     },
     service::{
-        ClientInitializeError, ClientLifecycleMode, ClientServiceExt, NotificationContext,
-        RunningService,
+        ClientInitializeError, ClientLifecycleMode, ClientServiceExt, InboundStreamOrigin,
+        NotificationContext, RequestContext, RunningService,
     },
     transport::{
         StreamableHttpClientTransport, async_rw::AsyncRwTransport,
@@ -21,6 +28,7 @@ use tokio::sync::Notify;
 
 use super::{
     UpstreamError,
+    relay::{self, RelayRegistry},
     sse::{self, SseClientConfig},
     stdio::{self, ChildGuard, FramingError, StdioLaunch},
 };
@@ -29,19 +37,28 @@ use crate::{
     net::{self, NetPolicy},
 };
 
-/// The client side of one upstream connection: reports `tools/list_changed`.
+/// The client side of one upstream connection: reports `tools/list_changed`, and relays
+/// progress, log messages, sampling and elicitation to the caller of the tool call they
+/// belong to (see [`super::relay`]).
 #[derive(Debug, Clone)]
 pub struct UpstreamClient {
     tools_changed: Arc<Notify>,
+    relays: Arc<RelayRegistry>,
     lifecycle: Lifecycle,
 }
 
 impl ClientHandler for UpstreamClient {
     fn get_info(&self) -> ClientConfig {
+        // Sampling and elicitation are declared always: a request that no caller can answer
+        // is refused with an error, which a server handles like a client saying no.
+        let capabilities = ClientCapabilities::builder()
+            .enable_sampling()
+            .enable_elicitation()
+            .build();
         // `initialize` carries the newest version that still has it; 2026-07-28 is reached
         // through `server/discover` instead.
         ClientConfig::new(
-            ClientCapabilities::default(),
+            capabilities,
             Implementation::new("mcpgate", env!("CARGO_PKG_VERSION")),
         )
         .with_protocol_version(ProtocolVersion::V_2025_11_25)
@@ -49,6 +66,63 @@ impl ClientHandler for UpstreamClient {
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.tools_changed.notify_one();
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        if let Some(route) = self.relays.by_token(&params.progress_token) {
+            relay::notify(route.relay.progress(params)).await;
+        }
+    }
+
+    async fn on_logging_message(
+        &self,
+        params: LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        match self.relays.sole(false) {
+            Some(route) => relay::notify(route.relay.log(params)).await,
+            None => relay::log_locally(&params),
+        }
+    }
+
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        let route = self.route(&context, "sampling/createMessage")?;
+        relay::ask(&route, route.relay.create_message(params)).await
+    }
+
+    async fn create_elicitation(
+        &self,
+        params: ElicitRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        let route = self.route(&context, "elicitation/create")?;
+        relay::ask(&route, route.relay.elicit(params)).await
+    }
+}
+
+impl UpstreamClient {
+    /// The call a request from the server belongs to: the one whose stream it came on
+    /// (Streamable HTTP says), else the only one running; none is an error for the server.
+    fn route(
+        &self,
+        context: &RequestContext<RoleClient>,
+        method: &str,
+    ) -> Result<relay::Routed, ErrorData> {
+        let origin = match context.extensions.get::<InboundStreamOrigin>() {
+            Some(InboundStreamOrigin::OutboundRequest(id)) => self.relays.by_request(id),
+            _ => None,
+        };
+        origin
+            .or_else(|| self.relays.sole(true))
+            .ok_or_else(|| relay::unroutable(method))
     }
 }
 
@@ -71,23 +145,30 @@ pub struct ConnectOptions {
 }
 
 /// Connects `server`, bounded by its connect deadline. `tools_changed` is notified whenever
-/// the server says its tool list changed.
+/// the server says its tool list changed; `relays` routes what the server sends during a
+/// call to that call's caller.
 pub async fn connect(
     server: &ServerConfig,
     options: &ConnectOptions,
     tools_changed: Arc<Notify>,
+    relays: Arc<RelayRegistry>,
 ) -> Result<Connection, UpstreamError> {
     let deadline = server
         .connect_timeout
         .unwrap_or(options.limits.connect_timeout);
     let attempts = async {
-        match connect_once(server, options, &tools_changed, Lifecycle::Auto).await {
+        let client = |lifecycle| UpstreamClient {
+            tools_changed: tools_changed.clone(),
+            relays: relays.clone(),
+            lifecycle,
+        };
+        match connect_once(server, options, client(Lifecycle::Auto)).await {
             // Some servers answer the `server/discover` probe with a bogus success (`{}`)
             // instead of an error; rmcp then gives up rather than falling back. Try again
             // with `initialize` alone.
             Err(UpstreamError::Handshake(reason)) => {
                 tracing::debug!(server = %server.id, %reason, "discovery failed; retrying with initialize");
-                connect_once(server, options, &tools_changed, Lifecycle::Initialize).await
+                connect_once(server, options, client(Lifecycle::Initialize)).await
             }
             other => other,
         }
@@ -112,13 +193,8 @@ enum Lifecycle {
 async fn connect_once(
     server: &ServerConfig,
     options: &ConnectOptions,
-    tools_changed: &Arc<Notify>,
-    lifecycle: Lifecycle,
+    client: UpstreamClient,
 ) -> Result<Connection, UpstreamError> {
-    let client = UpstreamClient {
-        tools_changed: tools_changed.clone(),
-        lifecycle,
-    };
     match &server.transport {
         TransportConfig::Stdio(config) => {
             let launch = StdioLaunch {
@@ -303,8 +379,11 @@ where
         .serve_with_lifecycle(transport, lifecycle)
         .await
         .map_err(|e| match e {
+            // A server that knows `server/discover` but speaks only older revisions still
+            // speaks them through `initialize`.
             ClientInitializeError::ExpectedInitResult(_)
             | ClientInitializeError::ExpectedInitResponse(_)
+            | ClientInitializeError::NoCompatibleProtocolVersion { .. }
                 if auto =>
             {
                 UpstreamError::Handshake(e.to_string())

@@ -26,6 +26,8 @@ use super::{
     ConnectOptions, ServerState, UpstreamError,
     cache::{CacheKey, ToolListCache},
     connect,
+    relay::{CallRelay, RelayRegistry},
+    tool_call::send_call,
 };
 use crate::config::{CacheConfig, ReconnectConfig, ServerConfig, ServerId};
 
@@ -70,6 +72,9 @@ struct Slot {
     key: CacheKey,
     state: Mutex<SlotState>,
     tools_changed: Arc<Notify>,
+    /// The requests in flight on the connection, for relaying what the server sends
+    /// during a call to that call's caller.
+    relays: Arc<RelayRegistry>,
     refresh: Notify,
 }
 
@@ -137,6 +142,7 @@ impl Manager {
                         connection: 0,
                     }),
                     tools_changed: Arc::new(Notify::new()),
+                    relays: RelayRegistry::new(),
                     refresh: Notify::new(),
                 })
             })
@@ -237,8 +243,31 @@ impl Manager {
         params: CallToolRequestParams,
         timeout: Duration,
     ) -> Result<CallToolResult, UpstreamError> {
+        self.call_tool_relayed(id, params, timeout, None).await
+    }
+
+    /// [`Manager::call_tool`], relaying what the server sends during the call (progress,
+    /// log messages, sampling and elicitation requests) to `relay`. Without a relay the
+    /// call still counts as in flight, so nothing of it reaches another call's caller.
+    pub async fn call_tool_relayed(
+        &self,
+        id: &ServerId,
+        params: CallToolRequestParams,
+        timeout: Duration,
+        relay: Option<Arc<dyn CallRelay>>,
+    ) -> Result<CallToolResult, UpstreamError> {
         let (peer, connection) = self.peer(id)?;
-        match tokio::time::timeout(timeout, peer.call_tool(params)).await {
+        let relays = self.relays(id);
+        let guard = relays.register(relay.clone(), timeout);
+        let call = async {
+            match relay {
+                Some(_) => send_call(&peer, params, &guard).await,
+                None => peer.call_tool(params).await,
+            }
+        };
+        let outcome = tokio::time::timeout(timeout, call).await;
+        drop(guard);
+        match outcome {
             Err(_) => Err(UpstreamError::Timeout { after: timeout }),
             Ok(result) => result
                 .map_err(UpstreamError::from_service)
@@ -358,6 +387,9 @@ impl Manager {
         F: FnOnce(Peer<RoleClient>) -> Fut,
         Fut: Future<Output = Result<T, ServiceError>>,
     {
+        // Registered only to count: a log message or a server request during this request
+        // must not be taken for the only tool call's.
+        let _in_flight = self.relays(id).register(None, timeout);
         match tokio::time::timeout(timeout, send(peer)).await {
             Err(_) => Err(UpstreamError::Timeout { after: timeout }),
             Ok(result) => result
@@ -404,6 +436,11 @@ impl Manager {
         }
     }
 
+    fn relays(&self, id: &ServerId) -> Arc<RelayRegistry> {
+        self.slot(id)
+            .map_or_else(RelayRegistry::new, |slot| slot.relays.clone())
+    }
+
     fn slot(&self, id: &ServerId) -> Option<&Arc<Slot>> {
         self.inner.slots.iter().find(|s| &s.config.id == id)
     }
@@ -427,7 +464,12 @@ async fn supervise(inner: Arc<Inner>, slot: Arc<Slot>) {
     let mut failures: u32 = 0;
     loop {
         let attempt = tokio::select! {
-            result = connect(&slot.config, &inner.options, slot.tools_changed.clone()) => result,
+            result = connect(
+                &slot.config,
+                &inner.options,
+                slot.tools_changed.clone(),
+                slot.relays.clone(),
+            ) => result,
             () = inner.cancel.cancelled() => return,
         };
         match attempt {

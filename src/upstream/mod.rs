@@ -3,14 +3,17 @@
 pub mod cache;
 mod connect;
 mod manager;
+pub mod relay;
 pub mod sse;
 pub mod stdio;
 pub mod supervisor;
+mod tool_call;
 
 use std::{fmt, time::Duration};
 
 pub use connect::{ConnectOptions, Connection, UpstreamClient, connect};
 pub use manager::{Manager, ServerStatus};
+pub use relay::CallRelay;
 
 /// Why an upstream operation failed. Distinct from request errors: these describe a backend
 /// condition, never the caller's input.

@@ -32,13 +32,13 @@ const PASSING_FLOOR: usize = 30;
 
 /// One scenario's line in the suite's summary: `✓ name: 3 passed, 0 failed` (or `✗`).
 #[derive(Debug)]
-struct Outcome {
-    scenario: String,
-    passed: bool,
+pub(crate) struct Outcome {
+    pub scenario: String,
+    pub passed: bool,
 }
 
 /// Reads the lines after `=== SUMMARY ===`.
-fn summary(stdout: &str) -> Vec<Outcome> {
+pub(crate) fn summary(stdout: &str) -> Vec<Outcome> {
     let Some((_, tail)) = stdout.split_once("=== SUMMARY ===") else {
         return Vec::new();
     };

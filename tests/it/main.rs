@@ -2,6 +2,7 @@
 
 mod cli;
 mod conformance;
+mod conformance_gateway;
 mod conformance_server;
 mod edge;
 mod gate_audit;

@@ -99,6 +99,6 @@ async fn private_addresses_need_allow_private() {
         .allow_private(true);
     let tools = ToolSet::connect(spec).await.expect("connects");
     assert_eq!(tools.server_url().map(|u| u.as_str()), Some(url.as_str()));
-    assert_eq!(tools.len(), 13);
+    assert_eq!(tools.len(), crate::peers::EVERYTHING_TOOLS);
     tools.close().await;
 }

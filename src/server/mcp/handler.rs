@@ -22,8 +22,10 @@ use super::{
     changes::Follower,
     confirm::{self, Channel, Pending},
     content, convert,
+    relay::ClientRelay,
+    scope,
 };
-use crate::{gateway::GatewayError, policy::CallContext, server::AppState};
+use crate::{config::ServerId, gateway::GatewayError, policy::CallContext, server::AppState};
 
 /// Header carrying the MCP session id (set by rmcp on `initialize`, sent back by clients).
 const SESSION_ID_HEADER: &str = "mcp-session-id";
@@ -35,6 +37,9 @@ const MAX_SHOWN_NAME_CHARS: usize = 64;
 /// on 2026-07-28, which has no sessions.
 pub struct GatewayServer {
     state: AppState,
+    /// `/mcp/{server}`: only this server's tools, prompts and resources, under their
+    /// upstream names; `None` on `/mcp`, the merged, namespaced catalog.
+    scope: Option<ServerId>,
     /// The caller that opened this session with `initialize`. Later requests on the session
     /// must come from the same tenant and user: a session id that leaks does not let another
     /// caller act in it (or send its user confirmation prompts). Unset without a session.
@@ -49,9 +54,14 @@ pub struct GatewayServer {
 }
 
 impl GatewayServer {
-    pub fn new(state: AppState, alive: CancellationToken) -> GatewayServer {
+    pub fn new(
+        state: AppState,
+        scope: Option<ServerId>,
+        alive: CancellationToken,
+    ) -> GatewayServer {
         GatewayServer {
             state,
+            scope,
             owner: OnceLock::new(),
             follower: Mutex::new(None),
             _alive: alive.clone().drop_guard(),
@@ -110,12 +120,7 @@ impl ServerHandler for GatewayServer {
                 .build(),
         )
         .with_server_info(Implementation::new("mcpgate", env!("CARGO_PKG_VERSION")))
-        .with_instructions(
-            "Tools and prompts of the MCP servers behind this mcpgate gateway, named \
-             `server_tool` and `server_prompt`, and their resources under their own URIs. \
-             Requests are checked by the gateway's policy; write tools need the user's \
-             confirmation.",
-        )
+        .with_instructions(scope::instructions(self.scope.as_ref()))
     }
 
     async fn initialize(
@@ -186,9 +191,10 @@ impl ServerHandler for GatewayServer {
     ) -> Result<ListToolsResult, ErrorData> {
         let ctx = self.caller(&context.extensions)?;
         let tools = self.state.gateway.current().model_tools(&ctx);
-        Ok(ListToolsResult::with_all_items(
-            tools.iter().map(convert::tool).collect(),
-        ))
+        Ok(ListToolsResult::with_all_items(scope::tools(
+            self.scope.as_ref(),
+            &tools,
+        )))
     }
 
     async fn call_tool(
@@ -200,7 +206,7 @@ impl ServerHandler for GatewayServer {
         // One lease for the whole call, confirmation rounds included.
         let lease = self.state.gateway.current();
         let gateway = &*lease;
-        let name = request.name.into_owned();
+        let name = scope::gateway_name(self.scope.as_ref(), gateway, &ctx, &request.name)?;
         let arguments = Value::Object(request.arguments.unwrap_or_default());
         if let Some(state) = request.request_state.as_deref() {
             // The retry of an input round: the state is the confirmation id we sent.
@@ -219,8 +225,9 @@ impl ServerHandler for GatewayServer {
             .get(confirm::TOKEN_META_KEY)
             .and_then(Value::as_str);
         let timer = self.state.metrics.start_call(gateway, &name);
+        let relay = ClientRelay::for_call(&context);
         let outcome = gateway
-            .call_tool(&ctx, &name, arguments.clone(), token)
+            .call_tool_relayed(&ctx, &name, arguments.clone(), token, Some(relay))
             .await;
         timer.finish(&outcome);
         match outcome {
@@ -266,7 +273,12 @@ impl ServerHandler for GatewayServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
         let ctx = self.caller(&context.extensions)?;
-        let prompts = self.state.gateway.current().list_prompts(&ctx).await;
+        let prompts = self
+            .state
+            .gateway
+            .current()
+            .list_prompts(&ctx, self.scope.as_ref())
+            .await;
         Ok(ListPromptsResult::with_all_items(prompts))
     }
 
@@ -279,7 +291,7 @@ impl ServerHandler for GatewayServer {
         self.state
             .gateway
             .current()
-            .get_prompt(&ctx, &request.name, request.arguments)
+            .get_prompt(&ctx, self.scope.as_ref(), &request.name, request.arguments)
             .await
             .map(Into::into)
             .map_err(content::error)
@@ -294,7 +306,7 @@ impl ServerHandler for GatewayServer {
         self.state
             .gateway
             .current()
-            .complete(&ctx, request)
+            .complete(&ctx, self.scope.as_ref(), request)
             .await
             .map_err(content::error)
     }
@@ -305,7 +317,12 @@ impl ServerHandler for GatewayServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
         let ctx = self.caller(&context.extensions)?;
-        let resources = self.state.gateway.current().list_resources(&ctx).await;
+        let resources = self
+            .state
+            .gateway
+            .current()
+            .list_resources(&ctx, self.scope.as_ref())
+            .await;
         Ok(ListResourcesResult::with_all_items(resources))
     }
 
@@ -319,7 +336,7 @@ impl ServerHandler for GatewayServer {
             .state
             .gateway
             .current()
-            .list_resource_templates(&ctx)
+            .list_resource_templates(&ctx, self.scope.as_ref())
             .await;
         Ok(ListResourceTemplatesResult::with_all_items(templates))
     }
@@ -333,7 +350,7 @@ impl ServerHandler for GatewayServer {
         self.state
             .gateway
             .current()
-            .read_resource(&ctx, &request.uri)
+            .read_resource(&ctx, self.scope.as_ref(), &request.uri)
             .await
             .map(Into::into)
             .map_err(content::error)

@@ -4,6 +4,8 @@
 //! and completion are in `content`.
 
 mod content;
+mod relay;
+mod scoped;
 mod support;
 
 use rmcp::{

@@ -210,8 +210,19 @@ impl Endpoint {
         lifecycle: ClientLifecycleMode,
         token: &str,
     ) -> RunningService<RoleClient, TestClient> {
+        self.connect_to(self.url(), client, lifecycle, token).await
+    }
+
+    /// Connects an rmcp client to `url` (an endpoint path of this service) as `token`.
+    pub async fn connect_to(
+        &self,
+        url: String,
+        client: TestClient,
+        lifecycle: ClientLifecycleMode,
+        token: &str,
+    ) -> RunningService<RoleClient, TestClient> {
         let config =
-            StreamableHttpClientTransportConfig::with_uri(self.url()).auth_header(token.to_owned());
+            StreamableHttpClientTransportConfig::with_uri(url).auth_header(token.to_owned());
         let transport = StreamableHttpClientTransport::with_client(http(), config);
         tokio::time::timeout(WAIT, client.serve_with_lifecycle(transport, lifecycle))
             .await

