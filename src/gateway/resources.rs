@@ -1,6 +1,6 @@
 //! Upstream resources and resource templates through the gate: listed for callers who may
 //! see their server, routed by URI (exact listing first, then level-1 templates), size
-//! capped, and audited like calls.
+//! capped, watched for updates, and audited like calls.
 
 use std::{
     collections::{HashMap, HashSet},
@@ -19,7 +19,10 @@ use crate::{
     config::ServerId,
     policy::CallContext,
     store::AuditRecord,
-    upstream::{Manager, UpstreamError},
+    upstream::{
+        Manager, UpstreamError,
+        watch::{ResourceWatch, UpdateSink},
+    },
 };
 
 /// Longest string kept in an audit field or an error message (URIs and names come from
@@ -412,6 +415,43 @@ impl Gateway {
             .await
             .map_err(|e| ContentError::upstream(&server, e, not_found))?;
         bounded(result, self.config().limits.max_result_bytes)
+    }
+
+    /// Watches `uri` for `ctx`, its updates going to `sink`: routed like a read (visible
+    /// servers only, collisions refused), the upstream subscribed once per URI whoever
+    /// watches; audited as `server.subscribe:<uri>`. Dropping the watch ends it.
+    pub async fn watch_resource(
+        &self,
+        ctx: &CallContext,
+        scope: Option<&ServerId>,
+        uri: &str,
+        sink: UpdateSink,
+    ) -> Result<ResourceWatch, ContentError> {
+        let mut attempt = ContentAttempt::start(self, ctx, format!("subscribe:{uri}"));
+        let outcome = self.watch_inner(ctx, scope, uri, sink, &mut attempt).await;
+        attempt.finish(self, outcome).await
+    }
+
+    async fn watch_inner(
+        &self,
+        ctx: &CallContext,
+        scope: Option<&ServerId>,
+        uri: &str,
+        sink: UpdateSink,
+        attempt: &mut ContentAttempt,
+    ) -> Result<(ResourceWatch, usize), ContentError> {
+        let server = self.route_uri(ctx, scope, uri).await?;
+        attempt.routed(&server, format!("subscribe:{uri}"));
+        let not_found = || ContentError::ResourceNotFound {
+            uri: clean(uri, MAX_FIELD_CHARS),
+        };
+        let watch = self
+            .inner
+            .manager
+            .watch_resource(&server, uri, sink, self.content_timeout(&server))
+            .await
+            .map_err(|e| ContentError::upstream(&server, e, not_found))?;
+        Ok((watch, 0))
     }
 
     /// The one visible server listing the template `uri` (as a completion names it), else

@@ -13,6 +13,7 @@
 //! - `relay`: what an upstream sends during a call (progress, logs, sampling, elicitation)
 //!   relayed to the calling client.
 //! - `sessions`: rmcp's in-memory sessions, capped.
+//! - `watches`: a session's resource subscriptions and the updates relayed to it.
 
 mod changes;
 mod confirm;
@@ -22,6 +23,7 @@ mod handler;
 mod relay;
 mod scope;
 mod sessions;
+mod watches;
 
 use std::{
     collections::HashMap,

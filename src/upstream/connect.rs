@@ -13,7 +13,8 @@ use rmcp::{
     model::{
         ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
         ElicitRequestParams, ElicitResult, Implementation, LoggingMessageNotificationParam,
-        ProgressNotificationParam, ProtocolVersion, SubscriptionFilter,
+        ProgressNotificationParam, ProtocolVersion, ResourceUpdatedNotificationParam,
+        SubscriptionFilter,
     },
     service::{
         ClientInitializeError, ClientLifecycleMode, ClientServiceExt, InboundStreamOrigin,
@@ -31,19 +32,22 @@ use super::{
     relay::{self, RelayRegistry},
     sse::{self, SseClientConfig},
     stdio::{self, ChildGuard, FramingError, StdioLaunch},
+    watch::WatchRegistry,
 };
 use crate::{
     config::{Env, HttpConfig, HttpKind, Limits, ServerConfig, TransportConfig},
     net::{self, NetPolicy},
 };
 
-/// The client side of one upstream connection: reports `tools/list_changed`, and relays
+/// The client side of one upstream connection: reports `tools/list_changed`, relays
 /// progress, log messages, sampling and elicitation to the caller of the tool call they
-/// belong to (see [`super::relay`]).
+/// belong to (see [`super::relay`]), and resource updates to the callers watching the
+/// resource (see [`super::watch`]).
 #[derive(Debug, Clone)]
 pub struct UpstreamClient {
     tools_changed: Arc<Notify>,
     relays: Arc<RelayRegistry>,
+    watches: Arc<WatchRegistry>,
     lifecycle: Lifecycle,
 }
 
@@ -66,6 +70,14 @@ impl ClientHandler for UpstreamClient {
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.tools_changed.notify_one();
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.watches.updated(&params.uri);
     }
 
     async fn on_progress(
@@ -146,12 +158,13 @@ pub struct ConnectOptions {
 
 /// Connects `server`, bounded by its connect deadline. `tools_changed` is notified whenever
 /// the server says its tool list changed; `relays` routes what the server sends during a
-/// call to that call's caller.
+/// call to that call's caller; `watches` routes resource updates to their watchers.
 pub async fn connect(
     server: &ServerConfig,
     options: &ConnectOptions,
     tools_changed: Arc<Notify>,
     relays: Arc<RelayRegistry>,
+    watches: Arc<WatchRegistry>,
 ) -> Result<Connection, UpstreamError> {
     let deadline = server
         .connect_timeout
@@ -160,6 +173,7 @@ pub async fn connect(
         let client = |lifecycle| UpstreamClient {
             tools_changed: tools_changed.clone(),
             relays: relays.clone(),
+            watches: watches.clone(),
             lifecycle,
         };
         match connect_once(server, options, client(Lifecycle::Auto)).await {

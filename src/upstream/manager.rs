@@ -28,6 +28,7 @@ use super::{
     connect,
     relay::{CallRelay, RelayRegistry},
     tool_call::send_call,
+    watch::{ResourceWatch, UpdateSink, WatchRegistry},
 };
 use crate::config::{CacheConfig, ReconnectConfig, ServerConfig, ServerId};
 
@@ -75,6 +76,8 @@ struct Slot {
     /// The requests in flight on the connection, for relaying what the server sends
     /// during a call to that call's caller.
     relays: Arc<RelayRegistry>,
+    /// The resources callers watch on this server.
+    watches: Arc<WatchRegistry>,
     refresh: Notify,
 }
 
@@ -125,6 +128,7 @@ impl Manager {
         reconnect: ReconnectConfig,
         cache: CacheConfig,
     ) -> Manager {
+        let tracker = TaskTracker::new();
         let slots = servers
             .into_iter()
             .map(|config| {
@@ -143,6 +147,7 @@ impl Manager {
                     }),
                     tools_changed: Arc::new(Notify::new()),
                     relays: RelayRegistry::new(),
+                    watches: WatchRegistry::new(tracker.clone()),
                     refresh: Notify::new(),
                 })
             })
@@ -155,7 +160,7 @@ impl Manager {
             cache,
             generation: watch::channel(0).0,
             cancel: CancellationToken::new(),
-            tracker: TaskTracker::new(),
+            tracker,
         });
         for slot in &inner.slots {
             inner.tracker.spawn(supervise(inner.clone(), slot.clone()));
@@ -327,6 +332,38 @@ impl Manager {
         .await
     }
 
+    /// Watches resource `uri` of `id` for `sink`: the server is subscribed once however many
+    /// callers watch, bounded by `timeout`; dropping the watch leaves (the last one out
+    /// unsubscribes). A server that does not declare subscriptions is refused at once.
+    pub async fn watch_resource(
+        &self,
+        id: &ServerId,
+        uri: &str,
+        sink: UpdateSink,
+        timeout: Duration,
+    ) -> Result<ResourceWatch, UpstreamError> {
+        let (peer, _) = self.peer(id)?;
+        let Some(slot) = self.slot(id) else {
+            return Err(UpstreamError::Unavailable {
+                state: ServerState::Failed,
+                last_error: Some("not configured".to_owned()),
+            });
+        };
+        let offered = peer.peer_info().is_some_and(|i| {
+            i.capabilities
+                .resources
+                .as_ref()
+                .is_some_and(|r| r.subscribe == Some(true))
+        });
+        if !offered {
+            return Err(UpstreamError::Rpc {
+                code: rmcp::model::ErrorCode::METHOD_NOT_FOUND.0,
+                message: "the server does not offer resource subscriptions".to_owned(),
+            });
+        }
+        slot.watches.watch(&peer, uri, sink, timeout).await
+    }
+
     /// Gets a prompt, bounded by `timeout`.
     pub async fn get_prompt(
         &self,
@@ -469,6 +506,7 @@ async fn supervise(inner: Arc<Inner>, slot: Arc<Slot>) {
                 &inner.options,
                 slot.tools_changed.clone(),
                 slot.relays.clone(),
+                slot.watches.clone(),
             ) => result,
             () = inner.cancel.cancelled() => return,
         };
@@ -553,6 +591,9 @@ async fn serve(inner: &Inner, slot: &Slot, connection: super::Connection) -> Opt
         s.connection += 1;
     }
     relist(inner, slot, &peer).await;
+    slot.watches
+        .renew(&peer, inner.options.limits.list_timeout)
+        .await;
     let stop = service.cancellation_token();
     let waiting = service.waiting();
     tokio::pin!(waiting);

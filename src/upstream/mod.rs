@@ -8,6 +8,7 @@ pub mod sse;
 pub mod stdio;
 pub mod supervisor;
 mod tool_call;
+pub mod watch;
 
 use std::{fmt, time::Duration};
 

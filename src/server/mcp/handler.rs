@@ -1,6 +1,12 @@
 //! The MCP server handler: every request acts as the caller its HTTP request authenticated
 //! (the `CallContext` the auth layer put in the request's extensions); tools are listed and
-//! called, resources read, prompts got and arguments completed through the gateway only.
+//! called, resources read and watched, prompts got and arguments completed through the
+//! gateway only.
+#![expect(
+    deprecated,
+    reason = "logging/setLevel and resources/subscribe are deprecated by SEP-2577 and \
+              2026-07-28, but session clients still use them"
+)]
 
 use std::sync::{Mutex, OnceLock, PoisonError};
 
@@ -10,8 +16,9 @@ use rmcp::{
         CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, Extensions,
         GetPromptRequestParams, GetPromptResponse, Implementation, InitializeRequestParams,
         InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-        ListToolsResult, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
-        ServerCapabilities, ServerConfig, SubscriptionFilter,
+        ListToolsResult, LoggingLevel, PaginatedRequestParams, ReadResourceRequestParams,
+        ReadResourceResponse, ServerCapabilities, ServerConfig, SetLevelRequestParams,
+        SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
     },
     service::{NotificationContext, RequestContext, SubscriptionContext},
 };
@@ -24,6 +31,7 @@ use super::{
     content, convert,
     relay::ClientRelay,
     scope,
+    watches::SessionWatches,
 };
 use crate::{config::ServerId, gateway::GatewayError, policy::CallContext, server::AppState};
 
@@ -47,6 +55,12 @@ pub struct GatewayServer {
     /// Made at `initialize`, run from `notifications/initialized`: announces tool changes
     /// to the session.
     follower: Mutex<Option<Follower>>,
+    /// The least severe upstream log message relayed to this session's client, as it set
+    /// with `logging/setLevel`; everything until it does. Per session, never forwarded
+    /// upstream: upstream connections are shared by all callers.
+    log_level: Mutex<Option<LoggingLevel>>,
+    /// The resources this session watches.
+    watches: SessionWatches,
     /// Cancelled when rmcp drops this handler (the session ended) or on shutdown; stops the
     /// session's list-changed follower.
     alive: CancellationToken,
@@ -64,6 +78,8 @@ impl GatewayServer {
             scope,
             owner: OnceLock::new(),
             follower: Mutex::new(None),
+            log_level: Mutex::new(None),
+            watches: SessionWatches::default(),
             _alive: alive.clone().drop_guard(),
             alive,
         }
@@ -112,9 +128,11 @@ impl ServerHandler for GatewayServer {
     fn get_info(&self) -> ServerConfig {
         ServerConfig::new(
             ServerCapabilities::builder()
+                .enable_logging()
                 .enable_tools()
                 .enable_tool_list_changed()
                 .enable_resources()
+                .enable_resources_subscribe()
                 .enable_prompts()
                 .enable_completions()
                 .build(),
@@ -225,7 +243,11 @@ impl ServerHandler for GatewayServer {
             .get(confirm::TOKEN_META_KEY)
             .and_then(Value::as_str);
         let timer = self.state.metrics.start_call(gateway, &name);
-        let relay = ClientRelay::for_call(&context);
+        let level = *self
+            .log_level
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let relay = ClientRelay::for_call(&context, level);
         let outcome = gateway
             .call_tool_relayed(&ctx, &name, arguments.clone(), token, Some(relay))
             .await;
@@ -339,6 +361,50 @@ impl ServerHandler for GatewayServer {
             .list_resource_templates(&ctx, self.scope.as_ref())
             .await;
         Ok(ListResourceTemplatesResult::with_all_items(templates))
+    }
+
+    async fn set_level(
+        &self,
+        request: SetLevelRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.caller(&context.extensions)?;
+        *self
+            .log_level
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = Some(request.level);
+        Ok(())
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let ctx = self.caller(&context.extensions)?;
+        if self.watches.contains(&request.uri) {
+            return Ok(());
+        }
+        self.watches.check_room()?;
+        let sink = self.watches.sink(&context.peer, &self.alive);
+        let watch = self
+            .state
+            .gateway
+            .current()
+            .watch_resource(&ctx, self.scope.as_ref(), &request.uri, sink)
+            .await
+            .map_err(content::error)?;
+        self.watches.insert(&request.uri, watch)
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.caller(&context.extensions)?;
+        self.watches.remove(&request.uri);
+        Ok(())
     }
 
     async fn read_resource(

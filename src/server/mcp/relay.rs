@@ -1,6 +1,7 @@
 //! The calling MCP client's side of a tool call's relay: the upstream's progress (under the
-//! client's own progress token), log messages, and sampling and elicitation requests (only
-//! those the client declared it can answer) go to the client that made the call.
+//! client's own progress token), log messages (at or above the level the client asked for),
+//! and sampling and elicitation requests (only those the client declared it can answer) go
+//! to the client that made the call.
 #![expect(
     deprecated,
     reason = "sampling and logging are deprecated by SEP-2577, but upstream servers still \
@@ -14,7 +15,7 @@ use rmcp::{
     ErrorData, Peer, RoleServer,
     model::{
         ClientCapabilities, ClientResult, CreateMessageRequest, CreateMessageRequestParams,
-        CreateMessageResult, ElicitRequest, ElicitRequestParams, ElicitResult,
+        CreateMessageResult, ElicitRequest, ElicitRequestParams, ElicitResult, LoggingLevel,
         LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken, RequestId,
         ServerRequest,
     },
@@ -32,16 +33,24 @@ pub(super) struct ClientRelay {
     /// The client's progress token for the call; without one the client asked for no
     /// progress, and none is sent.
     progress_token: Option<ProgressToken>,
+    /// The least severe log message relayed; `None` relays all.
+    min_level: Option<LoggingLevel>,
     /// Cancelled when the client cancels the call: requests relayed for it stop waiting.
     cancelled: CancellationToken,
 }
 
 impl ClientRelay {
-    pub(super) fn for_call(context: &RequestContext<RoleServer>) -> Arc<dyn CallRelay> {
+    /// Relays the call of `context`; log messages below the level the request names (on
+    /// 2026-07-28) or else `session_level` (set with `logging/setLevel`) are dropped.
+    pub(super) fn for_call(
+        context: &RequestContext<RoleServer>,
+        session_level: Option<LoggingLevel>,
+    ) -> Arc<dyn CallRelay> {
         Arc::new(ClientRelay {
             peer: context.peer.clone(),
             call: context.id.clone(),
             progress_token: context.meta.get_progress_token(),
+            min_level: context.meta.log_level().or(session_level),
             cancelled: context.ct.clone(),
         })
     }
@@ -77,6 +86,20 @@ impl ClientRelay {
                 ErrorData::internal_error(format!("the caller could not be asked: {other}"), None)
             }
         })
+    }
+}
+
+/// Severity order of the log levels, least severe first (RFC 5424's, as MCP's).
+fn severity(level: LoggingLevel) -> u8 {
+    match level {
+        LoggingLevel::Debug => 0,
+        LoggingLevel::Info => 1,
+        LoggingLevel::Notice => 2,
+        LoggingLevel::Warning => 3,
+        LoggingLevel::Error => 4,
+        LoggingLevel::Critical => 5,
+        LoggingLevel::Alert => 6,
+        LoggingLevel::Emergency => 7,
     }
 }
 
@@ -126,6 +149,12 @@ impl CallRelay for ClientRelay {
 
     fn log(&self, params: LoggingMessageNotificationParam) -> BoxFuture<'_, ()> {
         Box::pin(async move {
+            if self
+                .min_level
+                .is_some_and(|min| severity(params.level) < severity(min))
+            {
+                return;
+            }
             if let Err(error) = self.peer.notify_logging_message(params).await {
                 tracing::debug!(%error, "log message not relayed to the caller");
             }

@@ -1,12 +1,13 @@
 //! The endpoint over real HTTP on 127.0.0.1:0 with rmcp's own client: both lifecycles,
 //! tools through the gate, confirmations (elicitation, input rounds, out of band), bearer
 //! authentication, the Host check, list changes; and the session guards. Resources, prompts
-//! and completion are in `content`.
+//! and completion are in `content`; log levels and resource subscriptions in `watch`.
 
 mod content;
 mod relay;
 mod scoped;
 mod support;
+mod watch;
 
 use rmcp::{
     ServiceError,
