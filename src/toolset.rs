@@ -230,7 +230,6 @@ impl ToolSet {
             TransportConfig::Http(http) => Some(http.url.clone()),
             _ => None,
         };
-        let settle = spec.limits.connect_timeout + spec.limits.list_timeout;
         let config = Config {
             servers: vec![spec.server],
             limits: spec.limits,
@@ -244,6 +243,7 @@ impl ToolSet {
             env: spec.env.unwrap_or_else(Env::from_process),
             ..GatewayOptions::default()
         };
+        let settle = config.settle_deadline();
         let gateway = Gateway::start(config, options)
             .await
             .map_err(|e| ToolSetError::Connect(e.to_string()))?;

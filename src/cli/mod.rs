@@ -265,20 +265,6 @@ fn load(explicit: Option<&std::path::Path>) -> anyhow::Result<Loaded> {
     )?)
 }
 
-/// How long to wait for every server's first connection attempt: the longest connect
-/// deadline, one listing, and a second of slack.
-fn settle_deadline(config: &config::Config) -> Duration {
-    let limits = &config.limits;
-    let longest_connect = config
-        .servers
-        .iter()
-        .filter_map(|s| s.connect_timeout)
-        .max()
-        .unwrap_or(limits.connect_timeout)
-        .max(limits.connect_timeout);
-    longest_connect + limits.list_timeout + Duration::from_secs(1)
-}
-
 /// Runs `work`, or stops at SIGINT/SIGTERM; either way the gateway is shut down after, so
 /// every upstream process is reaped.
 async fn until_signal(
@@ -318,7 +304,7 @@ async fn start(explicit: Option<&std::path::Path>) -> anyhow::Result<(Gateway, D
     for warning in &loaded.warnings {
         tracing::warn!("{warning}");
     }
-    let settle = settle_deadline(&loaded.config);
+    let settle = loaded.config.settle_deadline();
     let gateway = Gateway::start(
         loaded.config,
         GatewayOptions {

@@ -37,7 +37,7 @@ pub async fn run(
     if let Some(listen) = listen {
         config.service = config.service.with_listen(listen)?;
     }
-    let settle = super::settle_deadline(&config);
+    let settle = config.settle_deadline();
     let env = Env::from_process();
     let service = Arc::new(config.service.clone());
     let auth = Authenticator::new(&service.auth, &env, service.listen, service.production)

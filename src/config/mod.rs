@@ -297,6 +297,19 @@ impl Config {
         }
     }
 
+    /// How long every server's first connection attempt may take: the slowest connect
+    /// deadline, one tool listing, and a second of slack. Waiting this long for a new gateway
+    /// to settle is always bounded.
+    pub fn settle_deadline(&self) -> Duration {
+        let limits = &self.limits;
+        let longest_connect = self
+            .servers
+            .iter()
+            .filter_map(|s| s.connect_timeout)
+            .fold(limits.connect_timeout, Duration::max);
+        longest_connect + limits.list_timeout + Duration::from_secs(1)
+    }
+
     pub fn server(&self, id: &ServerId) -> Option<&ServerConfig> {
         self.servers.iter().find(|s| &s.id == id)
     }

