@@ -5,6 +5,7 @@
 //! Dependencies run one way, top to bottom; nothing below imports anything above it.
 //!
 //! - [`server`]: the HTTP service (`mcpgate serve`): authentication, REST API, health.
+//! - [`agent`]: the LLM tool loop: an OpenAI-compatible client and the rounds of a chat turn.
 //! - [`toolset`]: the embedding API: connect one server, get its tools, call them.
 //! - [`gateway`]: `Gateway`, the one gate every tool call passes; keeps the catalog fresh.
 //! - [`policy`]: access, write classification, confirmations and limits: pure decisions
@@ -20,6 +21,7 @@
 //! - [`digest`]: hex SHA-256 and random ids.
 //! - [`fixtures`]: small MCP servers (the demo server and edge-case servers for tests).
 
+pub mod agent;
 pub mod catalog;
 pub mod config;
 pub mod digest;

@@ -2,6 +2,7 @@
 //! into [`Config`]. Everything downstream sees only the validated types.
 
 mod access_rules;
+mod agent;
 mod duration;
 mod env;
 mod external_env;
@@ -19,6 +20,7 @@ mod validate;
 
 use std::{fmt, path::PathBuf, time::Duration};
 
+pub use agent::{AgentConfig, LlmConfig};
 pub use env::Env;
 pub use gate::{
     AccessConfig, AuditConfig, CallLimits, ConfirmationConfig, Grant, PinsConfig, ResultOverflow,
@@ -77,6 +79,9 @@ pub struct Config {
     pub pins: PinsConfig,
     /// `mcpgate serve`.
     pub service: ServiceConfig,
+    /// The model for the agent loop; `None` when none is configured (chat is then refused).
+    pub llm: Option<LlmConfig>,
+    pub agent: AgentConfig,
 }
 
 /// Gateway-wide bounds; each has a safe default and can be overridden per server where noted.

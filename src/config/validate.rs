@@ -300,6 +300,8 @@ impl Draft {
             audit,
             pins: self.pins,
             service: service_rules::validate(&self.service, env, &self.base, report),
+            llm: None,
+            agent: crate::config::AgentConfig::default(),
         }
     }
 }

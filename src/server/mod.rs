@@ -5,6 +5,7 @@
 pub mod auth;
 mod errors;
 mod guard;
+pub mod markdown;
 pub mod mcp;
 pub mod metrics;
 pub mod openapi;
