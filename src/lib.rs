@@ -4,7 +4,7 @@
 //!
 //! Dependencies run one way, top to bottom; nothing below imports anything above it.
 //!
-//! - [`server`]: the HTTP service (`mcpgate serve`): authentication, REST API, health.
+//! - [`server`]: the HTTP service (`mcpgate serve`): authentication, REST API, chat API, health.
 //! - [`agent`]: the LLM tool loop: an OpenAI-compatible client and the rounds of a chat turn.
 //! - [`toolset`]: the embedding API: connect one server, get its tools, call them.
 //! - [`gateway`]: `Gateway`, the one gate every tool call passes; keeps the catalog fresh.

@@ -276,6 +276,17 @@ impl ToolSet {
         self.gateway.catalog()
     }
 
+    /// The gate behind this tool set (one server, one local caller): build an
+    /// [`crate::agent::Agent`] over it, or call through it with another [`CallContext`].
+    pub fn gateway(&self) -> &Gateway {
+        &self.gateway
+    }
+
+    /// The local caller this tool set calls as.
+    pub fn context(&self) -> &CallContext {
+        &self.ctx
+    }
+
     pub fn len(&self) -> usize {
         self.catalog().len()
     }

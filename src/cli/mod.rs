@@ -1,8 +1,10 @@
-//! Command-line parsing and dispatch: `tools`, `call`, `config check`, `demo-server`, and the
-//! hidden helpers (`supervise`, `fixture`, `conformance-client`).
+//! Command-line parsing and dispatch: `tools`, `call`, `chat`, `config check`, `demo-server`,
+//! and the hidden helpers (`supervise`, `fixture`, `conformance-client`).
 
 mod audit;
+mod bench;
 mod call;
+mod chat;
 mod conformance;
 mod pin;
 mod serve;
@@ -63,6 +65,9 @@ enum Command {
         #[arg(long)]
         yes: bool,
     },
+    /// Ask the configured model (`[llm]`, or OPENAI_BASE_URL and MCPGATE_MODEL) one question;
+    /// its tool calls go through the gateway.
+    Chat(chat::ChatArgs),
     /// Record every tool's fingerprint in the pin file (or compare with `--check`).
     Pin {
         /// Compare the live catalog with the pin file; exit 1 on any difference.
@@ -98,6 +103,9 @@ enum Command {
     /// scenario named in MCP_CONFORMANCE_SCENARIO.
     #[command(hide = true)]
     ConformanceClient { url: String },
+    /// Benchmark the gateway against direct calls and peer gateways (see scripts/bench).
+    #[command(hide = true)]
+    Bench(bench::BenchArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -187,6 +195,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::ConformanceClient { url } => conformance::run(&url).await,
+        Command::Bench(args) => bench::run(args).await,
         Command::Config {
             command: ConfigCommand::Check,
         } => {
@@ -227,6 +236,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 gateway.wait_ready(settle).await;
                 Ok(call::run(&gateway, &tool, arguments, json, yes).await)
             };
+            until_signal(&gateway, work).await
+        }
+        Command::Chat(args) => {
+            let (gateway, settle) = start(cli.config.as_deref()).await?;
+            let work = chat::run(&gateway, settle, args);
             until_signal(&gateway, work).await
         }
         Command::Pin { check } => {

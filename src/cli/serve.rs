@@ -118,6 +118,7 @@ fn banner(addr: SocketAddr, auth: &AuthConfig, dev_token: Option<&str>) -> std::
     let base = format!("http://{addr}");
     let mut out = std::io::stdout().lock();
     writeln!(out, "mcpgate is serving on {base}")?;
+    writeln!(out, "  page       {base}/")?;
     writeln!(out, "  REST API   {base}/api/v1/mcp/tools")?;
     writeln!(
         out,

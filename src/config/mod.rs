@@ -3,6 +3,7 @@
 
 mod access_rules;
 mod agent;
+mod agent_rules;
 mod duration;
 mod env;
 mod external_env;

@@ -112,6 +112,32 @@
 //! roles_claim = "roles"
 //! leeway = "30s"                   # clock skew allowed on exp and nbf (0 ..= 30s)
 //!
+//! # The model of the chat loop: any OpenAI-compatible chat completions server. Configured
+//! # by this section or by MCPGATE_MODEL; besides base_url, model and api_key, the values
+//! # shown are the defaults.
+//! [llm]
+//! base_url = "http://127.0.0.1:8000/v1"  # up to the version; default OPENAI_BASE_URL, else
+//!                                  # https://api.openai.com/v1; http or https, no user:password
+//! model = "qwen2.5-7b-instruct"    # required; MCPGATE_MODEL wins over it
+//! api_key = "${OPENAI_API_KEY}"    # a ${VAR} reference, never the key itself; without it,
+//!                                  # OPENAI_API_KEY is sent only when base_url is not written
+//! headers = { "X-Team" = "${TEAM_ID}" }  # extra request headers, as for servers
+//! connect_timeout = "10s"          # 1s ..= 5m
+//! request_timeout = "300s"         # one model request, stream included (1s ..= 1h)
+//! idle_timeout = "60s"             # longest silence inside a response (1s ..= 1h)
+//! stream = true                    # false asks for one JSON body per request
+//! tools = true                     # false: the model has no function calling
+//! max_response_bytes = 8388608     # largest response (1 KiB ..= 256 MiB)
+//!
+//! [agent]                          # the chat loop's bounds
+//! max_rounds = 10                  # model requests with tools per turn (1 ..= 100)
+//! max_tool_output_chars = 16000    # tool output the model reads per call (100 ..= 1000000)
+//! max_repeats = 3                  # the same call and result again ends the turn (1 ..= 100)
+//! max_argument_retries = 2         # rounds retried for invalid JSON arguments (0 ..= 5)
+//! preprompt = "You are ..."        # the system preamble; default: the built-in one
+//! max_running_turns = 64           # chat turns at once, whole process (1 ..= 10000)
+//! max_messages = 200               # messages in one chat request (1 ..= 10000)
+//!
 //! # Without an [access] section the gateway is single-tenant: every caller sees every
 //! # server. With one, a caller sees only what a grant of its tenant gives it.
 //! [access.tenants.acme]            # tenant, user and role names: 1 to 128 characters,
@@ -151,8 +177,10 @@ use serde::{
 
 use super::duration::RawDuration;
 
+mod agent;
 mod service;
 
+pub use agent::{RawAgent, RawLlm};
 pub use service::{RawAuth, RawAuthMode, RawService};
 
 /// The top level of `mcpgate.toml`. Servers stay untyped here so that each one is
@@ -177,6 +205,10 @@ pub struct RawFile {
     /// `mcpgate serve`; beside `servers`, which it is not.
     #[serde(default)]
     pub server: RawService,
+    /// Kept apart from an empty section: present (or `MCPGATE_MODEL`) configures a model.
+    pub llm: Option<RawLlm>,
+    #[serde(default)]
+    pub agent: RawAgent,
     /// Kept apart from an empty section: absent means single-tenant mode.
     pub access: Option<RawAccess>,
     #[serde(default)]

@@ -12,10 +12,10 @@ use std::{
 
 use super::{
     AccessConfig, AuditConfig, CacheConfig, CallLimits, Config, ConfirmationConfig, Env, Limits,
-    PinsConfig, ReconnectConfig, ServerConfig, ServerId, StateConfig, access_rules,
+    PinsConfig, ReconnectConfig, ServerConfig, ServerId, StateConfig, access_rules, agent_rules,
     duration::RawDuration,
     gate_rules, limit_rules,
-    raw::{RawAccess, RawAudit, RawFile, RawServer, RawService},
+    raw::{RawAccess, RawAgent, RawAudit, RawFile, RawLlm, RawServer, RawService},
     server_rules,
 };
 
@@ -182,6 +182,10 @@ pub(super) struct Draft {
     /// `[server]` as written, validated in [`Draft::finish`] with the environment, which may
     /// select its auth mode.
     service: RawService,
+    /// `[llm]` and `[agent]` as written, validated in [`Draft::finish`] with the environment
+    /// (`MCPGATE_MODEL`, `OPENAI_BASE_URL`, `OPENAI_API_KEY`).
+    llm: Option<RawLlm>,
+    agent: RawAgent,
     /// The folder that `[server.auth] public_keys` are relative to.
     base: PathBuf,
 }
@@ -192,7 +196,8 @@ impl Draft {
     /// without `[server]`: [`super::ServiceConfig::default()`] with the `MCPGATE_*`
     /// environment applied. `config.service` is not read, because a validated auth mode no
     /// longer tells "written" from "default", and only a default one yields to
-    /// `MCPGATE_JWT_SECRET`.
+    /// `MCPGATE_JWT_SECRET`. Likewise its model and loop settings are those of a file without
+    /// `[llm]` and `[agent]`: the environment may still configure a model.
     pub fn from_config(config: Config, origin: &str, base: &Path) -> Draft {
         let taken = config
             .servers
@@ -215,6 +220,8 @@ impl Draft {
             taken,
             disabled: BTreeSet::new(),
             service: RawService::default(),
+            llm: None,
+            agent: RawAgent::default(),
             base: base.to_path_buf(),
         }
     }
@@ -236,6 +243,8 @@ impl Draft {
             taken: BTreeMap::new(),
             disabled: BTreeSet::new(),
             service: file.server,
+            llm: file.llm,
+            agent: file.agent,
             base: base.to_path_buf(),
         }
     }
@@ -300,8 +309,8 @@ impl Draft {
             audit,
             pins: self.pins,
             service: service_rules::validate(&self.service, env, &self.base, report),
-            llm: None,
-            agent: crate::config::AgentConfig::default(),
+            llm: agent_rules::llm(self.llm.as_ref(), env, report),
+            agent: agent_rules::agent(&self.agent, report),
         }
     }
 }

@@ -6,7 +6,7 @@ use std::{sync::Arc, time::Duration};
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Map, Value};
 
-use super::{Gateway, GatewayError, ToolOutput, audit::Attempt, result::shape};
+use super::{Gateway, GatewayError, ToolOutput, audit::Attempt, result::shape_sized};
 use crate::{
     catalog::{CatalogTool, ToolStatus, args_hash},
     config::{Config, ServerConfig},
@@ -148,6 +148,8 @@ impl Gateway {
                 args_hash: hash,
             };
             match confirmation {
+                // Approved out of band and repeated by the same caller: taken once.
+                None if self.take_approval(&binding, attempt).await? => {}
                 None => return Err(self.ask_confirmation(binding, attempt).await),
                 Some(token) => self.redeem(token, &binding, attempt).await?,
             }
@@ -174,14 +176,14 @@ impl Gateway {
         attempt.upstream_time_add(upstream_started.elapsed());
         let result = result?;
         // 8: shape.
-        let output = shape(
+        let (output, size) = shape_sized(
             &tool.canonical,
             tool.server.as_str(),
             result,
             config.limits.max_result_bytes,
             limits,
         )?;
-        attempt.result_bytes(output.size());
+        attempt.result_bytes(size);
         Ok(output)
     }
 

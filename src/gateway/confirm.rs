@@ -1,13 +1,15 @@
 //! Approving and denying pending confirmations. Only the caller the confirmation was asked
 //! for (same tenant, user and session) may decide it; approval yields a single-use token.
+//! The grant is also taken, once, by the same caller repeating the very call without the
+//! token (a client that cannot carry tokens): it is bound alike either way.
 
 use std::time::SystemTime;
 
-use super::{Gateway, GatewayError};
+use super::{Gateway, GatewayError, audit::Attempt};
 use crate::{
     digest::{random_hex, sha256_hex},
     policy::CallContext,
-    store::{Approved, Pending, StoreError},
+    store::{Approved, Binding, Pending, StoreError},
 };
 
 /// Bytes of randomness in a confirmation token (256 bits).
@@ -100,6 +102,33 @@ impl Gateway {
             .map_err(store_error)?;
         pending.retain(|p| p.binding.session == ctx.session);
         Ok(pending)
+    }
+
+    /// Takes the grant of an approved confirmation bound to exactly `binding` (caller with
+    /// session, tool, definition and arguments), if there is one: the call then runs once
+    /// without its token. `false`: none, ask for a confirmation.
+    pub(super) async fn take_approval(
+        &self,
+        binding: &Binding,
+        attempt: &mut Attempt,
+    ) -> Result<bool, GatewayError> {
+        let taken = self
+            .inner
+            .confirmations
+            .take_approved(binding, self.inner.clock.now())
+            .await
+            .map_err(store_error)?;
+        match taken {
+            // The store matched every field; compared again so no store can widen a grant.
+            Some(approved) if approved.binding == *binding => {
+                attempt.confirmation(&approved.confirmation_id);
+                Ok(true)
+            }
+            Some(_) => Err(GatewayError::ConfirmationInvalid {
+                reason: "the store returned a grant for another call",
+            }),
+            None => Ok(false),
+        }
     }
 
     async fn take_own_pending(&self, ctx: &CallContext, id: &str) -> Result<Pending, GatewayError> {

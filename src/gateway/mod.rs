@@ -100,6 +100,8 @@ struct Inner {
     reported_changes: Mutex<HashSet<Fingerprint>>,
     /// One rebuild at a time, so an older snapshot can never replace a newer one.
     rebuilding: tokio::sync::Mutex<()>,
+    /// Bumped after each new catalog snapshot is swapped in (see [`Gateway::changes`]).
+    swaps: tokio::sync::watch::Sender<u64>,
     cancel: CancellationToken,
     tasks: TaskTracker,
 }
@@ -152,6 +154,7 @@ impl Gateway {
             schemas: Mutex::new(HashMap::new()),
             reported_changes: Mutex::new(HashSet::new()),
             rebuilding: tokio::sync::Mutex::new(()),
+            swaps: tokio::sync::watch::channel(0).0,
             cancel: CancellationToken::new(),
             tasks: TaskTracker::new(),
         });
@@ -234,9 +237,10 @@ impl Gateway {
         &self.inner.audit
     }
 
-    /// A receiver that changes whenever upstream state or tools change.
+    /// A receiver that changes whenever a catalog snapshot is swapped in (after upstream
+    /// state or tools changed): what it sees then is the new catalog.
     pub fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
-        self.inner.manager.changes()
+        self.inner.swaps.subscribe()
     }
 
     /// Asks a server to re-list its tools (or reconnect now). `false` if no such server.
@@ -325,6 +329,7 @@ impl Gateway {
             .catalog
             .write()
             .unwrap_or_else(|poisoned| poisoned.into_inner()) = catalog;
+        self.inner.swaps.send_modify(|n| *n += 1);
     }
 
     /// Compiles each tool's input schema once per definition, dropping those of tools gone.

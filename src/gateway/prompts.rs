@@ -111,7 +111,12 @@ impl Gateway {
         let result = self
             .inner
             .manager
-            .get_prompt(&server, params, self.content_timeout(&server))
+            .get_prompt(
+                &server,
+                params,
+                self.content_timeout(&server),
+                crate::upstream::Owner::caller(&ctx.tenant, &ctx.user),
+            )
             .await
             .map_err(|e| ContentError::upstream(&server, e, || not_found(name)))?;
         bounded(result, self.config().limits.max_result_bytes)
@@ -177,7 +182,12 @@ impl Gateway {
         let result = self
             .inner
             .manager
-            .complete(&server, params, self.content_timeout(&server))
+            .complete(
+                &server,
+                params,
+                self.content_timeout(&server),
+                crate::upstream::Owner::caller(&ctx.tenant, &ctx.user),
+            )
             .await
             .map_err(|e| ContentError::upstream(&server, e, || not_found))?;
         bounded(result, self.config().limits.max_result_bytes)

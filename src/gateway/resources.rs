@@ -411,6 +411,7 @@ impl Gateway {
                 &server,
                 ReadResourceRequestParams::new(uri),
                 self.content_timeout(&server),
+                crate::upstream::Owner::caller(&ctx.tenant, &ctx.user),
             )
             .await
             .map_err(|e| ContentError::upstream(&server, e, not_found))?;

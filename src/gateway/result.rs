@@ -91,20 +91,53 @@ impl ToolOutput {
         json!({ "ok": true, "tool": self.tool, "server": self.server, "data": data })
     }
 
+    /// [`ToolOutput::to_json`] as a borrowed view, serialized straight into a response
+    /// without building a [`Value`] (and copying every part) first.
+    pub fn json_view(&self) -> OutputJson<'_> {
+        OutputJson {
+            ok: true,
+            tool: &self.tool,
+            server: &self.server,
+            data: DataJson {
+                content: &self.content,
+                truncated: self.truncated,
+                structured_content: self.structured.as_ref(),
+            },
+        }
+    }
+
     /// Bytes of the shaped data as serialized.
     pub fn size(&self) -> usize {
         data_size(&self.content, self.structured.as_ref())
     }
 }
 
-/// Shapes an upstream result under the result limits.
-pub fn shape(
+/// `{ ok, tool, server, data }` of a [`ToolOutput`], borrowed (see [`ToolOutput::json_view`]).
+#[derive(Debug, Serialize)]
+pub struct OutputJson<'a> {
+    ok: bool,
+    tool: &'a str,
+    server: &'a str,
+    data: DataJson<'a>,
+}
+
+#[derive(Debug, Serialize)]
+struct DataJson<'a> {
+    content: &'a [Part],
+    truncated: bool,
+    #[serde(rename = "structuredContent", skip_serializing_if = "Option::is_none")]
+    structured_content: Option<&'a Value>,
+}
+
+/// Shapes an upstream result under the result limits; returns it with its
+/// [`ToolOutput::size`] (measured once: a large result is not serialized again to learn it).
+pub fn shape_sized(
     tool: &str,
     server: &str,
     result: CallToolResult,
     max_result_bytes: usize,
     limits: &CallLimits,
-) -> Result<ToolOutput, GatewayError> {
+) -> Result<(ToolOutput, usize), GatewayError> {
     if result.is_error == Some(true) {
         let message = text_of(&result.content);
         return Err(GatewayError::ToolError {
@@ -125,7 +158,7 @@ pub fn shape(
     };
     let size = output.size();
     if size <= max_result_bytes {
-        return Ok(output);
+        return Ok((output, size));
     }
     match limits.result_overflow {
         ResultOverflow::Error => Err(GatewayError::ResultTooLarge {
@@ -134,7 +167,8 @@ pub fn shape(
         }),
         ResultOverflow::Truncate => {
             truncate(&mut output, max_result_bytes);
-            Ok(output)
+            let size = output.size();
+            Ok((output, size))
         }
     }
 }
@@ -221,11 +255,27 @@ fn unsupported(kind: &'static str) -> Part {
 }
 
 fn data_size(content: &[Part], structured: Option<&Value>) -> usize {
-    let content = serde_json::to_vec(content).map_or(usize::MAX, |v| v.len());
-    let structured = structured
-        .map(|v| serde_json::to_vec(v).map_or(usize::MAX, |v| v.len()))
-        .unwrap_or(0);
-    content.saturating_add(structured)
+    json_len(content).saturating_add(structured.map_or(0, json_len))
+}
+
+/// Bytes of `value` as JSON, counted without building the text.
+fn json_len<T: Serialize + ?Sized>(value: &T) -> usize {
+    let mut counter = ByteCounter(0);
+    serde_json::to_writer(&mut counter, value).map_or(usize::MAX, |()| counter.0)
+}
+
+/// A writer that only counts.
+struct ByteCounter(usize);
+
+impl std::io::Write for ByteCounter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 = self.0.saturating_add(buf.len());
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// Cuts the output to fit `limit` bytes: structured content goes first (it cannot be cut
@@ -238,7 +288,7 @@ fn truncate(output: &mut ToolOutput, limit: usize) {
     let mut budget = limit;
     let mut kept = Vec::with_capacity(output.content.len());
     for part in output.content.drain(..) {
-        let size = serde_json::to_vec(&part).map_or(usize::MAX, |v| v.len());
+        let size = json_len(&part);
         if size <= budget {
             budget -= size;
             kept.push(part);
@@ -253,7 +303,7 @@ fn truncate(output: &mut ToolOutput, limit: usize) {
                     let candidate = Part::Text {
                         text: cut(&text, cut_to).0,
                     };
-                    let size = serde_json::to_vec(&candidate).map_or(usize::MAX, |v| v.len());
+                    let size = json_len(&candidate);
                     if size <= budget || cut_to == 0 {
                         budget = budget.saturating_sub(size);
                         kept.push(candidate);
@@ -308,6 +358,40 @@ mod tests {
     use rmcp::model::ContentBlock;
 
     use super::*;
+
+    fn shape(
+        tool: &str,
+        server: &str,
+        result: CallToolResult,
+        max_result_bytes: usize,
+        limits: &CallLimits,
+    ) -> Result<ToolOutput, GatewayError> {
+        let shaped = shape_sized(tool, server, result, max_result_bytes, limits);
+        if let Ok((output, size)) = &shaped {
+            assert_eq!(*size, output.size(), "the size returned is the output's");
+        }
+        shaped.map(|(output, _)| output)
+    }
+
+    #[test]
+    fn the_json_view_is_to_json_byte_for_byte() {
+        for structured in [None, Some(json!({ "k": [1, "two"] }))] {
+            let output = ToolOutput {
+                tool: "s.t".to_owned(),
+                server: "s".to_owned(),
+                content: vec![
+                    Part::Text {
+                        text: "a \"quoted\"\nline".to_owned(),
+                    },
+                    unsupported("content"),
+                ],
+                structured,
+                truncated: true,
+            };
+            let view = serde_json::to_string(&output.json_view()).expect("serializes");
+            assert_eq!(view, output.to_json().to_string());
+        }
+    }
 
     fn result(content: Vec<ContentBlock>) -> CallToolResult {
         CallToolResult::success(content)

@@ -6,8 +6,10 @@
 //!   resources, prompts and completion.
 //! - `scope`: the per-server view: its tools under upstream names, mapped back to canonical ids.
 //! - `content`: resource, prompt and completion errors as JSON-RPC errors.
+//! - `call`: one `tools/call` through the gate: relay, confirmation, input rounds.
 //! - `confirm`: write tools the user must confirm: elicitation in a session, input rounds on
 //!   2026-07-28, or an out-of-band approval named in the tool error.
+//! - `rounds`: upstream input rounds handed back to 2026-07-28 clients, until their retry.
 //! - `convert`: catalog tools, shaped results and gateway errors into MCP types.
 //! - `changes`: `notifications/tools/list_changed` when the caller's tools change.
 //! - `relay`: what an upstream sends during a call (progress, logs, sampling, elicitation)
@@ -15,12 +17,14 @@
 //! - `sessions`: rmcp's in-memory sessions, capped.
 //! - `watches`: a session's resource subscriptions and the updates relayed to it.
 
+mod call;
 mod changes;
 mod confirm;
 mod content;
 mod convert;
 mod handler;
 mod relay;
+mod rounds;
 mod scope;
 mod sessions;
 mod watches;
@@ -45,6 +49,7 @@ use tower_service::Service as _;
 use super::{ApiError, AppState};
 use crate::{config::ServerId, policy::CallContext};
 use handler::GatewayServer;
+use rounds::Rounds;
 use sessions::CappedSessions;
 
 /// Where the endpoint is served.
@@ -76,14 +81,17 @@ fn mcp_service(
     config: StreamableHttpServerConfig,
     max_sessions: usize,
     shutdown: &CancellationToken,
+    rounds: &Arc<Rounds>,
 ) -> McpService {
     let state = state.clone();
     let shutdown = shutdown.clone();
+    let rounds = rounds.clone();
     StreamableHttpService::new(
         move || {
             Ok(GatewayServer::new(
                 state.clone(),
                 scope.clone(),
+                rounds.clone(),
                 shutdown.child_token(),
             ))
         },
@@ -97,6 +105,7 @@ struct Scopes {
     state: AppState,
     config: StreamableHttpServerConfig,
     shutdown: CancellationToken,
+    rounds: Arc<Rounds>,
     services: Mutex<HashMap<ServerId, McpService>>,
 }
 
@@ -121,6 +130,7 @@ impl Scopes {
             self.config.clone(),
             MAX_SCOPE_SESSIONS,
             &self.shutdown,
+            &self.rounds,
         );
         services.insert(server.clone(), service.clone());
         Some(service)
@@ -176,17 +186,20 @@ where
         .with_allowed_hosts(hosts)
         .with_max_request_body_bytes(state.service.max_body_bytes)
         .with_cancellation_token(shutdown.clone());
+    let rounds = Arc::new(Rounds::new());
     let merged = mcp_service(
         &state,
         None,
         config.clone(),
         sessions::MAX_SESSIONS,
         &shutdown,
+        &rounds,
     );
     let scopes = Arc::new(Scopes {
         state: state.clone(),
         config,
         shutdown,
+        rounds,
         services: Mutex::new(HashMap::new()),
     });
     let scoped = any(

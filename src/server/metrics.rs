@@ -72,6 +72,8 @@ pub const OUTCOMES: &[&str] = &[
     "upstream_connection_lost",
     "upstream_error",
     "upstream_protocol_error",
+    "input_required",
+    "upstream_input_unanswered",
     "cancelled",
     "other",
 ];

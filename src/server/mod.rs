@@ -3,6 +3,7 @@
 //! listener until a shutdown future resolves.
 
 pub mod auth;
+pub mod chat;
 mod errors;
 mod guard;
 pub mod markdown;
@@ -11,6 +12,7 @@ pub mod metrics;
 pub mod openapi;
 pub mod reload;
 pub mod rest;
+pub mod ui;
 
 use std::{
     future::Future,
@@ -107,6 +109,7 @@ impl Overhead {
 pub fn app(state: AppState) -> Router {
     let api = rest::routes()
         .merge(reload::routes())
+        .merge(chat::routes())
         .layer(middleware::from_fn_with_state(state.clone(), authenticate));
     let metrics =
         metrics::routes().route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
@@ -117,6 +120,7 @@ pub fn app(state: AppState) -> Router {
         .merge(metrics)
         .nest("/api/v1", api)
         .merge(mcp::mcp_router(state.clone(), state.shutdown.clone()))
+        .merge(ui::routes())
         .layer(middleware::from_fn_with_state(
             state.clone(),
             guard::check_host_and_origin,
@@ -144,6 +148,13 @@ pub async fn serve(
         sessions.cancel();
         let _ = stopping_tx.send(());
     };
+    // No Nagle delay: a response written in parts (headers, then an SSE event) would
+    // otherwise wait for the client's delayed ACK, about 40 ms on Linux.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |stream| {
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!(%error, "cannot set TCP_NODELAY");
+        }
+    });
     let server = axum::serve(listener, app(state)).with_graceful_shutdown(shutdown);
     let server = server.into_future();
     tokio::pin!(server);

@@ -2,6 +2,7 @@
 //! (each status `errors.rs` and the middleware map to) and the bearer scheme; served at
 //! `GET /api/v1/openapi.json` without authentication (it names routes, never tools).
 
+mod chat;
 mod routes;
 mod schemas;
 
@@ -133,7 +134,7 @@ fn operation(route: &Route) -> Value {
 /// The whole document.
 pub fn document() -> Value {
     let mut paths = Map::new();
-    for route in routes() {
+    for route in routes().into_iter().chain(chat::routes()) {
         let item = paths
             .entry(route.path)
             .or_insert_with(|| Value::Object(Map::new()));
@@ -157,9 +158,17 @@ pub fn document() -> Value {
                 "type": "http", "scheme": "bearer",
                 "description": "A JWT (mode `jwt`) or the token printed at start (mode `dev`).",
             } },
-            "schemas": schemas::schemas(),
+            "schemas": all_schemas(),
         },
     })
+}
+
+fn all_schemas() -> Value {
+    let mut all = schemas::schemas();
+    if let Value::Object(map) = &mut all {
+        map.extend(chat::schemas());
+    }
+    all
 }
 
 /// `GET /api/v1/openapi.json`.

@@ -97,7 +97,7 @@ async fn call_tool(
     timer.finish(&outcome);
     overhead.exclude(upstream);
     match outcome {
-        Ok(output) => Ok(Json(output.to_json()).into_response()),
+        Ok(output) => Ok(Json(output.json_view()).into_response()),
         Err(err) => Err(err.into()),
     }
 }

@@ -88,6 +88,16 @@ pub trait ConfirmationStore: Send + Sync {
         now: SystemTime,
     ) -> BoxFuture<'_, Result<Option<Approved>, StoreError>>;
 
+    /// Atomically removes and returns one unexpired grant bound to exactly `binding` (the
+    /// one expiring first), whatever its token: the repeat of an approved call by its own
+    /// caller, without the token. None if there is none. A grant is taken once, by this or
+    /// by [`ConfirmationStore::take_token`]: of any number of concurrent takes, one gets it.
+    fn take_approved(
+        &self,
+        binding: &Binding,
+        now: SystemTime,
+    ) -> BoxFuture<'_, Result<Option<Approved>, StoreError>>;
+
     /// Deletes expired rows; returns how many.
     fn purge_expired(&self, now: SystemTime) -> BoxFuture<'_, Result<u64, StoreError>>;
 }

@@ -86,7 +86,7 @@ impl ClientHandler for UpstreamClient {
         _context: NotificationContext<RoleClient>,
     ) {
         if let Some(route) = self.relays.by_token(&params.progress_token) {
-            relay::notify(route.relay.progress(params)).await;
+            relay::notify(&route, route.relay.progress(params)).await;
         }
     }
 
@@ -95,8 +95,8 @@ impl ClientHandler for UpstreamClient {
         params: LoggingMessageNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        match self.relays.sole(false) {
-            Some(route) => relay::notify(route.relay.log(params)).await,
+        match self.relays.for_log() {
+            Some(route) => relay::notify(&route, route.relay.log(params)).await,
             None => relay::log_locally(&params),
         }
     }

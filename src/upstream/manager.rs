@@ -25,9 +25,8 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use super::{
     ConnectOptions, ServerState, UpstreamError,
     cache::{CacheKey, ToolListCache},
-    connect,
-    relay::{CallRelay, RelayRegistry},
-    tool_call::send_call,
+    connect, input,
+    relay::{CallRelay, Owner, RelayRegistry},
     watch::{ResourceWatch, UpdateSink, WatchRegistry},
 };
 use crate::config::{CacheConfig, ReconnectConfig, ServerConfig, ServerId};
@@ -252,8 +251,9 @@ impl Manager {
     }
 
     /// [`Manager::call_tool`], relaying what the server sends during the call (progress,
-    /// log messages, sampling and elicitation requests) to `relay`. Without a relay the
-    /// call still counts as in flight, so nothing of it reaches another call's caller.
+    /// log messages, sampling and elicitation requests, input rounds) to `relay`. Without a
+    /// relay the call still counts as in flight, so nothing of it reaches another call's
+    /// caller, and a 2026-07-28 server is told that nothing can be asked.
     pub async fn call_tool_relayed(
         &self,
         id: &ServerId,
@@ -265,22 +265,21 @@ impl Manager {
         let relays = self.relays(id);
         let guard = relays.register(relay.clone(), timeout);
         let call = async {
-            match relay {
-                Some(_) => send_call(&peer, params, &guard).await,
-                None => peer.call_tool(params).await,
+            let result = input::call_tool(&peer, params, &guard, relay.as_ref()).await;
+            if relay.is_some() {
+                guard.drain().await;
             }
+            result
         };
         let outcome = tokio::time::timeout(timeout, call).await;
         drop(guard);
         match outcome {
             Err(_) => Err(UpstreamError::Timeout { after: timeout }),
-            Ok(result) => result
-                .map_err(UpstreamError::from_service)
-                .inspect_err(|err| {
-                    if matches!(err, UpstreamError::ConnectionLost) {
-                        self.connection_lost(id, connection);
-                    }
-                }),
+            Ok(result) => result.inspect_err(|err| {
+                if matches!(err, UpstreamError::ConnectionLost) {
+                    self.connection_lost(id, connection);
+                }
+            }),
         }
     }
 
@@ -318,15 +317,16 @@ impl Manager {
         .await
     }
 
-    /// Reads a resource, bounded by `timeout` (as [`Manager::call_tool`]).
+    /// Reads a resource for `owner`, bounded by `timeout` (as [`Manager::call_tool`]).
     pub async fn read_resource(
         &self,
         id: &ServerId,
         params: ReadResourceRequestParams,
         timeout: Duration,
+        owner: Owner,
     ) -> Result<ReadResourceResult, UpstreamError> {
         let peer = self.peer(id)?;
-        self.request(id, peer, timeout, |peer| async move {
+        self.request(id, peer, timeout, owner, |peer| async move {
             peer.read_resource(params).await
         })
         .await
@@ -364,29 +364,31 @@ impl Manager {
         slot.watches.watch(&peer, uri, sink, timeout).await
     }
 
-    /// Gets a prompt, bounded by `timeout`.
+    /// Gets a prompt for `owner`, bounded by `timeout`.
     pub async fn get_prompt(
         &self,
         id: &ServerId,
         params: GetPromptRequestParams,
         timeout: Duration,
+        owner: Owner,
     ) -> Result<GetPromptResult, UpstreamError> {
         let peer = self.peer(id)?;
-        self.request(id, peer, timeout, |peer| async move {
+        self.request(id, peer, timeout, owner, |peer| async move {
             peer.get_prompt(params).await
         })
         .await
     }
 
-    /// Asks for argument completions, bounded by `timeout`.
+    /// Asks for argument completions for `owner`, bounded by `timeout`.
     pub async fn complete(
         &self,
         id: &ServerId,
         params: CompleteRequestParams,
         timeout: Duration,
+        owner: Owner,
     ) -> Result<CompleteResult, UpstreamError> {
         let peer = self.peer(id)?;
-        self.request(id, peer, timeout, |peer| async move {
+        self.request(id, peer, timeout, owner, |peer| async move {
             peer.complete(params).await
         })
         .await
@@ -409,15 +411,17 @@ impl Manager {
             return Ok(Vec::new());
         }
         let deadline = self.inner.options.limits.list_timeout;
-        self.request(id, peer, deadline, send).await
+        // A listing is the same for every caller: nothing in it is anyone's.
+        self.request(id, peer, deadline, Owner::Gateway, send).await
     }
 
-    /// One request on `peer`, bounded by `timeout`, noticing a dead connection.
+    /// One request of `owner` on `peer`, bounded by `timeout`, noticing a dead connection.
     async fn request<T, F, Fut>(
         &self,
         id: &ServerId,
         (peer, connection): (Peer<RoleClient>, u64),
         timeout: Duration,
+        owner: Owner,
         send: F,
     ) -> Result<T, UpstreamError>
     where
@@ -426,7 +430,7 @@ impl Manager {
     {
         // Registered only to count: a log message or a server request during this request
         // must not be taken for the only tool call's.
-        let _in_flight = self.relays(id).register(None, timeout);
+        let _in_flight = self.relays(id).register_request(owner, timeout);
         match tokio::time::timeout(timeout, send(peer)).await {
             Err(_) => Err(UpstreamError::Timeout { after: timeout }),
             Ok(result) => result

@@ -2,6 +2,7 @@
 
 pub mod cache;
 mod connect;
+mod input;
 mod manager;
 pub mod relay;
 pub mod sse;
@@ -13,8 +14,9 @@ pub mod watch;
 use std::{fmt, time::Duration};
 
 pub use connect::{ConnectOptions, Connection, UpstreamClient, connect};
+pub use input::{MAX_ROUNDS as MAX_INPUT_ROUNDS, elicits as covers_elicitation};
 pub use manager::{Manager, ServerStatus};
-pub use relay::CallRelay;
+pub use relay::{CallRelay, Owner, Resume};
 
 /// Why an upstream operation failed. Distinct from request errors: these describe a backend
 /// condition, never the caller's input.
@@ -50,6 +52,14 @@ pub enum UpstreamError {
     /// Anything else the protocol layer reported.
     #[error("protocol error: {0}")]
     Protocol(String),
+    /// The server needs input from the caller first (an input round of protocol
+    /// 2026-07-28), and the caller answers rounds itself: here is the round to hand back.
+    #[error("the server asks the caller for input")]
+    InputRequired(Box<rmcp::model::InputRequiredResult>),
+    /// The server asked for input that was not given: the caller could not or would not
+    /// answer, or the rounds ran out.
+    #[error("the server's request for input went unanswered: {reason}")]
+    InputUnanswered { reason: String },
 }
 
 impl UpstreamError {
@@ -65,10 +75,12 @@ impl UpstreamError {
             UpstreamError::Timeout { .. } => "timeout",
             UpstreamError::Rpc { .. } => "upstream_error",
             UpstreamError::Protocol(_) => "upstream_protocol_error",
+            UpstreamError::InputRequired(_) => "input_required",
+            UpstreamError::InputUnanswered { .. } => "upstream_input_unanswered",
         }
     }
 
-    fn from_service(err: rmcp::service::ServiceError) -> UpstreamError {
+    pub(crate) fn from_service(err: rmcp::service::ServiceError) -> UpstreamError {
         use rmcp::service::ServiceError;
         match err {
             ServiceError::McpError(e) => UpstreamError::Rpc {

@@ -9,7 +9,13 @@
 //!
 //! rmcp hands each notification to its own task, so one sent just before a call's answer can
 //! be handled just after it: ended calls linger for [`LINGER`] so their last progress and log
-//! messages still find their caller (and count as known, so none reaches a newer call).
+//! messages still find their caller (and count as known, so none reaches a newer call of
+//! someone else). A log message carries nothing that ties it to a request, so it goes to the
+//! one running call when every other call known is its owner's too ([`RelayRegistry::for_log`]).
+//!
+//! On 2026-07-28 a server does not send requests: it answers a call with an input round
+//! (see [`super::input`]), which the relay answers the same way, or hands back to a caller
+//! that answers rounds itself.
 #![expect(
     deprecated,
     reason = "sampling and logging are deprecated by SEP-2577, but servers still send them \
@@ -28,10 +34,12 @@ use futures::future::BoxFuture;
 use rmcp::{
     ErrorData,
     model::{
-        CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
-        LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken, RequestId,
+        ClientCapabilities, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
+        ElicitResult, InputResponses, ListRootsResult, LoggingMessageNotificationParam,
+        ProgressNotificationParam, ProgressToken, RequestId,
     },
 };
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 /// Where one tool call's upstream traffic goes: the caller's side of the relay.
@@ -49,12 +57,75 @@ pub trait CallRelay: Send + Sync {
     /// An `elicitation/create` the upstream asked during the call.
     fn elicit(&self, params: ElicitRequestParams)
     -> BoxFuture<'_, Result<ElicitResult, ErrorData>>;
+
+    /// A `roots/list` the upstream asked during the call. None by default: a caller that
+    /// does not say it has roots is not asked for them.
+    fn list_roots(&self) -> BoxFuture<'_, Result<ListRootsResult, ErrorData>> {
+        Box::pin(async { Err(unroutable("roots/list")) })
+    }
+
+    /// What the caller can answer (its sampling, elicitation and roots capabilities). A
+    /// 2026-07-28 server is told with each call, so it asks only for what can be answered;
+    /// nothing by default.
+    fn capabilities(&self) -> ClientCapabilities {
+        ClientCapabilities::default()
+    }
+
+    /// Who sees what is relayed. A log message that cannot be tied to one call reaches the
+    /// only running call only when every other request known is its owner's too (or the
+    /// gateway's own). Unknown by default: then it is nobody else's.
+    fn owner(&self) -> Owner {
+        Owner::Unknown
+    }
+
+    /// `true` when the caller answers input rounds itself (a 2026-07-28 client, which takes
+    /// no requests): an upstream's round is then handed back to it
+    /// ([`super::UpstreamError::InputRequired`]) instead of being answered through this relay.
+    fn hands_back_input(&self) -> bool {
+        false
+    }
+
+    /// The caller's answers to a round handed back earlier, with the upstream's state, to
+    /// send with this call (the retry of that round).
+    fn resumes(&self) -> Option<Resume> {
+        None
+    }
+}
+
+/// Whose request one registered request is, for log messages that name no request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Owner {
+    /// The gateway's own (listing): nothing in it is any caller's.
+    Gateway,
+    /// One caller's: tenant and user, as an opaque key.
+    Caller(String),
+    /// Not known: its messages are nobody else's.
+    Unknown,
+}
+
+impl Owner {
+    /// The owner of `tenant`'s `user`'s requests.
+    pub fn caller(tenant: &str, user: &str) -> Owner {
+        // A JSON array: no tenant and user pair can read as another.
+        Owner::Caller(serde_json::json!([tenant, user]).to_string())
+    }
+}
+
+/// The retry of an input round the caller answered: what goes back to the upstream.
+#[derive(Debug, Clone, Default)]
+pub struct Resume {
+    /// The caller's answers, under the upstream's keys.
+    pub responses: InputResponses,
+    /// The upstream's `requestState`, exactly as it sent it.
+    pub state: Option<String>,
 }
 
 /// A relay found for one upstream message, with the bounds of the call it belongs to.
 #[derive(Clone)]
 pub struct Routed {
     pub relay: Arc<dyn CallRelay>,
+    /// Counts the call's notifications being relayed, so its answer can wait for them.
+    busy: Arc<Busy>,
     /// Cancelled when the call ends (answered, timed out or abandoned): a relayed request
     /// must not outlive it.
     pub ended: CancellationToken,
@@ -69,8 +140,35 @@ const LINGER: Duration = Duration::from_secs(2);
 /// the list; the oldest go first.
 const MAX_LINGERING: usize = 64;
 
+/// Notifications of one call being relayed right now.
+#[derive(Default)]
+struct Busy {
+    count: AtomicU64,
+    idle: Notify,
+}
+
+/// One notification being relayed; ending it may let the call's answer go.
+struct Relaying(Arc<Busy>);
+
+impl Relaying {
+    fn start(busy: &Arc<Busy>) -> Relaying {
+        busy.count.fetch_add(1, Ordering::SeqCst);
+        Relaying(busy.clone())
+    }
+}
+
+impl Drop for Relaying {
+    fn drop(&mut self) {
+        if self.0.count.fetch_sub(1, Ordering::SeqCst) == 1 {
+            self.0.idle.notify_waiters();
+        }
+    }
+}
+
 struct Entry {
     key: u64,
+    owner: Owner,
+    busy: Arc<Busy>,
     /// When the call ended; `None` while it runs.
     ended_at: Option<tokio::time::Instant>,
     /// The upstream request's id and progress token, once sent.
@@ -100,19 +198,37 @@ impl RelayRegistry {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Registers a request about to be sent (with a relay for a relayed tool call, without
-    /// for anything else: it still counts as in flight). Removed when the guard drops.
+    /// Registers a tool call about to be sent (with a relay for a relayed call, without for
+    /// anything else: it still counts as in flight). Removed when the guard drops.
     pub fn register(
         self: &Arc<Self>,
         relay: Option<Arc<dyn CallRelay>>,
+        timeout: Duration,
+    ) -> CallGuard {
+        let owner = relay.as_ref().map_or(Owner::Unknown, |r| r.owner());
+        self.add(relay, owner, timeout)
+    }
+
+    /// Registers another request of `owner` about to be sent, only so that it counts.
+    pub fn register_request(self: &Arc<Self>, owner: Owner, timeout: Duration) -> CallGuard {
+        self.add(None, owner, timeout)
+    }
+
+    fn add(
+        self: &Arc<Self>,
+        relay: Option<Arc<dyn CallRelay>>,
+        owner: Owner,
         timeout: Duration,
     ) -> CallGuard {
         let key = self.next.fetch_add(1, Ordering::Relaxed);
         let ended = CancellationToken::new();
         let mut entries = self.lock();
         prune(&mut entries);
+        let busy = Arc::new(Busy::default());
         entries.push(Entry {
             key,
+            owner,
+            busy: busy.clone(),
             ended_at: None,
             request: None,
             relay,
@@ -124,6 +240,7 @@ impl RelayRegistry {
             registry: self.clone(),
             key,
             ended,
+            busy,
         }
     }
 
@@ -146,6 +263,31 @@ impl RelayRegistry {
             [only] if !running || only.ended_at.is_none() => routed(only),
             _ => None,
         }
+    }
+
+    /// The relay a log message goes to: the only request known, as
+    /// [`RelayRegistry::sole`]; else the only running one, when every other request known
+    /// (lingering ones) is the same caller's or the gateway's own, so a late message of an
+    /// ended request reaches no one but its own caller.
+    pub fn for_log(&self) -> Option<Routed> {
+        let mut entries = self.lock();
+        prune(&mut entries);
+        if let [only] = entries.as_slice() {
+            return routed(only);
+        }
+        let mut running = entries.iter().filter(|e| e.ended_at.is_none());
+        let (Some(call), None) = (running.next(), running.next()) else {
+            return None;
+        };
+        let Owner::Caller(owner) = &call.owner else {
+            return None;
+        };
+        let alone = entries.iter().all(|e| match &e.owner {
+            Owner::Gateway => true,
+            Owner::Caller(other) => other == owner,
+            Owner::Unknown => false,
+        });
+        if alone { routed(call) } else { None }
     }
 
     /// How many requests are running.
@@ -190,8 +332,10 @@ const NOTIFY_TIMEOUT: Duration = Duration::from_secs(5);
 /// upstream's log is untrusted text and must not flood ours.
 const MAX_LOGGED_CHARS: usize = 512;
 
-/// Relays one notification, bounded by [`NOTIFY_TIMEOUT`].
-pub(super) async fn notify(relayed: BoxFuture<'_, ()>) {
+/// Relays one notification of the call `route` found, bounded by [`NOTIFY_TIMEOUT`]; the
+/// call's answer waits for it ([`CallGuard::drain`]).
+pub(super) async fn notify(route: &Routed, relayed: BoxFuture<'_, ()>) {
+    let _relaying = Relaying::start(&route.busy);
     if tokio::time::timeout(NOTIFY_TIMEOUT, relayed).await.is_err() {
         tracing::debug!("relaying a notification to its caller timed out; dropped");
     }
@@ -253,6 +397,7 @@ fn routed(entry: &Entry) -> Option<Routed> {
     let relay = entry.relay.clone()?;
     Some(Routed {
         relay,
+        busy: entry.busy.clone(),
         ended: entry.ended.clone(),
         timeout: entry
             .deadline
@@ -266,9 +411,33 @@ pub struct CallGuard {
     registry: Arc<RelayRegistry>,
     key: u64,
     ended: CancellationToken,
+    busy: Arc<Busy>,
 }
 
+/// Times the answer of a relayed call steps aside before it goes, so that notifications
+/// rmcp received before it (each handled in a task of its own) start being relayed first.
+const DRAIN_YIELDS: usize = 3;
+
 impl CallGuard {
+    /// Before the call's answer goes to its caller: lets the notifications the server sent
+    /// before the answer reach the caller first, as they would directly. Bounded by
+    /// [`NOTIFY_TIMEOUT`].
+    pub async fn drain(&self) {
+        for _ in 0..DRAIN_YIELDS {
+            tokio::task::yield_now().await;
+        }
+        let idle = async {
+            loop {
+                let notified = self.busy.idle.notified();
+                if self.busy.count.load(Ordering::SeqCst) == 0 {
+                    return;
+                }
+                notified.await;
+            }
+        };
+        let _ = tokio::time::timeout(NOTIFY_TIMEOUT, idle).await;
+    }
+
     /// Records the id and progress token the request was sent with.
     pub fn sent(&self, id: RequestId, token: ProgressToken) {
         if let Some(entry) = self.registry.lock().iter_mut().find(|e| e.key == self.key) {

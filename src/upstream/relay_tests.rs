@@ -12,9 +12,18 @@ use super::*;
 #[derive(Default)]
 struct Recorder {
     logs: Mutex<Vec<String>>,
+    owner: Option<&'static str>,
 }
 
 impl Recorder {
+    /// A relay of `user`'s call.
+    fn of(user: &'static str) -> Arc<Recorder> {
+        Arc::new(Recorder {
+            owner: Some(user),
+            ..Recorder::default()
+        })
+    }
+
     fn logs(&self) -> Vec<String> {
         self.logs
             .lock()
@@ -49,6 +58,11 @@ impl CallRelay for Recorder {
         _params: ElicitRequestParams,
     ) -> BoxFuture<'_, Result<ElicitResult, ErrorData>> {
         Box::pin(async { Err(ErrorData::internal_error("not in this test", None)) })
+    }
+
+    fn owner(&self) -> Owner {
+        self.owner
+            .map_or(Owner::Unknown, |user| Owner::caller("t", user))
     }
 }
 
@@ -183,4 +197,79 @@ fn local_log_text_is_cut_and_escaped() {
     let clean = sanitize(&long);
     assert_eq!(clean.chars().count(), MAX_LOGGED_CHARS + 1);
     assert_eq!(sanitize("a\nb\u{1b}[31m"), "a\\nb\\u{1b}[31m");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_log_goes_to_the_running_call_when_the_lingering_ones_are_its_owners() {
+    let registry = RelayRegistry::new();
+    let earlier = registry.register(Some(Recorder::of("ada")), TIMEOUT);
+    drop(earlier);
+    let listing = registry.register_request(Owner::Gateway, TIMEOUT);
+    drop(listing);
+    let ada = Recorder::of("ada");
+    let running = registry.register(Some(ada.clone()), TIMEOUT);
+    log_through(registry.for_log(), "to ada").await;
+    assert_eq!(ada.logs(), ["to ada"]);
+
+    // Someone else's request lingering, or one of no known owner: kept local.
+    for other in [Owner::caller("t", "bob"), Owner::Unknown] {
+        let request = registry.register_request(other.clone(), TIMEOUT);
+        drop(request);
+        assert!(registry.for_log().is_none(), "{other:?}");
+        tokio::time::advance(LINGER).await;
+        // Still running, ada's call is alone again.
+        assert!(registry.for_log().is_some(), "{other:?}");
+    }
+
+    // Two running calls, even of one owner: nothing may be guessed.
+    let second = registry.register(Some(Recorder::of("ada")), TIMEOUT);
+    assert!(registry.for_log().is_none());
+    drop((second, running));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_call_of_no_known_owner_gets_logs_only_alone() {
+    let registry = RelayRegistry::new();
+    let earlier = registry.register(Some(Recorder::of("ada")), TIMEOUT);
+    drop(earlier);
+    let unknown = Arc::new(Recorder::default());
+    let running = registry.register(Some(unknown.clone()), TIMEOUT);
+    assert!(registry.for_log().is_none());
+    tokio::time::advance(LINGER).await;
+    log_through(registry.for_log(), "alone").await;
+    assert_eq!(unknown.logs(), ["alone"]);
+    drop(running);
+}
+
+#[tokio::test]
+async fn the_answer_waits_for_notifications_being_relayed() {
+    let registry = RelayRegistry::new();
+    let guard = registry.register(Some(Arc::new(Recorder::default())), TIMEOUT);
+    let route = registry.sole(true).expect("running");
+    let (release, released) = tokio::sync::oneshot::channel::<()>();
+    let relaying = tokio::spawn(async move {
+        notify(
+            &route,
+            Box::pin(async move {
+                let _ = released.await;
+            }),
+        )
+        .await;
+    });
+    // Started relaying before the answer came.
+    tokio::task::yield_now().await;
+    let drained = tokio::spawn(async move {
+        guard.drain().await;
+    });
+    // Past the yields of `drain`: now only the relay holds the answer back.
+    for _ in 0..DRAIN_YIELDS * 4 {
+        tokio::task::yield_now().await;
+    }
+    assert!(!drained.is_finished(), "the answer waits for the relay");
+    release.send(()).expect("the relay waits");
+    tokio::time::timeout(TIMEOUT, drained)
+        .await
+        .expect("the answer goes once the relay is done")
+        .expect("task");
+    relaying.await.expect("task");
 }

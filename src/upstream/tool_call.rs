@@ -1,13 +1,15 @@
-//! A relayed `tools/call`, sent without rmcp's `call_tool` so that its id and progress token
-//! are known (for [`super::relay`]) and it is still cancelled upstream when abandoned.
+//! One `tools/call` request, sent without rmcp's `call_tool` so that its id and progress token
+//! are known (for [`super::relay`]), it may carry what the caller can answer, and it is still
+//! cancelled upstream when abandoned.
 
 use std::time::Duration;
 
 use rmcp::{
     RoleClient,
     model::{
-        CallToolRequest, CallToolRequestParams, CallToolResult, CancelledNotificationParam,
-        ClientRequest, RequestId, ServerResult,
+        CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult,
+        CancelledNotificationParam, ClientCapabilities, ClientRequest, RequestId,
+        RequestMetaObject, ServerResult,
     },
     service::{Peer, PeerRequestOptions, ServiceError},
 };
@@ -18,16 +20,22 @@ use super::relay::CallGuard;
 /// progress token rmcp gives the request (rmcp overwrites any token set in the request's
 /// meta). They are registered as soon as rmcp has queued the request, with no await in
 /// between, so the upstream's first notification (which must wait for the request to cross
-/// the connection) finds them.
+/// the connection) finds them. `capabilities`, on 2026-07-28, replace the connection's own in
+/// the request's `_meta`: what this call's caller can answer.
 pub(super) async fn send_call(
     peer: &Peer<RoleClient>,
     params: CallToolRequestParams,
     guard: &CallGuard,
-) -> Result<CallToolResult, ServiceError> {
+    capabilities: Option<ClientCapabilities>,
+) -> Result<CallToolResponse, ServiceError> {
     let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-    let handle = peer
-        .send_request_with_option(request, PeerRequestOptions::no_options())
-        .await?;
+    let mut options = PeerRequestOptions::no_options();
+    if let Some(capabilities) = capabilities {
+        let mut meta = RequestMetaObject::new();
+        meta.set_client_capabilities(capabilities);
+        options = options.with_meta(meta);
+    }
+    let handle = peer.send_request_with_option(request, options).await?;
     guard.sent(handle.id.clone(), handle.progress_token.clone());
     let abandoned = CancelOnDrop {
         peer: Some(peer.clone()),
@@ -36,9 +44,13 @@ pub(super) async fn send_call(
     let result = handle.await_response().await;
     abandoned.disarm();
     match result? {
-        ServerResult::CallToolResult(result) => Ok(result),
+        ServerResult::CallToolResult(result) => Ok(CallToolResponse::Complete(result)),
+        ServerResult::InputRequiredResult(round) => Ok(CallToolResponse::InputRequired(round)),
+        ServerResult::CreateTaskResult(task) => Ok(CallToolResponse::Task(task)),
         // A tools/call answer without content decodes as an empty result.
-        ServerResult::EmptyResult(_) => Ok(CallToolResult::success(Vec::new())),
+        ServerResult::EmptyResult(_) => Ok(CallToolResponse::Complete(CallToolResult::success(
+            Vec::new(),
+        ))),
         _ => Err(ServiceError::UnexpectedResponse),
     }
 }

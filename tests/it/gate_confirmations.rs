@@ -1,11 +1,14 @@
 //! Acceptance tests of write confirmations through `Gateway::call_tool` against real rmcp
 //! upstreams: asking, approving and denying, single use under concurrency, what a token is
-//! bound to, expiry, which tools need one, and the audit record every attempt leaves.
+//! bound to, expiry, which tools need one, the audit record every attempt leaves; the same
+//! call repeated after an approval out of band, and an MCP client that cannot ask, over HTTP.
 
 mod binding;
 mod classification;
 mod expiry;
 mod flow;
+mod plain_client;
+mod repeat;
 
 use mcpgate::{
     config::ServerConfig,

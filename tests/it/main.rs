@@ -1,5 +1,8 @@
 //! The one integration-test binary (one link for all tests; see STYLE.md).
 
+mod agent_loop;
+mod chat_api;
+mod chat_cli;
 mod cli;
 mod conformance;
 mod conformance_gateway;
@@ -9,8 +12,11 @@ mod gate_audit;
 mod gate_confirmations;
 mod gate_policy;
 mod inspector;
+mod llm_client;
+mod page;
 mod peers;
 mod processes;
+mod scripted_llm;
 mod server;
 mod service_extras;
 mod support;

@@ -112,3 +112,13 @@ pub enum LlmEvent {
     ToolCallStarted,
     Finished(Completion),
 }
+
+mod accumulate;
+mod client;
+mod error;
+mod sse;
+mod wire;
+
+pub use accumulate::{Accumulator, MAX_ARGUMENT_BYTES, MAX_TOOL_CALLS};
+pub use client::LlmClient;
+pub use error::{LlmError, TimeoutPhase};

@@ -93,6 +93,8 @@ fn mcpgate_toml_in_the_working_directory_is_found() {
 const EXAMPLE_ENV: &[(&str, &str)] = &[
     ("GITHUB_TOKEN", "t"),
     ("MCPGATE_JWT_SECRET", "0123456789abcdef0123456789abcdef"),
+    ("OPENAI_API_KEY", "k"),
+    ("TEAM_ID", "team"),
 ];
 
 #[test]
@@ -103,6 +105,17 @@ fn the_documented_example_loads_with_every_option() {
     let loaded = load(None, dir.path(), &env, Path::new(EXE)).expect("loads");
     assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
     assert_eq!(ids(&loaded), ["github", "time"]);
+    let llm = loaded
+        .config
+        .llm
+        .as_ref()
+        .expect("[llm] configures a model");
+    assert_eq!(llm.model, "qwen2.5-7b-instruct");
+    assert_eq!(llm.api_key.as_ref().map(|k| k.expose()), Some("k"));
+    assert_eq!(
+        loaded.config.agent.preprompt.as_deref(),
+        Some("You are ...")
+    );
     let limits = &loaded.config.limits;
     assert_eq!(limits.connect_timeout, Duration::from_secs(30));
     assert_eq!(limits.max_result_bytes, 1_048_576);

@@ -1,20 +1,12 @@
-//! `notifications/tools/list_changed` for one caller: after each upstream change the caller's
-//! usable tools are compared with what was last announced, and only a real difference (for
-//! this caller) is announced.
+//! `notifications/tools/list_changed` for one caller: each time the gateway swaps in a new
+//! catalog (or a reload swaps in a new gateway), the caller's usable tools are compared with
+//! what was last announced, and only a real difference (for this caller) is announced.
 
-use std::{future::Future, sync::Arc, time::Duration};
+use std::{future::Future, sync::Arc};
 
 use tokio::sync::watch;
 
 use crate::{gateway::Gateway, policy::CallContext, server::reload::LiveGateway};
-
-/// Pause between looks at the catalog after an upstream change. The gateway rebuilds its
-/// catalog on the same signal we wake on, so the first look may come before the new one.
-const SETTLE_STEP: Duration = Duration::from_millis(100);
-
-/// Looks per upstream change (2 s in all). A rebuild is in-memory work that takes
-/// milliseconds; a change still invisible after this did not touch this caller's tools.
-const SETTLE_LOOKS: u32 = 20;
 
 /// What a caller's tool list is made of, for comparison: names and definitions.
 fn view(gateway: &Gateway, ctx: &CallContext) -> Vec<(String, String)> {
@@ -32,7 +24,7 @@ pub struct Follower {
     /// Looked up at each look, never held: a reload must be able to retire the old gateway.
     live: Arc<LiveGateway>,
     ctx: CallContext,
-    /// Changes of the gateway in service when last looked.
+    /// Catalog swaps of the gateway in service when last looked.
     changes: watch::Receiver<u64>,
     swaps: watch::Receiver<u64>,
     announced: Vec<(String, String)>,
@@ -84,18 +76,11 @@ impl Follower {
                 }
                 () = &mut stop => return,
             }
-            for _ in 0..SETTLE_LOOKS {
-                let now = view(&self.live.current(), &self.ctx);
-                if now != self.announced {
-                    self.announced = now;
-                    if !notify().await {
-                        return;
-                    }
-                    break;
-                }
-                tokio::select! {
-                    () = tokio::time::sleep(SETTLE_STEP) => {}
-                    () = &mut stop => return,
+            let now = view(&self.live.current(), &self.ctx);
+            if now != self.announced {
+                self.announced = now;
+                if !notify().await {
+                    return;
                 }
             }
         }

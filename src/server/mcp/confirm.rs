@@ -3,9 +3,10 @@
 //! round (the confirmation id travels as `requestState`). On yes, the confirmation is approved
 //! as the same caller and the call runs once with the token; otherwise it is discarded. A
 //! client that cannot be asked gets a tool error naming the confirmation and how to approve
-//! it out of band; the token then comes back in the call's `_meta`.
+//! it out of band; once approved, the same caller repeating the same call runs it once (the
+//! gate takes the approval by what it is bound to), or the token comes back in `_meta`.
 
-use std::{collections::BTreeMap, time::Duration};
+use std::{collections::BTreeMap, sync::Arc, time::Duration};
 
 use rmcp::{
     RoleServer,
@@ -20,11 +21,12 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::convert::{error_text, failure, success};
+use super::convert::error_text;
 use crate::{
-    gateway::Gateway,
+    gateway::{Gateway, GatewayError, ToolOutput},
     policy::CallContext,
     server::{auth::SESSION_HEADER, errors::epoch_secs},
+    upstream::CallRelay,
 };
 
 /// `tools/call` `_meta` key carrying a confirmation token approved out of band.
@@ -191,9 +193,17 @@ pub fn confirmation_id(request_state: &str) -> Option<&str> {
     plausible.then_some(request_state)
 }
 
-/// Acts on the answer: approve and run once, or discard the confirmation. `name` is the
-/// function name called; approval and the call are made as `ctx`, so a confirmation of
-/// another caller, tool or arguments cannot be used.
+/// What came of the user's answer.
+pub enum Decided {
+    /// Approved: the call ran (or the gate refused it after all), with this outcome.
+    Ran(Result<ToolOutput, GatewayError>),
+    /// Not approved: the tool error to return; the confirmation is discarded.
+    Refused(CallToolResult),
+}
+
+/// Acts on the answer: approve and run once (relaying to `relay`), or discard the
+/// confirmation. `name` is the name called; approval and the call are made as `ctx`, so a
+/// confirmation of another caller, tool or arguments cannot be used.
 pub async fn decide(
     gateway: &Gateway,
     ctx: &CallContext,
@@ -201,21 +211,19 @@ pub async fn decide(
     arguments: Value,
     confirmation_id: &str,
     answer: Answer,
-) -> CallToolResult {
+    relay: Arc<dyn CallRelay>,
+) -> Decided {
     let why = match answer {
         Answer::Approved => {
-            return match gateway.approve(ctx, confirmation_id).await {
+            let outcome = match gateway.approve(ctx, confirmation_id).await {
                 Ok(approval) => {
-                    match gateway
-                        .call_tool(ctx, name, arguments, Some(&approval.token))
+                    gateway
+                        .call_tool_relayed(ctx, name, arguments, Some(&approval.token), Some(relay))
                         .await
-                    {
-                        Ok(output) => success(output),
-                        Err(err) => failure(&err),
-                    }
                 }
-                Err(err) => failure(&err),
+                Err(err) => Err(err),
             };
+            return Decided::Ran(outcome);
         }
         Answer::Declined => "[confirmation_declined] the user declined".to_owned(),
         Answer::Unanswered(why) => format!("[confirmation_unanswered] {why}"),
@@ -224,17 +232,18 @@ pub async fn decide(
     if let Err(err) = gateway.deny(ctx, confirmation_id).await {
         tracing::debug!(error = %err, "discarding an unapproved confirmation failed");
     }
-    error_text(format!("{why}; `{name}` was not run"))
+    Decided::Refused(error_text(format!("{why}; `{name}` was not run")))
 }
 
 /// The tool error for a client that cannot ask: what to approve, where, and how to retry.
 pub fn out_of_band(pending: &Pending, ctx: &CallContext) -> CallToolResult {
     error_text(format!(
         "[confirmation_required] `{tool}` needs the user's confirmation and this client cannot \
-         ask for it. Approve confirmation {id} (valid until {until}, Unix time) with `POST \
+         ask for it. Approve confirmation {id} (pending until {until}, Unix time) with `POST \
          /api/v1/mcp/confirmations/{id}/approve` using the same credentials and the header \
-         `{SESSION_HEADER}: {session}`, then call this tool again with the same arguments and \
-         the returned `confirmationToken` in the request's `_meta` under `{TOKEN_META_KEY}`.",
+         `{SESSION_HEADER}: {session}`, then call this tool again with exactly the same \
+         arguments: the approval lets that one call run, once. (Or pass the returned \
+         `confirmationToken` in the request's `_meta` under `{TOKEN_META_KEY}`.)",
         tool = pending.tool,
         id = pending.id,
         until = epoch_secs(pending.expires_at),

@@ -8,7 +8,7 @@
               2026-07-28, but session clients still use them"
 )]
 
-use std::sync::{Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
@@ -26,20 +26,12 @@ use serde_json::Value;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::{
-    changes::Follower,
-    confirm::{self, Channel, Pending},
-    content, convert,
-    relay::ClientRelay,
-    scope,
-    watches::SessionWatches,
+    call::ToolCall, changes::Follower, content, rounds::Rounds, scope, watches::SessionWatches,
 };
-use crate::{config::ServerId, gateway::GatewayError, policy::CallContext, server::AppState};
+use crate::{config::ServerId, policy::CallContext, server::AppState};
 
 /// Header carrying the MCP session id (set by rmcp on `initialize`, sent back by clients).
 const SESSION_ID_HEADER: &str = "mcp-session-id";
-
-/// Longest tool name quoted back in an error.
-const MAX_SHOWN_NAME_CHARS: usize = 64;
 
 /// One handler per MCP session (rmcp's factory makes one per `initialize`), or per request
 /// on 2026-07-28, which has no sessions.
@@ -61,6 +53,9 @@ pub struct GatewayServer {
     log_level: Mutex<Option<LoggingLevel>>,
     /// The resources this session watches.
     watches: SessionWatches,
+    /// Input rounds handed back to 2026-07-28 clients, shared by every handler of the
+    /// endpoint (each 2026-07-28 request has its own handler).
+    rounds: Arc<Rounds>,
     /// Cancelled when rmcp drops this handler (the session ended) or on shutdown; stops the
     /// session's list-changed follower.
     alive: CancellationToken,
@@ -71,11 +66,13 @@ impl GatewayServer {
     pub fn new(
         state: AppState,
         scope: Option<ServerId>,
+        rounds: Arc<Rounds>,
         alive: CancellationToken,
     ) -> GatewayServer {
         GatewayServer {
             state,
             scope,
+            rounds,
             owner: OnceLock::new(),
             follower: Mutex::new(None),
             log_level: Mutex::new(None),
@@ -117,11 +114,6 @@ fn authenticated(extensions: &Extensions) -> Result<CallContext, ErrorData> {
         .ok_or_else(|| {
             ErrorData::internal_error("the request carries no authenticated caller", None)
         })
-}
-
-fn shown(name: &str) -> String {
-    let cut: String = name.chars().take(MAX_SHOWN_NAME_CHARS).collect();
-    format!("{cut:?}")
 }
 
 impl ServerHandler for GatewayServer {
@@ -225,68 +217,22 @@ impl ServerHandler for GatewayServer {
         let lease = self.state.gateway.current();
         let gateway = &*lease;
         let name = scope::gateway_name(self.scope.as_ref(), gateway, &ctx, &request.name)?;
-        let arguments = Value::Object(request.arguments.unwrap_or_default());
-        if let Some(state) = request.request_state.as_deref() {
-            // The retry of an input round: the state is the confirmation id we sent.
-            let Some(id) = confirm::confirmation_id(state) else {
-                return Ok(convert::error_text(
-                    "[confirmation_invalid] requestState is not a confirmation this gateway issued",
-                )
-                .into());
-            };
-            let answer = confirm::round_answer(request.input_responses.as_ref());
-            let result = confirm::decide(gateway, &ctx, &name, arguments, id, answer).await;
-            return Ok(result.into());
-        }
-        let token = context
-            .meta
-            .get(confirm::TOKEN_META_KEY)
-            .and_then(Value::as_str);
-        let timer = self.state.metrics.start_call(gateway, &name);
-        let level = *self
+        let log_level = *self
             .log_level
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        let relay = ClientRelay::for_call(&context, level);
-        let outcome = gateway
-            .call_tool_relayed(&ctx, &name, arguments.clone(), token, Some(relay))
-            .await;
-        timer.finish(&outcome);
-        match outcome {
-            Ok(output) => Ok(convert::success(output).into()),
-            // A protocol error, as the MCP specification lists unknown tools: the client
-            // called a name it was not offered (or no longer is; list_changed said so).
-            Err(GatewayError::NotFound { .. }) => Err(ErrorData::invalid_params(
-                format!("unknown tool {}", shown(&name)),
-                None,
-            )),
-            Err(GatewayError::ConfirmationRequired {
-                confirmation_id,
-                tool,
-                expires_at,
-                ..
-            }) => {
-                let pending = Pending {
-                    id: confirmation_id,
-                    tool,
-                    expires_at,
-                };
-                let response = match confirm::channel(&context) {
-                    Channel::InputRound => confirm::input_round(&pending, &arguments).into(),
-                    Channel::Session(peer) => {
-                        let wait = gateway.config().confirmations.pending_ttl;
-                        let answer =
-                            confirm::ask(&peer, &pending, &arguments, wait, &context.ct).await;
-                        confirm::decide(gateway, &ctx, &name, arguments, &pending.id, answer)
-                            .await
-                            .into()
-                    }
-                    Channel::OutOfBand => confirm::out_of_band(&pending, &ctx).into(),
-                };
-                Ok(response)
-            }
-            Err(err) => Ok(convert::failure(&err).into()),
-        }
+        let call = ToolCall {
+            gateway,
+            metrics: &self.state.metrics,
+            rounds: &self.rounds,
+            ctx,
+            name,
+            arguments: Value::Object(request.arguments.unwrap_or_default()),
+            context: &context,
+            log_level,
+        };
+        call.run(request.request_state.as_deref(), request.input_responses)
+            .await
     }
 
     async fn list_prompts(

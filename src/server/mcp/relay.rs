@@ -1,7 +1,8 @@
 //! The calling MCP client's side of a tool call's relay: the upstream's progress (under the
 //! client's own progress token), log messages (at or above the level the client asked for),
-//! and sampling and elicitation requests (only those the client declared it can answer) go
-//! to the client that made the call.
+//! and sampling, elicitation and roots requests (only those the client declared it can
+//! answer) go to the client that made the call. A 2026-07-28 client takes no requests: an
+//! upstream's input round is handed back to it, and its retry brings the answers.
 #![expect(
     deprecated,
     reason = "sampling and logging are deprecated by SEP-2577, but upstream servers still \
@@ -15,15 +16,18 @@ use rmcp::{
     ErrorData, Peer, RoleServer,
     model::{
         ClientCapabilities, ClientResult, CreateMessageRequest, CreateMessageRequestParams,
-        CreateMessageResult, ElicitRequest, ElicitRequestParams, ElicitResult, LoggingLevel,
-        LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken, RequestId,
-        ServerRequest,
+        CreateMessageResult, ElicitRequest, ElicitRequestParams, ElicitResult, ListRootsRequest,
+        ListRootsResult, LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam,
+        ProgressToken, ProtocolVersion, RequestId, ServerRequest,
     },
     service::{OriginatingRequestId, PeerRequestOptions, RequestContext, ServiceError},
 };
 use tokio_util::sync::CancellationToken;
 
-use crate::upstream::CallRelay;
+use crate::{
+    policy::CallContext,
+    upstream::{CallRelay, Owner, Resume, covers_elicitation},
+};
 
 /// Relays one `tools/call` of one MCP client.
 pub(super) struct ClientRelay {
@@ -37,29 +41,42 @@ pub(super) struct ClientRelay {
     min_level: Option<LoggingLevel>,
     /// Cancelled when the client cancels the call: requests relayed for it stop waiting.
     cancelled: CancellationToken,
+    /// What the client declared it can answer: at `initialize`, or with this request on
+    /// 2026-07-28.
+    capabilities: ClientCapabilities,
+    /// Tenant and user: who sees what is relayed.
+    owner: Owner,
+    /// The client answers input rounds itself (2026-07-28).
+    rounds: bool,
+    /// The retry of a round handed back to the client.
+    resume: Option<Resume>,
 }
 
 impl ClientRelay {
-    /// Relays the call of `context`; log messages below the level the request names (on
-    /// 2026-07-28) or else `session_level` (set with `logging/setLevel`) are dropped.
+    /// Relays the call `ctx` made with `context`; log messages below the level the request
+    /// names (on 2026-07-28) or else `session_level` (set with `logging/setLevel`) are
+    /// dropped. `resume`: the call is the retry of a round handed back.
     pub(super) fn for_call(
         context: &RequestContext<RoleServer>,
+        ctx: &CallContext,
         session_level: Option<LoggingLevel>,
+        resume: Option<Resume>,
     ) -> Arc<dyn CallRelay> {
+        let rounds = context
+            .protocol_version()
+            .is_some_and(|v| v >= ProtocolVersion::V_2026_07_28);
+        let owner = Owner::caller(&ctx.tenant, &ctx.user);
         Arc::new(ClientRelay {
             peer: context.peer.clone(),
             call: context.id.clone(),
             progress_token: context.meta.get_progress_token(),
             min_level: context.meta.log_level().or(session_level),
             cancelled: context.ct.clone(),
+            capabilities: context.client_capabilities().unwrap_or_default(),
+            owner,
+            rounds,
+            resume,
         })
-    }
-
-    /// What the client declared at `initialize`; nothing without a session.
-    fn declared(&self, has: impl Fn(&ClientCapabilities) -> bool) -> bool {
-        self.peer
-            .peer_info()
-            .is_some_and(|info| has(&info.capabilities))
     }
 
     /// Sends `request` to the client on its call's stream and waits for the answer (the
@@ -110,6 +127,9 @@ fn insert_origin(request: &mut ServerRequest, call: &RequestId) {
             r.extensions.insert(origin);
         }
         ServerRequest::ElicitRequest(r) => {
+            r.extensions.insert(origin);
+        }
+        ServerRequest::ListRootsRequest(r) => {
             r.extensions.insert(origin);
         }
         _ => {}
@@ -167,7 +187,7 @@ impl CallRelay for ClientRelay {
     ) -> BoxFuture<'_, Result<CreateMessageResult, ErrorData>> {
         Box::pin(async move {
             const METHOD: &str = "sampling/createMessage";
-            if !self.declared(|c| c.sampling.is_some()) {
+            if self.capabilities.sampling.is_none() {
                 return Err(not_declared(METHOD, "sampling"));
             }
             let request = ServerRequest::CreateMessageRequest(CreateMessageRequest::new(params));
@@ -185,17 +205,7 @@ impl CallRelay for ClientRelay {
         Box::pin(async move {
             const METHOD: &str = "elicitation/create";
             let url = matches!(params, ElicitRequestParams::UrlElicitationParams { .. });
-            // A client that declares elicitation without naming a mode supports forms.
-            let supported = self.declared(|c| {
-                c.elicitation.as_ref().is_some_and(|modes| {
-                    if url {
-                        modes.url.is_some()
-                    } else {
-                        modes.form.is_some() || modes.url.is_none()
-                    }
-                })
-            });
-            if !supported {
+            if !covers_elicitation(&self.capabilities, &params) {
                 let capability = if url {
                     "URL elicitation"
                 } else {
@@ -209,5 +219,35 @@ impl CallRelay for ClientRelay {
                 _ => Err(unexpected(METHOD)),
             }
         })
+    }
+
+    fn list_roots(&self) -> BoxFuture<'_, Result<ListRootsResult, ErrorData>> {
+        Box::pin(async move {
+            const METHOD: &str = "roots/list";
+            if self.capabilities.roots.is_none() {
+                return Err(not_declared(METHOD, "roots"));
+            }
+            let request = ServerRequest::ListRootsRequest(ListRootsRequest::default());
+            match self.ask(request).await? {
+                ClientResult::ListRootsResult(result) => Ok(result),
+                _ => Err(unexpected(METHOD)),
+            }
+        })
+    }
+
+    fn capabilities(&self) -> ClientCapabilities {
+        self.capabilities.clone()
+    }
+
+    fn owner(&self) -> Owner {
+        self.owner.clone()
+    }
+
+    fn hands_back_input(&self) -> bool {
+        self.rounds
+    }
+
+    fn resumes(&self) -> Option<Resume> {
+        self.resume.clone()
     }
 }

@@ -5,6 +5,7 @@
 
 mod content;
 mod relay;
+mod rounds;
 mod scoped;
 mod support;
 mod watch;

@@ -352,6 +352,10 @@ fn every_gateway_code_is_a_listed_outcome() {
             message: "x".into(),
         }),
         upstream(UpstreamError::Protocol("x".into())),
+        upstream(UpstreamError::InputUnanswered { reason: "x".into() }),
+        upstream(UpstreamError::InputRequired(Box::new(
+            rmcp::model::InputRequiredResult::from_request_state("s"),
+        ))),
     ];
     let mut seen = BTreeMap::new();
     for err in &errors {

@@ -6,7 +6,7 @@ use futures::future::{BoxFuture, FutureExt};
 
 use super::lock;
 use crate::store::{
-    Approved, ConfirmationStore, Pending, StoreError,
+    Approved, Binding, ConfirmationStore, Pending, StoreError,
     clock::is_expired,
     confirmations::{MAX_MEMORY_ENTRIES, MAX_PER_USER},
 };
@@ -116,6 +116,22 @@ impl MemoryConfirmations {
         (!is_expired(approved.expires_at, now)).then_some(approved)
     }
 
+    fn take_approved_now(&self, binding: &Binding, now: SystemTime) -> Option<Approved> {
+        let mut state = lock(&self.state);
+        // A scan: at most MAX_MEMORY_ENTRIES entries, and only writes called without a
+        // token come here.
+        let (token_hash, _) = state
+            .tokens
+            .iter()
+            .filter(|(_, a)| a.binding == *binding && !is_expired(a.expires_at, now))
+            .min_by(|(ha, a), (hb, b)| (a.expires_at, ha).cmp(&(b.expires_at, hb)))?;
+        let token_hash = token_hash.clone();
+        let approved = state.tokens.remove(&token_hash)?;
+        let owner = owner(&approved.binding.tenant, &approved.binding.user);
+        count_out(&mut state.tokens_per_user, owner);
+        Some(approved)
+    }
+
     fn purge_expired_now(&self, now: SystemTime) -> u64 {
         let mut guard = lock(&self.state);
         let state = &mut *guard;
@@ -188,6 +204,15 @@ impl ConfirmationStore for MemoryConfirmations {
     ) -> BoxFuture<'_, Result<Option<Approved>, StoreError>> {
         let token_hash = token_hash.to_owned();
         async move { Ok(self.take_token_now(&token_hash, now)) }.boxed()
+    }
+
+    fn take_approved(
+        &self,
+        binding: &Binding,
+        now: SystemTime,
+    ) -> BoxFuture<'_, Result<Option<Approved>, StoreError>> {
+        let binding = binding.clone();
+        async move { Ok(self.take_approved_now(&binding, now)) }.boxed()
     }
 
     fn purge_expired(&self, now: SystemTime) -> BoxFuture<'_, Result<u64, StoreError>> {

@@ -1,10 +1,11 @@
-//! The audit log in SQLite: one committed row per record; queries are one fixed statement in
-//! which an unset filter is a NULL parameter.
+//! The audit log in SQLite: one committed row per record, written in batches by the
+//! [`AuditWriter`]; queries are one fixed statement in which an unset filter is a NULL
+//! parameter.
 
 use futures::future::{BoxFuture, FutureExt};
 use sqlx::{Row, SqlitePool, sqlite::SqliteRow};
 
-use super::{from_sql_u64, store_error, to_sql_u64, to_sql_usize};
+use super::{audit_writer::AuditWriter, from_sql_u64, store_error, to_sql_usize};
 use crate::store::{
     AuditQuery, AuditRecord, AuditStore, StoreError,
     clock::{from_micros, to_micros},
@@ -12,19 +13,14 @@ use crate::store::{
 
 pub(super) struct SqliteAudit {
     pool: SqlitePool,
+    writer: AuditWriter,
 }
 
 impl SqliteAudit {
-    pub(super) fn new(pool: SqlitePool) -> SqliteAudit {
-        SqliteAudit { pool }
+    pub(super) fn new(pool: SqlitePool, writer: AuditWriter) -> SqliteAudit {
+        SqliteAudit { pool, writer }
     }
 }
-
-const APPEND: &str = "INSERT INTO audit
-        (time, request_id, tenant_id, user_id, session_id, server, tool, decision,
-         confirmation_id, outcome, duration_ms, argument_bytes, result_bytes, fingerprint,
-         arguments, detail)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16)";
 
 // The same conditions as `AuditQuery::matches`. Newest first walks the rowid backwards, so a
 // recent page is cheap whatever the filters.
@@ -78,31 +74,7 @@ fn record_from(row: &SqliteRow) -> Result<(i64, AuditRecord), StoreError> {
 
 impl AuditStore for SqliteAudit {
     fn append(&self, record: AuditRecord) -> BoxFuture<'_, Result<(), StoreError>> {
-        async move {
-            let r = record.bounded();
-            sqlx::query(APPEND)
-                .bind(to_micros(r.time))
-                .bind(&r.request_id)
-                .bind(&r.tenant)
-                .bind(&r.user)
-                .bind(&r.session)
-                .bind(&r.server)
-                .bind(&r.tool)
-                .bind(&r.decision)
-                .bind(&r.confirmation_id)
-                .bind(&r.outcome)
-                .bind(to_sql_u64(r.duration_ms))
-                .bind(to_sql_u64(r.argument_bytes))
-                .bind(to_sql_u64(r.result_bytes))
-                .bind(&r.fingerprint)
-                .bind(&r.arguments)
-                .bind(&r.detail)
-                .execute(&self.pool)
-                .await
-                .map_err(store_error)?;
-            Ok(())
-        }
-        .boxed()
+        self.writer.append(record.bounded()).boxed()
     }
 
     fn query(

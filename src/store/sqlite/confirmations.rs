@@ -1,7 +1,7 @@
 //! Confirmations in SQLite. Every operation is one statement, so each is atomic on its own:
 //! a take is `DELETE … RETURNING` (run to completion, so it commits before the row is
-//! handed out; the primary key makes it at most one row), and a bounded insert counts and
-//! inserts in one `INSERT … SELECT … WHERE`.
+//! handed out; the primary key, or one `rowid` chosen in the same statement, makes it at
+//! most one row), and a bounded insert counts and inserts in one `INSERT … SELECT … WHERE`.
 
 use std::time::SystemTime;
 
@@ -45,6 +45,16 @@ const INSERT_TOKEN: &str = "INSERT INTO tokens
     WHERE (SELECT COUNT(*) FROM tokens WHERE tenant_id = ?3 AND user_id = ?4) < ?10";
 
 const TAKE_TOKEN: &str = "DELETE FROM tokens WHERE token_hash = ?1 RETURNING
+    confirmation_id, tenant_id, user_id, session_id, tool, fingerprint, args_hash, expires_at";
+
+/// One statement: the row is chosen and deleted atomically, so concurrent takes of one
+/// grant cannot both get it. `rowid` picks one row among grants alike in every column.
+const TAKE_APPROVED: &str = "DELETE FROM tokens WHERE rowid = (
+        SELECT rowid FROM tokens
+        WHERE tenant_id = ?1 AND user_id = ?2 AND session_id = ?3 AND tool = ?4
+            AND fingerprint = ?5 AND args_hash = ?6 AND expires_at > ?7
+        ORDER BY expires_at, token_hash LIMIT 1)
+    RETURNING
     confirmation_id, tenant_id, user_id, session_id, tool, fingerprint, args_hash, expires_at";
 
 const PURGE_PENDING: &str = "DELETE FROM pending WHERE expires_at <= ?1";
@@ -197,6 +207,25 @@ impl ConfirmationStore for SqliteConfirmations {
             };
             let approved = approved_from(row).map_err(store_error)?;
             Ok((!is_expired(approved.expires_at, now)).then_some(approved))
+        }
+        .boxed()
+    }
+
+    fn take_approved(
+        &self,
+        binding: &Binding,
+        now: SystemTime,
+    ) -> BoxFuture<'_, Result<Option<Approved>, StoreError>> {
+        let binding = binding.clone();
+        async move {
+            let rows = bind_binding(sqlx::query(TAKE_APPROVED), &binding)
+                .bind(to_micros(now))
+                .fetch_all(&self.pool)
+                .await
+                .map_err(store_error)?;
+            rows.first()
+                .map(|row| approved_from(row).map_err(store_error))
+                .transpose()
         }
         .boxed()
     }

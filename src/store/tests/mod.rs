@@ -1,5 +1,6 @@
 //! One behaviour suite for every store, written once and run against memory and SQLite.
 
+mod approved;
 mod audit;
 mod confirmations;
 mod limits;

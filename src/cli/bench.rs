@@ -1,0 +1,318 @@
+//! `mcpgate bench` (hidden; run through `scripts/bench`): drives `tools/call` through the
+//! upstreams directly, through mcpgate's REST API and MCP endpoint (a separate `mcpgate
+//! serve` process with the whole policy path on), and through the peer gateways mcp-proxy and
+//! mcpo, at several concurrencies; then `tools/list` over 50 upstreams with one frozen, and the
+//! gateway's memory. Writes a markdown report to stdout and into BENCHMARKS.md.
+//!
+//! - `load`: the load generator; `stats`: percentiles; `targets`: the callers.
+//! - `procs`: child processes and `/proc` readings; `setup`: gateway configuration, tokens.
+//! - `calls`, `catalog`, `memory`: the three scenarios; `goals`: the targets checked;
+//!   `report`: markdown.
+
+mod calls;
+mod catalog;
+mod goals;
+mod load;
+mod memory;
+mod procs;
+mod report;
+mod setup;
+mod stats;
+mod targets;
+
+use std::{
+    fmt::Write as _,
+    net::SocketAddr,
+    path::{Path, PathBuf},
+    process::ExitCode,
+    time::{Duration, SystemTime},
+};
+
+use anyhow::Context as _;
+
+/// The parts of a benchmark run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Part {
+    /// `tools/call` at each concurrency, and the 1 MiB result.
+    Calls,
+    /// `tools/list` over 50 upstreams with one frozen.
+    List,
+    /// Resident memory idle and over a long run.
+    Memory,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// Measured calls per target and concurrency (each after a warm-up of a tenth as many).
+    #[arg(long, default_value_t = 5000)]
+    calls: usize,
+    /// Concurrency levels (workers, each with its own MCP session where there are sessions).
+    #[arg(long, value_delimiter = ',', default_value = "1,16,64")]
+    concurrency: Vec<usize>,
+    /// server-everything's `dist/index.js`: the stdio upstream compared with the peers.
+    #[arg(long, value_name = "FILE")]
+    everything: Option<PathBuf>,
+    /// The Node.js that runs server-everything (looked up on PATH).
+    #[arg(long, default_value = "node")]
+    node: String,
+    /// The `mcp-proxy` executable (PyPI mcp-proxy).
+    #[arg(long, value_name = "FILE")]
+    mcp_proxy: Option<PathBuf>,
+    /// The `mcpo` executable (PyPI mcpo).
+    #[arg(long, value_name = "FILE")]
+    mcpo: Option<PathBuf>,
+    /// Calls of the memory run.
+    #[arg(long, default_value_t = 100_000)]
+    memory_calls: usize,
+    /// Which parts to run.
+    #[arg(long, value_delimiter = ',', default_value = "calls,list,memory")]
+    only: Vec<Part>,
+    /// Folder for configurations, databases and logs (emptied first).
+    #[arg(long, value_name = "DIR", default_value = "target/bench-run")]
+    work_dir: PathBuf,
+    /// A markdown file whose generated section is replaced by this run's report.
+    #[arg(long, value_name = "FILE")]
+    out: Option<PathBuf>,
+    /// How the report names the command that produced it.
+    #[arg(long, default_value = "scripts/bench")]
+    command: String,
+    /// Versions of the peers, as the report shows them.
+    #[arg(long, default_value = "")]
+    versions: String,
+    /// Another mcpgate binary to run as the gateway (to compare builds); default: this one.
+    #[arg(long, value_name = "FILE")]
+    gateway_binary: Option<PathBuf>,
+    /// Keep the gateway's audit log and confirmations in memory instead of SQLite (to see
+    /// what the durable audit costs; the report's targets assume SQLite).
+    #[arg(long)]
+    memory_state: bool,
+    /// Run only the targets whose `group / target` name contains one of these (e.g.
+    /// `direct,REST` or `echo, Streamable HTTP / mcpgate REST`).
+    #[arg(long, value_delimiter = ',')]
+    targets: Vec<String>,
+}
+
+/// A run's shared setting.
+pub struct Bench {
+    args: BenchArgs,
+    exe: PathBuf,
+    dir: PathBuf,
+    secret: String,
+}
+
+/// A started gateway.
+pub struct Gateway {
+    proc: procs::Proc,
+    addr: SocketAddr,
+    /// The caller's token: tenant `bench`, role `bench`.
+    token: String,
+    /// The same caller with the admin role besides.
+    admin_token: String,
+}
+
+impl Bench {
+    fn exe_str(&self) -> String {
+        self.exe.display().to_string()
+    }
+
+    /// `node dist/index.js stdio`, with node's full path (the gateway does not pass its PATH
+    /// lookups on to a child's environment).
+    fn everything_command(&self) -> Option<Vec<String>> {
+        let script = self.args.everything.as_ref()?;
+        let node = find_on_path(&self.args.node).unwrap_or_else(|| self.args.node.clone().into());
+        Some(vec![
+            node.display().to_string(),
+            script.display().to_string(),
+            "stdio".into(),
+        ])
+    }
+
+    /// Writes a configuration for `upstreams` into a fresh folder `name` and starts the
+    /// gateway on it.
+    async fn start_gateway(
+        &self,
+        name: &str,
+        upstreams: &[(String, setup::Upstream<'_>)],
+        list_timeout: Duration,
+    ) -> anyhow::Result<Gateway> {
+        let dir = self.dir.join(name);
+        std::fs::create_dir_all(&dir)?;
+        let config = dir.join("mcpgate.toml");
+        std::fs::write(
+            &config,
+            setup::gateway_config(&dir, upstreams, list_timeout, self.args.memory_state),
+        )?;
+        let env = [(setup::SECRET_ENV, self.secret.clone())];
+        let exe = self.args.gateway_binary.as_ref().unwrap_or(&self.exe);
+        let (proc, addr) =
+            procs::spawn_gateway(exe, &config, &env, &dir.join("gateway.log")).await?;
+        Ok(Gateway {
+            proc,
+            addr,
+            token: setup::token(&self.secret, false)?,
+            admin_token: setup::token(&self.secret, true)?,
+        })
+    }
+}
+
+pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
+    let exe = std::env::current_exe().context("cannot locate the mcpgate binary")?;
+    let dir = std::path::absolute(&args.work_dir)?;
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).with_context(|| format!("emptying {}", dir.display()))?;
+    }
+    std::fs::create_dir_all(&dir)?;
+    let bench = Bench {
+        exe,
+        dir,
+        secret: mcpgate::digest::random_hex(32),
+        args,
+    };
+    let mut sections = String::new();
+    let mut checks = Vec::new();
+    if bench.args.only.contains(&Part::Calls) {
+        let measured = calls::run(&bench).await?;
+        checks.extend(goals::call_checks(&measured.calls));
+        let _ = write!(
+            sections,
+            "### `tools/call`\n\n{}\n### A 1 MiB result\n\n{}\n",
+            report::latency_table(&measured.calls),
+            report::latency_table(&measured.big)
+        );
+    }
+    if bench.args.only.contains(&Part::List) {
+        let result = catalog::run(&bench).await?;
+        checks.push(goals::list_check(&result));
+        sections.push_str(&list_section(&result));
+    }
+    if bench.args.only.contains(&Part::Memory) {
+        let result = memory::run(&bench).await?;
+        checks.extend(goals::memory_checks(&result));
+        sections.push_str(&memory_section(&result));
+    }
+    let generated = format!(
+        "{}\n### Targets\n\n{}\n{sections}",
+        header(&bench.args),
+        report::checks_table(&checks)
+    );
+    println!("{generated}");
+    if let Some(out) = &bench.args.out {
+        let existing = std::fs::read_to_string(out).unwrap_or_default();
+        std::fs::write(out, report::splice(&existing, &generated))
+            .with_context(|| format!("writing {}", out.display()))?;
+        eprintln!("bench: wrote {}", out.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// When, where and how the run was made.
+fn header(args: &BenchArgs) -> String {
+    let read = |path: &str| std::fs::read_to_string(path).unwrap_or_default();
+    let cpu = read("/proc/cpuinfo")
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix("model name")
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_owned())
+        })
+        .unwrap_or_else(|| "unknown".into());
+    let memory = read("/proc/meminfo")
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:").map(|v| v.trim().to_owned()))
+        .unwrap_or_default();
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let mut out = format!(
+        "## Latest run\n\n\
+         - Date: {}\n\
+         - Machine: {cores} cores ({cpu}), {memory} memory, Linux {}; loopback only. The load \
+           generator, the gateways and the upstreams share these cores.\n\
+         - Command: `{}` (release build)\n\
+         - Load: {} measured calls per target and concurrency, after a warm-up of a tenth as \
+           many; concurrency {}; one MCP session per worker (the direct stdio upstream: one \
+           session shared).\n",
+        mcpgate::store::rfc3339(SystemTime::now()),
+        read("/proc/sys/kernel/osrelease").trim(),
+        args.command,
+        args.calls,
+        args.concurrency
+            .iter()
+            .map(usize::to_string)
+            .collect::<Vec<_>>()
+            .join(", "),
+    );
+    if !args.versions.is_empty() {
+        let _ = writeln!(out, "- Peers: {}", args.versions);
+    }
+    out
+}
+
+fn list_section(result: &catalog::ListResult) -> String {
+    let mut out = format!(
+        "### `tools/list` over {} upstreams, one frozen (SIGSTOP)\n\n\
+         | phase | interface | lists | p50 ms | p99 ms | max ms | tools listed | frozen \
+         upstream's tools listed |\n| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |\n",
+        catalog::UPSTREAMS
+    );
+    for row in &result.rows {
+        let s = &row.summary;
+        let _ = writeln!(
+            out,
+            "| {} | {} | {} | {:.3} | {:.3} | {:.3} | {} | {} |",
+            row.phase,
+            row.interface,
+            s.calls,
+            report::ms(s.p50),
+            report::ms(s.p99),
+            report::ms(s.max),
+            row.fewest_tools,
+            if row.dead_listed { "yes" } else { "no" }
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\nThe frozen upstream was marked degraded {:.2} s after the refresh was asked for \
+         (per-upstream deadline {} s).\n",
+        result.marked_degraded_after.as_secs_f64(),
+        catalog::LIST_DEADLINE.as_secs()
+    );
+    out
+}
+
+fn memory_section(result: &memory::MemoryResult) -> String {
+    let mib = |bytes: u64| bytes as f64 / (1024.0 * 1024.0);
+    let mut out = format!(
+        "### Resident memory of the gateway process ({} stdio upstreams)\n\n\
+         | when | VmRSS MiB |\n| --- | ---: |\n| idle | {:.1} |\n",
+        memory::UPSTREAMS,
+        mib(result.idle)
+    );
+    for (calls, rss) in &result.after {
+        let _ = writeln!(
+            out,
+            "| after {calls} calls (REST, concurrency 64) | {:.1} |",
+            mib(*rss)
+        );
+    }
+    if result.errors > 0 {
+        let _ = writeln!(out, "\n{} calls failed during the run.", result.errors);
+    }
+    out.push('\n');
+    out
+}
+
+/// `program` as found on PATH (unchanged when it holds a `/`).
+fn find_on_path(program: &str) -> Option<PathBuf> {
+    if program.contains('/') {
+        return Some(PathBuf::from(program));
+    }
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| dir.join(program))
+        .find(|path| is_executable(path))
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt as _;
+    path.metadata()
+        .is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+}

@@ -1,0 +1,40 @@
+//! Raw `[llm]` and `[agent]` sections: the model server and the bounds of the tool loop, as
+//! written.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use crate::config::duration::RawDuration;
+
+/// `[llm]`: an OpenAI-compatible chat completions server. Every field optional here, so a
+/// missing one is reported with its path or filled from the environment.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLlm {
+    /// As text, so that a bad URL is reported with its path (and never quoted).
+    pub base_url: Option<String>,
+    pub model: Option<String>,
+    /// One `${NAME}` reference: the file names the variable, the environment holds the key.
+    pub api_key: Option<String>,
+    pub headers: Option<BTreeMap<String, String>>,
+    pub connect_timeout: Option<RawDuration>,
+    pub request_timeout: Option<RawDuration>,
+    pub idle_timeout: Option<RawDuration>,
+    pub stream: Option<bool>,
+    pub tools: Option<bool>,
+    pub max_response_bytes: Option<u64>,
+}
+
+/// `[agent]`: bounds of one chat turn and of the turns running at once.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAgent {
+    pub max_rounds: Option<u64>,
+    pub max_tool_output_chars: Option<u64>,
+    pub max_repeats: Option<u64>,
+    pub max_argument_retries: Option<u64>,
+    pub preprompt: Option<String>,
+    pub max_running_turns: Option<u64>,
+    pub max_messages: Option<u64>,
+}

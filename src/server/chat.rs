@@ -1,0 +1,394 @@
+//! The chat API: `POST /api/v1/chat` runs one turn of the agent loop as the caller and
+//! streams its events (`text/event-stream`); approvals and cancellation of running turns.
+//! Conversations belong to the client (sent whole each turn): the server keeps only the
+//! running turns and their pending approvals, both bounded.
+
+use std::{
+    collections::HashMap,
+    convert::Infallible,
+    sync::{
+        Arc, Mutex, MutexGuard,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use axum::{
+    Extension, Json, Router,
+    body::Bytes,
+    extract::{Path, State},
+    http::{HeaderName, HeaderValue, StatusCode},
+    response::{
+        IntoResponse, Response,
+        sse::{Event, KeepAlive, Sse},
+    },
+    routing::post,
+};
+use futures::StreamExt as _;
+use serde::{Deserialize, de::DeserializeOwned};
+use serde_json::{Map, Value, json};
+use tokio_util::sync::CancellationToken;
+
+use super::{ApiError, AppState, auth::SESSION_HEADER, markdown};
+use crate::{
+    agent::{
+        Agent, AgentEvent, ApprovalPolicy, Approvals, Decision, Etas, ToolChoice, TurnOptions,
+        UserTimeZone,
+        llm::{LlmClient, Message},
+    },
+    config::LlmConfig,
+    policy::CallContext,
+};
+
+/// Longest chat session id; ids appear in URLs, so they are `[A-Za-z0-9_-]` only.
+pub const MAX_SESSION_CHARS: usize = 64;
+
+/// Model options a client may set; the rest (model, messages, tools, ...) are the server's.
+pub const SAMPLING_OPTIONS: [&str; 10] = [
+    "temperature",
+    "top_p",
+    "top_k",
+    "min_p",
+    "max_tokens",
+    "max_completion_tokens",
+    "seed",
+    "stop",
+    "presence_penalty",
+    "frequency_penalty",
+];
+
+/// A comment line keeps the stream alive through proxies while a tool runs long; writing
+/// it is also how a client that went away is noticed.
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+
+/// Longest parse error quoted back to the client.
+const MAX_ERROR_CHARS: usize = 300;
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/chat", post(start_turn))
+        .route("/chat/{session}/approvals/{call_id}", post(decide))
+        .route("/chat/{session}/cancel", post(cancel))
+        .layer(Extension(Arc::new(ChatHub::default())))
+}
+
+/// What the chat routes share: running turns, their pending approvals, the recent call
+/// durations, and the model client (rebuilt when a reload changes `[llm]`).
+#[derive(Default)]
+struct ChatHub {
+    approvals: Arc<Approvals>,
+    etas: Arc<Etas>,
+    turns: Mutex<HashMap<u64, Running>>,
+    next_turn: AtomicU64,
+    client: Mutex<Option<(LlmConfig, Arc<LlmClient>)>>,
+}
+
+/// A running turn: whose, and how to stop it.
+struct Running {
+    tenant: String,
+    user: String,
+    session: String,
+    cancel: CancellationToken,
+}
+
+impl ChatHub {
+    fn turns(&self) -> MutexGuard<'_, HashMap<u64, Running>> {
+        // Plain map edits only: a panic elsewhere cannot leave it half-written.
+        self.turns.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Admits a turn of `ctx` if fewer than `limit` run; it counts until the slot drops.
+    fn admit(
+        self: &Arc<Self>,
+        ctx: &CallContext,
+        cancel: CancellationToken,
+        limit: usize,
+    ) -> Option<TurnSlot> {
+        let mut turns = self.turns();
+        if turns.len() >= limit {
+            return None;
+        }
+        let id = self.next_turn.fetch_add(1, Ordering::Relaxed);
+        turns.insert(
+            id,
+            Running {
+                tenant: ctx.tenant.clone(),
+                user: ctx.user.clone(),
+                session: ctx.session.clone(),
+                cancel,
+            },
+        );
+        Some(TurnSlot {
+            hub: self.clone(),
+            id,
+        })
+    }
+
+    /// Cancels the turns of `ctx`'s session; returns how many.
+    fn cancel(&self, ctx: &CallContext) -> usize {
+        let turns = self.turns();
+        let mine = turns
+            .values()
+            .filter(|t| (&t.tenant, &t.user, &t.session) == (&ctx.tenant, &ctx.user, &ctx.session));
+        let mut count = 0;
+        for turn in mine {
+            turn.cancel.cancel();
+            count += 1;
+        }
+        count
+    }
+
+    /// The client for `config`, built once per configuration.
+    fn client(&self, config: &LlmConfig) -> Result<Arc<LlmClient>, ApiError> {
+        let mut cached = self.client.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((built_for, client)) = cached.as_ref()
+            && built_for == config
+        {
+            return Ok(client.clone());
+        }
+        let client = Arc::new(LlmClient::new(config.clone()).map_err(|err| {
+            tracing::error!(error = %err, "the model client cannot be built");
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                err.code(),
+                "the configured model client cannot be built",
+            )
+        })?);
+        *cached = Some((config.clone(), client.clone()));
+        Ok(client)
+    }
+}
+
+/// A running turn's place; leaving it (the stream ends or is dropped) frees it.
+struct TurnSlot {
+    hub: Arc<ChatHub>,
+    id: u64,
+}
+
+impl Drop for TurnSlot {
+    fn drop(&mut self) {
+        self.hub.turns().remove(&self.id);
+    }
+}
+
+/// `POST /chat`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ChatBody {
+    messages: Vec<ChatMessage>,
+    session: Option<String>,
+    time_zone: Option<String>,
+    options: Option<Map<String, Value>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ChatMessage {
+    role: ChatRole,
+    content: String,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum ChatRole {
+    User,
+    Assistant,
+    System,
+}
+
+/// `POST /chat/{session}/approvals/{call_id}`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DecisionBody {
+    decision: DecisionValue,
+}
+
+#[derive(Debug, Clone, Copy, Deserialize)]
+#[serde(rename_all = "lowercase")]
+enum DecisionValue {
+    Approve,
+    Deny,
+}
+
+fn parse_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(body).map_err(|err| {
+        let detail: String = err.to_string().chars().take(MAX_ERROR_CHARS).collect();
+        ApiError::bad_request(format!("the body is not acceptable: {detail}"))
+    })
+}
+
+/// A chat session id from the client: 1 to 64 of `[A-Za-z0-9_-]`.
+fn valid_session(session: &str) -> Result<(), ApiError> {
+    let valid = !session.is_empty()
+        && session.len() <= MAX_SESSION_CHARS
+        && session
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if valid {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(format!(
+            "a session id is 1 to {MAX_SESSION_CHARS} letters, digits, `_` or `-`"
+        )))
+    }
+}
+
+/// The turn's request, checked against the configured bounds.
+fn messages(body: Vec<ChatMessage>, max_messages: usize) -> Result<Vec<Message>, ApiError> {
+    if body.is_empty() || body.len() > max_messages {
+        return Err(ApiError::bad_request(format!(
+            "`messages` must hold 1 to {max_messages} messages"
+        )));
+    }
+    if !matches!(body.last().map(|m| m.role), Some(ChatRole::User)) {
+        return Err(ApiError::bad_request(
+            "the last message must be the user's (`role: \"user\"`)",
+        ));
+    }
+    Ok(body
+        .into_iter()
+        .map(|m| match m.role {
+            ChatRole::User => Message::user(m.content),
+            ChatRole::Assistant => Message::assistant(m.content, Vec::new()),
+            ChatRole::System => Message::system(m.content),
+        })
+        .collect())
+}
+
+fn sampling(options: Option<Map<String, Value>>) -> Result<Map<String, Value>, ApiError> {
+    let options = options.unwrap_or_default();
+    if let Some(unknown) = options
+        .keys()
+        .find(|k| !SAMPLING_OPTIONS.contains(&k.as_str()))
+    {
+        let shown: String = unknown.chars().take(64).collect();
+        return Err(ApiError::bad_request(format!(
+            "unknown model option {shown:?}; accepted: {}",
+            SAMPLING_OPTIONS.join(", ")
+        )));
+    }
+    Ok(options)
+}
+
+async fn start_turn(
+    State(state): State<AppState>,
+    Extension(hub): Extension<Arc<ChatHub>>,
+    Extension(ctx): Extension<CallContext>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let body: ChatBody = parse_body(&body)?;
+    let gateway = state.gateway.current();
+    let config = gateway.config();
+    let messages = messages(body.messages, config.agent.max_messages)?;
+    let time_zone = match body.time_zone.as_deref() {
+        None => UserTimeZone::utc(),
+        Some(text) => {
+            UserTimeZone::parse(text).map_err(|err| ApiError::bad_request(err.to_string()))?
+        }
+    };
+    let sampling = sampling(body.options)?;
+    let session = match body.session {
+        Some(session) => {
+            valid_session(&session)?;
+            session
+        }
+        None => crate::digest::random_hex(16),
+    };
+    let Some(llm) = config.llm.clone() else {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "no_model",
+            "no model is configured: set [llm] (or OPENAI_BASE_URL and MCPGATE_MODEL)",
+        ));
+    };
+    let client = hub.client(&llm)?;
+    let ctx = CallContext {
+        session: session.clone(),
+        ..ctx
+    };
+    let cancel = state.shutdown.child_token();
+    let Some(slot) = hub.admit(&ctx, cancel.clone(), config.agent.max_running_turns) else {
+        let mut busy = ApiError::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too_many_turns",
+            "too many chat turns are running; try again shortly",
+        );
+        busy.retry_after = Some(1);
+        return Err(busy);
+    };
+    let agent = Agent::builder(client, (*gateway).clone())
+        .config(config.agent.clone())
+        .tools_supported(llm.tools)
+        .approvals(hub.approvals.clone())
+        .etas(hub.etas.clone())
+        .build();
+    let options = TurnOptions {
+        time_zone,
+        sampling,
+        tool_choice: ToolChoice::Auto,
+        approvals: ApprovalPolicy::Ask,
+        cancel,
+        ..TurnOptions::default()
+    };
+    let events = agent.run_stream(ctx, messages, options);
+    let first = json!({ "type": "session", "session": session });
+    let opening = futures::stream::once(futures::future::ready(Ok::<Event, Infallible>(
+        Event::default().event("session").data(first.to_string()),
+    )));
+    // The slot and the gateway lease live as long as the stream: a dropped stream (the
+    // client went away) frees the slot and ends the turn with it.
+    let held = (slot, gateway);
+    let events = events.map(move |event| {
+        let _held = &held;
+        Ok::<Event, Infallible>(sse_event(&event))
+    });
+    let mut response = Sse::new(opening.chain(events))
+        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
+        .into_response();
+    if let Ok(value) = HeaderValue::from_str(&session) {
+        response
+            .headers_mut()
+            .insert(HeaderName::from_static(SESSION_HEADER), value);
+    }
+    Ok(response)
+}
+
+/// One event as SSE: `event: <type>`, `data: <the event's JSON>`; `final` also carries
+/// `html`, the answer rendered from Markdown and sanitized.
+fn sse_event(event: &AgentEvent) -> Event {
+    let mut data = serde_json::to_value(event).unwrap_or_else(|_| json!({ "type": event.kind() }));
+    if let AgentEvent::Final { message, .. } = event {
+        data["html"] = json!(markdown::render(message));
+    }
+    Event::default().event(event.kind()).data(data.to_string())
+}
+
+async fn decide(
+    Extension(hub): Extension<Arc<ChatHub>>,
+    Extension(ctx): Extension<CallContext>,
+    Path((session, call_id)): Path<(String, String)>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    valid_session(&session)?;
+    let body: DecisionBody = parse_body(&body)?;
+    let (decision, word) = match body.decision {
+        DecisionValue::Approve => (Decision::Approve, "approve"),
+        DecisionValue::Deny => (Decision::Deny, "deny"),
+    };
+    let ctx = CallContext { session, ..ctx };
+    hub.approvals
+        .decide(&ctx, &call_id, decision)
+        .map_err(|err| ApiError::new(StatusCode::NOT_FOUND, err.code(), err.to_string()))?;
+    Ok(Json(json!({ "ok": true, "decision": word })))
+}
+
+async fn cancel(
+    Extension(hub): Extension<Arc<ChatHub>>,
+    Extension(ctx): Extension<CallContext>,
+    Path(session): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    valid_session(&session)?;
+    let ctx = CallContext { session, ..ctx };
+    let cancelled = hub.cancel(&ctx);
+    Ok(Json(json!({ "ok": true, "cancelled": cancelled })))
+}

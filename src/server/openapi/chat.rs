@@ -1,0 +1,258 @@
+//! The chat routes of the OpenAPI document and their schemas, the event stream included
+//! (as `server/chat.rs` and `agent/events.rs` build them).
+
+use serde_json::{Map, Value, json};
+
+use super::{Access, Route, json_body, schema_ref};
+
+fn path(names: &[(&'static str, &'static str)]) -> Value {
+    Value::Array(
+        names
+            .iter()
+            .map(|(name, description)| {
+                json!({ "name": name, "in": "path", "required": true,
+                        "description": description, "schema": { "type": "string" } })
+            })
+            .collect(),
+    )
+}
+
+const SESSION: (&str, &str) = (
+    "session",
+    "The chat session id (from the `session` event or `x-mcpgate-session`).",
+);
+
+pub(super) fn routes() -> Vec<Route> {
+    vec![
+        Route {
+            method: "post",
+            path: "/api/v1/chat",
+            id: "chat",
+            access: Access::Caller,
+            summary: "Runs one chat turn of the agent loop as the caller; its events stream back.",
+            parameters: json!([]),
+            body: Some(json!({ "required": true, "content": {
+                "application/json": { "schema": schema_ref("ChatRequest") } } })),
+            ok: json!({
+                "description": "The turn's events as server-sent events: `event: <type>` and \
+                    `data: <ChatEvent JSON>`. The first is `session`; the last is `done`. The \
+                    `x-mcpgate-session` header names the session. Closing the stream cancels \
+                    the turn.",
+                "headers": { "x-mcpgate-session": {
+                    "description": "The chat session id.", "schema": { "type": "string" } } },
+                "content": { "text/event-stream": { "schema": schema_ref("ChatEvent") } },
+            }),
+            errors: &[
+                (
+                    400,
+                    "The body is not acceptable: messages, session id, time zone or model options (`bad_request`).",
+                    "Error",
+                ),
+                (
+                    429,
+                    "Too many turns are running (`too_many_turns`); see `Retry-After`.",
+                    "Error",
+                ),
+                (
+                    503,
+                    "No model is configured (`no_model`), or its client cannot be built (`llm_config`).",
+                    "Error",
+                ),
+            ],
+        },
+        Route {
+            method: "post",
+            path: "/api/v1/chat/{session}/approvals/{call_id}",
+            id: "chatDecide",
+            access: Access::Caller,
+            summary: "Approves or denies a write tool call waiting in a running turn (same user and session).",
+            parameters: path(&[
+                SESSION,
+                ("call_id", "The `call_id` of the `approval_required` event."),
+            ]),
+            body: Some(json!({ "required": true, "content": {
+                "application/json": { "schema": schema_ref("ChatDecision") } } })),
+            ok: json_body("Decided.", schema_ref("ChatDecided")),
+            errors: &[
+                (
+                    400,
+                    "The body or the session id is not acceptable (`bad_request`).",
+                    "Error",
+                ),
+                (
+                    404,
+                    "No approval of that call waits for this user in this session (`not_found`).",
+                    "Error",
+                ),
+            ],
+        },
+        Route {
+            method: "post",
+            path: "/api/v1/chat/{session}/cancel",
+            id: "chatCancel",
+            access: Access::Caller,
+            summary: "Cancels the caller's running turns in the session; their tool calls are cancelled upstream.",
+            parameters: path(&[SESSION]),
+            body: None,
+            ok: json_body("Cancelled.", schema_ref("ChatCancelled")),
+            errors: &[(
+                400,
+                "The session id is not acceptable (`bad_request`).",
+                "Error",
+            )],
+        },
+    ]
+}
+
+/// An object whose listed properties are all required.
+fn object(required: &[&str], properties: Value) -> Value {
+    json!({ "type": "object", "required": required, "properties": properties })
+}
+
+/// One event of the stream, tagged by `type`.
+fn event(kind: &str, required: &[&str], properties: Value) -> Value {
+    let mut required: Vec<&str> = required.to_vec();
+    required.insert(0, "type");
+    let mut schema = object(&required, properties);
+    schema["properties"]["type"] = json!({ "const": kind });
+    schema
+}
+
+pub(super) fn schemas() -> Map<String, Value> {
+    let string = || json!({ "type": "string" });
+    let integer = || json!({ "type": "integer", "minimum": 0 });
+    let number = || json!({ "type": "number" });
+    let call = |extra: &[&'static str], mut properties: Value| -> (Vec<&'static str>, Value) {
+        properties["call_id"] = string();
+        let mut required = vec!["call_id"];
+        required.extend_from_slice(extra);
+        (required, properties)
+    };
+    let mut events = Vec::new();
+    events.push(event(
+        "session",
+        &["session"],
+        json!({ "session": string() }),
+    ));
+    events.push(event(
+        "round_start",
+        &["round"],
+        json!({ "round": integer() }),
+    ));
+    events.push(event("text_delta", &["text"], json!({ "text": string() })));
+    events.push(event(
+        "reasoning_delta",
+        &["text"],
+        json!({ "text": string() }),
+    ));
+    let (required, properties) = call(
+        &["tool", "server", "arguments"],
+        json!({ "tool": string(), "server": { "type": ["string", "null"] }, "arguments": {} }),
+    );
+    events.push(event("tool_call", &required, properties));
+    let (required, properties) = call(&["expected_ms"], json!({ "expected_ms": integer() }));
+    events.push(event("tool_eta", &required, properties));
+    let (required, properties) = call(
+        &["progress"],
+        json!({ "progress": number(), "total": number(), "message": string() }),
+    );
+    events.push(event("tool_progress", &required, properties));
+    let (required, properties) = call(
+        &[
+            "confirmation_id",
+            "tool",
+            "server",
+            "arguments",
+            "expires_at",
+        ],
+        json!({ "confirmation_id": string(), "tool": string(), "server": string(),
+                "arguments": {}, "expires_at": { "type": "string", "format": "date-time" } }),
+    );
+    events.push(event("approval_required", &required, properties));
+    let (required, properties) = call(
+        &["tool", "result", "elapsed_ms"],
+        json!({ "tool": string(), "elapsed_ms": integer(), "result": {
+            "type": "object", "required": ["content", "truncated"], "properties": {
+                "content": { "type": "array", "items": schema_ref("Part") },
+                "truncated": { "type": "boolean" }, "structuredContent": {} } } }),
+    );
+    events.push(event("tool_result", &required, properties));
+    let (required, properties) = call(
+        &["tool", "code", "message", "elapsed_ms"],
+        json!({ "tool": string(), "code": string(), "message": string(),
+                "elapsed_ms": integer() }),
+    );
+    events.push(event("tool_error", &required, properties));
+    let usage = object(
+        &["prompt_tokens", "completion_tokens", "total_tokens"],
+        json!({ "prompt_tokens": integer(), "completion_tokens": integer(),
+                "total_tokens": integer() }),
+    );
+    events.push(event(
+        "final",
+        &["message", "html"],
+        json!({ "message": string(), "usage": usage,
+                "html": { "type": "string",
+                          "description": "The message rendered from Markdown and sanitized." } }),
+    ));
+    events.push(event(
+        "error",
+        &["code", "message"],
+        json!({ "code": string(), "message": string() }),
+    ));
+    events.push(event("done", &[], json!({})));
+
+    let mut schemas = Map::new();
+    schemas.insert(
+        "ChatRequest".into(),
+        json!({
+            "type": "object",
+            "required": ["messages"],
+            "additionalProperties": false,
+            "properties": {
+                "messages": { "type": "array", "minItems": 1, "items": {
+                    "type": "object", "required": ["role", "content"],
+                    "additionalProperties": false,
+                    "properties": {
+                        "role": { "enum": ["user", "assistant", "system"] },
+                        "content": string(),
+                    } },
+                    "description": "The conversation so far; the last message is the user's." },
+                "session": { "type": "string", "pattern": "^[A-Za-z0-9_-]{1,64}$",
+                             "description": "Absent: the server starts a session." },
+                "timeZone": { "type": "string",
+                              "description": "IANA name (`Europe/Paris`) or offset (`+02:00`); default UTC." },
+                "options": { "type": "object", "additionalProperties": false,
+                             "description": "Sampling options passed to the model.",
+                             "properties": crate::server::chat::SAMPLING_OPTIONS.iter()
+                                 .map(|o| ((*o).to_owned(), json!({})))
+                                 .collect::<Map<String, Value>>() },
+            },
+        }),
+    );
+    schemas.insert(
+        "ChatEvent".into(),
+        json!({ "oneOf": events, "description": "One event of a chat turn (`data` of the stream)." }),
+    );
+    schemas.insert(
+        "ChatDecision".into(),
+        json!({ "type": "object", "required": ["decision"], "additionalProperties": false,
+                "properties": { "decision": { "enum": ["approve", "deny"] } } }),
+    );
+    schemas.insert(
+        "ChatDecided".into(),
+        object(
+            &["ok", "decision"],
+            json!({ "ok": { "const": true }, "decision": { "enum": ["approve", "deny"] } }),
+        ),
+    );
+    schemas.insert(
+        "ChatCancelled".into(),
+        object(
+            &["ok", "cancelled"],
+            json!({ "ok": { "const": true }, "cancelled": {
+                "type": "integer", "minimum": 0, "description": "Running turns cancelled." } }),
+        ),
+    );
+    schemas
+}

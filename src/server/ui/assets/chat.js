@@ -1,0 +1,317 @@
+// The chat: a conversation with a model that uses the gateway's tools. Each turn streams
+// from `POST /api/v1/chat` (server-sent events read from fetch); text streams as plain text
+// until the `final` event brings the answer rendered and sanitized by the gateway, which is
+// the only markup this page ever inserts.
+
+import { ApiError, errorOf, rejected, send } from './api.js';
+import { h, replace, say } from './dom.js';
+import { sseEvents } from './sse.js';
+import { ToolCard } from './tool_card.js';
+
+const SESSION_KEY = 'mcpgate.chat-session';
+
+/** How long Stop waits for the gateway to end the turn before dropping the stream. */
+const STOP_GRACE_MS = 10_000;
+
+export class Chat {
+  constructor(root) {
+    this.root = root;
+    this.conversation = root.querySelector('#conversation');
+    this.status = root.querySelector('#chat-status');
+    this.form = root.querySelector('#composer');
+    this.prompt = root.querySelector('#prompt');
+    this.sendButton = root.querySelector('#send');
+    this.stopButton = root.querySelector('#stop');
+    this.approvalsBar = root.querySelector('#approvals-bar');
+    this.messages = [];
+    this.turn = null;
+    this.form.addEventListener('submit', (event) => {
+      event.preventDefault();
+      this.submit();
+    });
+    this.prompt.addEventListener('keydown', (event) => {
+      if (event.key === 'Enter' && !event.shiftKey && !event.isComposing) {
+        event.preventDefault();
+        this.form.requestSubmit();
+      }
+    });
+    this.stopButton.addEventListener('click', () => this.stop());
+    root.querySelector('#new-chat').addEventListener('click', () => this.reset());
+  }
+
+  show() {
+    this.prompt.focus();
+  }
+
+  /** Forgets the conversation (and stops a running turn). */
+  reset() {
+    this.turn?.controller.abort();
+    this.messages = [];
+    sessionStorage.removeItem(SESSION_KEY);
+    replace(this.conversation, emptyNote());
+    say(this.status, '');
+    this.updateApprovals();
+  }
+
+  /** This conversation's session id: approvals bind to it. */
+  get session() {
+    let id = sessionStorage.getItem(SESSION_KEY);
+    if (!id) {
+      const bytes = crypto.getRandomValues(new Uint8Array(16));
+      id = `page-${[...bytes].map((b) => b.toString(16).padStart(2, '0')).join('')}`;
+      sessionStorage.setItem(SESSION_KEY, id);
+    }
+    return id;
+  }
+
+  submit() {
+    const text = this.prompt.value.trim();
+    if (!text || this.turn) return;
+    this.prompt.value = '';
+    this.run(text);
+  }
+
+  async run(text) {
+    this.conversation.querySelector('.empty')?.remove();
+    this.updateApprovals();
+    this.messages.push({ role: 'user', content: text });
+    this.conversation.append(h('article', { class: 'msg user', 'aria-label': 'You' },
+      h('div', { class: 'bubble' }, text)));
+    const turn = new Turn(this);
+    this.turn = turn;
+    this.setRunning(true);
+    say(this.status, 'The model is thinking…');
+    try {
+      const response = await send('/chat', {
+        method: 'POST',
+        accept: 'text/event-stream',
+        signal: turn.controller.signal,
+        body: {
+          messages: this.messages,
+          session: this.session,
+          timeZone: Intl.DateTimeFormat().resolvedOptions().timeZone,
+        },
+      });
+      if (!response.ok) throw await errorOf(response);
+      for await (const { event, data } of sseEvents(response.body)) {
+        const following = nearBottom();
+        turn.handle(typeof data === 'object' && data?.type ? data.type : event, data);
+        if (following) window.scrollTo({ top: document.body.scrollHeight });
+        if (turn.done) break;
+      }
+    } catch (error) {
+      if (error?.name !== 'AbortError') {
+        rejected(error);
+        turn.fail(error instanceof ApiError ? error.code : 'stream_failed', error.message);
+      }
+    } finally {
+      turn.end();
+      if (turn.answerText) this.messages.push({ role: 'assistant', content: turn.answerText });
+      this.turn = null;
+      this.setRunning(false);
+      this.updateApprovals();
+    }
+  }
+
+  /** Asks the gateway to cancel the turn (and its running tools). */
+  async stop() {
+    const turn = this.turn;
+    if (!turn || turn.stopping) return;
+    turn.stopping = true;
+    this.stopButton.disabled = true;
+    say(this.status, 'Stopping…');
+    const drop = setTimeout(() => turn.controller.abort(), STOP_GRACE_MS);
+    turn.controller.signal.addEventListener('abort', () => clearTimeout(drop));
+    try {
+      const response = await send(`/chat/${encodeURIComponent(this.session)}/cancel`, {
+        method: 'POST',
+      });
+      if (!response.ok) throw await errorOf(response);
+    } catch {
+      turn.controller.abort();
+    }
+  }
+
+  /** Sends an approval decision for `callId`. */
+  async decide(callId, decision) {
+    const path = `/chat/${encodeURIComponent(this.session)}/approvals/${encodeURIComponent(callId)}`;
+    const response = await send(path, { method: 'POST', body: { decision } });
+    if (!response.ok) {
+      const error = await errorOf(response);
+      rejected(error);
+      throw error;
+    }
+  }
+
+  setRunning(running) {
+    this.sendButton.disabled = running;
+    this.stopButton.hidden = !running;
+    this.stopButton.disabled = false;
+    this.root.classList.toggle('running', running);
+  }
+
+  /** The bar listing every approval that waits, each a button to its card. */
+  updateApprovals() {
+    const waiting = this.turn ? [...this.turn.cards.values()].filter((c) => c.waiting) : [];
+    this.approvalsBar.hidden = waiting.length === 0;
+    if (waiting.length === 0) {
+      this.approvalsBar.replaceChildren();
+      return;
+    }
+    replace(this.approvalsBar,
+      h('span', {}, waiting.length === 1
+        ? '1 call waits for your approval:'
+        : `${waiting.length} calls wait for your approval:`),
+      waiting.map((card) => h('button', {
+        type: 'button', class: 'small ghost', onclick: () => card.focusApproval(),
+      }, card.label)));
+  }
+}
+
+/** One request and everything the model and the tools do until `done`. */
+class Turn {
+  constructor(chat) {
+    this.chat = chat;
+    this.controller = new AbortController();
+    this.cards = new Map();
+    // Images are named in the order they arrive, as the model is told to call them.
+    this.images = 0;
+    this.text = '';
+    this.answerText = '';
+    this.done = false;
+    this.reasoning = null;
+    this.tools = h('div', { class: 'tools' });
+    // The conversation is a live log; busy until the answer is complete.
+    this.answer = h('div', { class: 'answer', 'aria-busy': 'true' });
+    this.meta = h('p', { class: 'turn-meta muted' });
+    this.element = h('article', { class: 'msg assistant', 'aria-label': 'Assistant' },
+      this.tools, this.answer, this.meta);
+    chat.conversation.append(this.element);
+    this.ticker = setInterval(() => this.cards.forEach((c) => c.open && c.tick()), 250);
+  }
+
+  handle(kind, event) {
+    const card = event?.call_id ? this.cards.get(event.call_id) : undefined;
+    switch (kind) {
+      case 'round_start':
+        if (event.round > 0) say(this.chat.status, 'The model is reading the tool results…');
+        break;
+      case 'text_delta':
+        this.text += event.text ?? '';
+        this.answer.textContent = this.text;
+        say(this.chat.status, 'The model is answering…');
+        break;
+      case 'reasoning_delta':
+        this.reason(event.text ?? '');
+        break;
+      case 'tool_call': {
+        const created = new ToolCard(event, (id, decision) => this.chat.decide(id, decision));
+        created.onDecided = (decision) => {
+          say(this.chat.status, `${created.label}: ${decision === 'approve' ? 'approved' : 'denied'}.`);
+          this.chat.updateApprovals();
+        };
+        this.cards.set(event.call_id, created);
+        this.tools.append(created.element);
+        say(this.chat.status, `Calling ${event.tool}…`);
+        break;
+      }
+      case 'tool_eta':
+        card?.showEta(event.expected_ms);
+        break;
+      case 'tool_progress':
+        card?.showProgress(event);
+        break;
+      case 'approval_required':
+        card?.askApproval(event);
+        say(this.chat.status, `${event.tool} waits for your approval.`);
+        this.chat.updateApprovals();
+        break;
+      case 'tool_result':
+        card?.showResult(event, () => {
+          this.images += 1;
+          return `image_${this.images}`;
+        });
+        this.chat.updateApprovals();
+        break;
+      case 'tool_error':
+        card?.showError(event);
+        this.chat.updateApprovals();
+        break;
+      case 'final':
+        this.finish(event);
+        break;
+      case 'error':
+        this.fail(event.code, event.message);
+        break;
+      case 'done':
+        this.done = true;
+        break;
+      default:
+        break;
+    }
+  }
+
+  reason(text) {
+    if (!this.reasoning) {
+      this.reasoning = h('pre', { class: 'reasoning-text' });
+      this.element.prepend(h('details', { class: 'fold reasoning' },
+        h('summary', {}, 'Reasoning'), this.reasoning));
+    }
+    this.reasoning.textContent += text;
+  }
+
+  /** The answer: the gateway's sanitized rendering, else the raw text as text. */
+  finish(event) {
+    this.answerText = event.message ?? this.text;
+    if (typeof event.html === 'string') {
+      // The one place markup is inserted: rendered from Markdown and sanitized by the gateway.
+      this.answer.innerHTML = event.html;
+      for (const link of this.answer.querySelectorAll('a[href]')) {
+        link.target = '_blank';
+        link.rel = 'noopener noreferrer nofollow';
+      }
+    } else {
+      this.answer.textContent = this.answerText;
+    }
+    this.answer.classList.add('markdown');
+    const usage = event.usage;
+    if (usage && Number.isFinite(usage.total_tokens)) {
+      this.meta.textContent = `${usage.prompt_tokens} prompt + ${usage.completion_tokens} `
+        + `completion tokens`;
+    }
+  }
+
+  fail(code, message) {
+    const stopped = code === 'cancelled';
+    this.element.append(h('p', { class: `note ${stopped ? 'muted' : 'danger'}`, role: 'alert' },
+      stopped ? 'Stopped.' : [h('code', { class: 'error-code' }, code ?? 'error'), ' ', message ?? '']));
+  }
+
+  /** Closes open cards, folds the cards into "Used N tools", ends the stream. */
+  end() {
+    clearInterval(this.ticker);
+    this.done = true;
+    this.answer.setAttribute('aria-busy', 'false');
+    for (const card of this.cards.values()) card.endTurn();
+    if (this.stopping && !this.answerText) say(this.chat.status, 'Stopped.');
+    else say(this.chat.status, '');
+    const count = this.cards.size;
+    if (count > 0) {
+      const cards = [...this.tools.children];
+      replace(this.tools, h('details', { class: 'fold used-tools' },
+        h('summary', {}, `Used ${count} tool${count === 1 ? '' : 's'}`), cards));
+    }
+    if (!this.answer.textContent && !this.answerText) this.answer.remove();
+  }
+}
+
+/** Whether the reader is at the end of the page (then new output keeps it in view). */
+function nearBottom() {
+  return window.innerHeight + window.scrollY >= document.body.scrollHeight - 120;
+}
+
+function emptyNote() {
+  return h('div', { class: 'empty' },
+    h('p', {}, 'Ask something. The model can use the gateway\'s tools; each call shows here '
+      + 'as it runs, and a tool that writes waits for your approval.'));
+}
