@@ -86,9 +86,9 @@ pub struct BenchArgs {
     /// what the durable audit costs; the report's targets assume SQLite).
     #[arg(long)]
     memory_state: bool,
-    /// Run only the targets whose `group / target` name contains one of these (e.g.
-    /// `direct,REST` or `echo, Streamable HTTP / mcpgate REST`).
-    #[arg(long, value_delimiter = ',')]
+    /// Run only the targets whose `group / target` name contains this (repeat for several):
+    /// e.g. `--targets direct --targets 'echo, Streamable HTTP / mcpgate REST'`.
+    #[arg(long)]
     targets: Vec<String>,
 }
 

@@ -40,6 +40,8 @@ const ARGS = [
  * after `name`. Fails when the page threw or broke its Content-Security-Policy.
  */
 export async function withPage(name, body, { viewport = { width: 1200, height: 900 } } = {}) {
+  // A failure picture from an earlier run would mislead whoever reads the folder.
+  rmSync(path.join(SCREENSHOTS, `failure-${name}.png`), { force: true });
   const profile = mkdtempSync(path.join(tmpdir(), 'mcpgate-chromium-'));
   const context = await chromium.launchPersistentContext(profile, {
     executablePath: '/usr/bin/chromium',

@@ -3,7 +3,7 @@
 // form, generated from its schema, to call a read tool.
 
 import { ApiError, api } from './api.js';
-import { clear, collapsible, h, jsonBlock, pill, replace, say } from './dom.js';
+import { clear, collapsible, h, jsonBlock, pill, plural, replace, say } from './dom.js';
 import { renderResult } from './result.js';
 import { schemaForm } from './schema_form.js';
 
@@ -115,7 +115,7 @@ export class Catalog {
     const sorted = [...groups.keys()].sort((a, b) => rank(order, a) - rank(order, b));
     replace(this.tools, sorted.map((server) => h('section', { class: 'tool-group' },
       h('h3', {}, h('code', {}, server), ' ',
-        h('span', { class: 'muted' }, `${groups.get(server).length} tools`)),
+        h('span', { class: 'muted' }, plural(groups.get(server).length, 'tool'))),
       groups.get(server).map((tool) => toolEntry(tool)))));
     this.applyFilter();
   }
@@ -147,7 +147,7 @@ function toolEntry(tool) {
       ? [' ', pill(tool.status, STATUS_TONES[tool.status] ?? 'muted', { dataset: { status: tool.status } })]
       : null,
     findings.length > 0
-      ? [' ', pill(`${findings.length} finding${findings.length === 1 ? '' : 's'}`, 'warn')]
+      ? [' ', pill(plural(findings.length, 'finding'), 'warn')]
       : null,
     tool.title ? h('span', { class: 'tool-title muted' }, ` ${tool.title}`) : null,
   ];

@@ -4,7 +4,7 @@
 // the only markup this page ever inserts.
 
 import { ApiError, errorOf, rejected, send } from './api.js';
-import { h, replace, say } from './dom.js';
+import { h, plural, replace, say } from './dom.js';
 import { sseEvents } from './sse.js';
 import { ToolCard } from './tool_card.js';
 
@@ -92,7 +92,12 @@ export class Chat {
           timeZone: Intl.DateTimeFormat().resolvedOptions().timeZone,
         },
       });
-      if (!response.ok) throw await errorOf(response);
+      if (!response.ok) {
+        // Refused before the turn started (no model, too many turns): the question was not
+        // asked, so it is not part of the conversation sent next time.
+        this.messages.pop();
+        throw await errorOf(response);
+      }
       for await (const { event, data } of sseEvents(response.body)) {
         const following = nearBottom();
         turn.handle(typeof data === 'object' && data?.type ? data.type : event, data);
@@ -299,7 +304,7 @@ class Turn {
     if (count > 0) {
       const cards = [...this.tools.children];
       replace(this.tools, h('details', { class: 'fold used-tools' },
-        h('summary', {}, `Used ${count} tool${count === 1 ? '' : 's'}`), cards));
+        h('summary', {}, `Used ${plural(count, 'tool')}`), cards));
     }
     if (!this.answer.textContent && !this.answerText) this.answer.remove();
   }

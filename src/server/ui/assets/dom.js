@@ -108,3 +108,8 @@ export function say(element, text) {
   element.textContent = text ?? '';
   element.hidden = !text;
 }
+
+/** `1 tool`, `2 tools`. */
+export function plural(count, noun) {
+  return `${count} ${noun}${count === 1 ? '' : 's'}`;
+}
