@@ -5,6 +5,7 @@
 mod approvals;
 mod bounds;
 mod calls;
+mod providers;
 
 use std::time::{Duration, Instant};
 
