@@ -338,8 +338,10 @@ async fn start_turn(
     // The slot and the gateway lease live as long as the stream: a dropped stream (the
     // client went away) frees the slot and ends the turn with it.
     let held = (slot, gateway);
+    let mut calls = state.metrics.agent_calls();
     let events = events.map(move |event| {
         let _held = &held;
+        calls.observe(&event);
         Ok::<Event, Infallible>(sse_event(&event))
     });
     let mut response = Sse::new(opening.chain(events))

@@ -3,9 +3,9 @@
 //! served at `GET /metrics` to callers with the admin or metrics role.
 
 use std::{
-    collections::BTreeMap,
+    collections::{BTreeMap, HashMap},
     sync::{
-        Mutex, MutexGuard,
+        Arc, Mutex, MutexGuard,
         atomic::{AtomicU64, Ordering},
     },
     time::Instant,
@@ -21,6 +21,7 @@ use axum::{
 
 use super::{ApiError, AppState, rest::ADMIN_ROLE};
 use crate::{
+    agent::AgentEvent,
     gateway::{Gateway, GatewayError, ToolOutput},
     policy::CallContext,
     upstream::ServerState,
@@ -48,8 +49,9 @@ const MAX_CALL_SERIES: usize = 10_000;
 pub const OTHER_TOOL: &str = "other";
 
 /// Outcome labels: `ok`, every code [`GatewayError::code`] returns, `cancelled` for calls
-/// whose request was dropped (client gone, request deadline), and `other` for a code added
-/// to the gateway but not yet here.
+/// whose request was dropped (client gone, request deadline) or chat turn cancelled,
+/// `denied_by_user` for a chat approval declined, and `other` for a code added to the
+/// gateway but not yet here.
 pub const OUTCOMES: &[&str] = &[
     "ok",
     "not_found",
@@ -75,6 +77,8 @@ pub const OUTCOMES: &[&str] = &[
     "input_required",
     "upstream_input_unanswered",
     "cancelled",
+    // The chat loop's own: the user declined a write tool.
+    "denied_by_user",
     "other",
 ];
 
@@ -177,22 +181,9 @@ impl CallTimer<'_> {
     fn record(&mut self, outcome: &'static str) {
         self.finished = true;
         let elapsed = self.started.elapsed().as_secs_f64();
-        let server = self.server.as_deref().unwrap_or("");
-        let mut series = self.metrics.lock();
-        let key = (server.to_owned(), std::mem::take(&mut self.tool), outcome);
-        let key = if series.calls.contains_key(&key) || series.calls.len() < MAX_CALL_SERIES {
-            key
-        } else {
-            (key.0, OTHER_TOOL.to_owned(), outcome)
-        };
-        *series.calls.entry(key).or_default() += 1;
-        if let Some(server) = &self.server {
-            series
-                .latency
-                .entry(server.clone())
-                .or_default()
-                .observe(elapsed);
-        }
+        let tool = std::mem::take(&mut self.tool);
+        self.metrics
+            .observe(self.server.as_deref(), tool, outcome, elapsed);
     }
 }
 
@@ -202,6 +193,74 @@ impl Drop for CallTimer<'_> {
             self.record("cancelled");
         }
         self.metrics.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The tool calls of one chat turn, counted from its events; calls still open when the turn
+/// ends (its stream dropped) count as `cancelled`.
+pub struct AgentCalls {
+    metrics: Arc<Metrics>,
+    /// Call id → (server, tool label) of calls started and not yet finished.
+    open: HashMap<String, (Option<String>, String)>,
+}
+
+impl AgentCalls {
+    pub fn observe(&mut self, event: &AgentEvent) {
+        match event {
+            AgentEvent::ToolCall {
+                call_id,
+                tool,
+                server,
+                ..
+            } => {
+                // The event names a tool the catalog does not have by the model's own name.
+                let label = match server {
+                    Some(_) => tool.clone(),
+                    None => OTHER_TOOL.to_owned(),
+                };
+                if self
+                    .open
+                    .insert(call_id.clone(), (server.clone(), label))
+                    .is_none()
+                {
+                    self.metrics.in_flight.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            AgentEvent::ToolResult {
+                call_id,
+                elapsed_ms,
+                ..
+            } => self.finish(call_id, "ok", *elapsed_ms),
+            AgentEvent::ToolError {
+                call_id,
+                code,
+                elapsed_ms,
+                ..
+            } => self.finish(call_id, outcome_label(code), *elapsed_ms),
+            _ => {}
+        }
+    }
+
+    fn finish(&mut self, call_id: &str, outcome: &'static str, elapsed_ms: u64) {
+        if let Some((server, tool)) = self.open.remove(call_id) {
+            self.metrics.in_flight.fetch_sub(1, Ordering::Relaxed);
+            if outcome == "confirmation_required" {
+                self.metrics.confirmation(Decision::Requested);
+            }
+            let seconds = elapsed_ms as f64 / 1000.0;
+            self.metrics
+                .observe(server.as_deref(), tool, outcome, seconds);
+        }
+    }
+}
+
+impl Drop for AgentCalls {
+    fn drop(&mut self) {
+        for (_, (server, tool)) in std::mem::take(&mut self.open) {
+            self.metrics.in_flight.fetch_sub(1, Ordering::Relaxed);
+            self.metrics
+                .observe(server.as_deref(), tool, "cancelled", 0.0);
+        }
     }
 }
 
@@ -215,6 +274,35 @@ fn outcome_label(code: &str) -> &'static str {
 }
 
 impl Metrics {
+    /// Counts one finished call of `tool` (a canonical id, or [`OTHER_TOOL`]) on `server`
+    /// (`None`: the name matched no catalog tool, so no latency is kept for it).
+    fn observe(&self, server: Option<&str>, tool: String, outcome: &'static str, seconds: f64) {
+        let mut series = self.lock();
+        let key = (server.unwrap_or("").to_owned(), tool, outcome);
+        let key = if series.calls.contains_key(&key) || series.calls.len() < MAX_CALL_SERIES {
+            key
+        } else {
+            (key.0, OTHER_TOOL.to_owned(), outcome)
+        };
+        *series.calls.entry(key).or_default() += 1;
+        if let Some(server) = server {
+            series
+                .latency
+                .entry(server.to_owned())
+                .or_default()
+                .observe(seconds);
+        }
+    }
+
+    /// Follows one chat turn's events: its tool calls count like REST and MCP calls (in
+    /// flight from `tool_call` to `tool_result` or `tool_error`, then by outcome and time).
+    pub fn agent_calls(self: &Arc<Self>) -> AgentCalls {
+        AgentCalls {
+            metrics: self.clone(),
+            open: HashMap::new(),
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, Series> {
         // Plain counters: a panic mid-update leaves nothing worth refusing to read.
         self.series

@@ -240,6 +240,27 @@ async fn a_turn_streams_typed_events_ending_with_done() {
             .is_some_and(|t| t.contains("(UTC+00:00)")),
         "{request}"
     );
+    // The chat's tool call counts in /metrics like any other call through the gate.
+    let metrics = chat
+        .client
+        .get(chat.base.replace("/api/v1", "/metrics"))
+        .bearer_auth(&chat.token)
+        .send()
+        .await
+        .expect("metrics answer")
+        .text()
+        .await
+        .expect("metrics text");
+    assert!(
+        metrics.contains(
+            "mcpgate_tool_calls_total{server=\"slow\",tool=\"slow.echo\",outcome=\"ok\"} 1"
+        ),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("mcpgate_tool_calls_in_flight 0"),
+        "{metrics}"
+    );
     chat.stop().await;
 }
 
