@@ -77,8 +77,10 @@ pub const OUTCOMES: &[&str] = &[
     "input_required",
     "upstream_input_unanswered",
     "cancelled",
-    // The chat loop's own: the user declined a write tool.
+    // The chat loop's own: the user declined a write tool; the model's arguments were not
+    // valid JSON after its retries.
     "denied_by_user",
+    "invalid_json_arguments",
     "other",
 ];
 

@@ -365,7 +365,16 @@ fn every_gateway_code_is_a_listed_outcome() {
     assert_eq!(outcome_label("brand_new_code"), "other");
     // Only the server's own labels are left over: the list holds no stale code.
     let extra: Vec<_> = OUTCOMES.iter().filter(|o| !seen.contains_key(*o)).collect();
-    assert_eq!(extra, [&"ok", &"cancelled", &"denied_by_user", &"other"]);
+    assert_eq!(
+        extra,
+        [
+            &"ok",
+            &"cancelled",
+            &"denied_by_user",
+            &"invalid_json_arguments",
+            &"other"
+        ]
+    );
     let requested = Metrics::default();
     timer(&requested, Some("s"), "s.w").finish(&Err(errors[4].clone()));
     assert_eq!(requested.lock().confirmations.get("requested"), Some(&1));
