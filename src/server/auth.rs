@@ -6,6 +6,7 @@ mod failure;
 mod jwks;
 mod jwt;
 mod keys;
+mod verified;
 
 use std::{fmt, net::SocketAddr};
 

@@ -322,6 +322,11 @@ fn resolve_headers(http: &HttpConfig, env: &Env) -> Result<Headers, UpstreamErro
         .collect()
 }
 
+/// POSTs in flight on one Streamable HTTP connection. The gate bounds calls per server
+/// (`server_concurrency`); rmcp's own default (16) would queue calls the gate admitted, and
+/// under load most of a call's time went to that queue.
+const MAX_POSTS_IN_FLIGHT: usize = 1024;
+
 async fn connect_streamable(
     reqwest: reqwest::Client,
     http: &HttpConfig,
@@ -330,6 +335,7 @@ async fn connect_streamable(
 ) -> Result<Connection, UpstreamError> {
     let mut config = StreamableHttpClientTransportConfig::with_uri(http.url.as_str());
     config.custom_headers = headers.into_iter().collect::<HashMap<_, _>>();
+    config.max_concurrent_requests = MAX_POSTS_IN_FLIGHT;
     let transport = StreamableHttpClientTransport::with_client(reqwest, config);
     let service = serve(client, transport).await?;
     Ok(Connection {

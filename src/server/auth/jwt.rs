@@ -11,6 +11,7 @@ use super::{
     claims::{ClaimNames, Identity, identity},
     jwks::{HttpsSource, Jwks, JwksSource},
     keys::{PublicKey, load_pem},
+    verified::VerifiedTokens,
 };
 use crate::config::{Env, JwtAlgorithm, JwtConfig};
 
@@ -34,6 +35,10 @@ pub(super) struct JwtVerifier {
     files: Vec<PublicKey>,
     jwks: Option<Jwks>,
     names: ClaimNames,
+    /// Clock skew allowed on `exp` (and `nbf`), in seconds.
+    leeway: u64,
+    /// Tokens verified already; used only without a JWKS, whose keys can change.
+    verified: VerifiedTokens,
 }
 
 impl JwtVerifier {
@@ -109,11 +114,19 @@ impl JwtVerifier {
                 user: cfg.user_claim.clone(),
                 roles: cfg.roles_claim.clone(),
             },
+            leeway: cfg.leeway.as_secs(),
+            verified: VerifiedTokens::default(),
         })
     }
 
-    /// Verifies `token` and reads the caller from it.
+    /// Verifies `token` and reads the caller from it. A token verified before against keys
+    /// that cannot change is taken from [`VerifiedTokens`] until its `exp` (plus leeway).
     pub(super) fn verify(&self, token: &str) -> Result<Identity, AuthFailure> {
+        let now = jsonwebtoken::get_current_timestamp();
+        let cacheable = self.jwks.is_none();
+        if cacheable && let Some(who) = self.verified.get(token, now) {
+            return Ok(who);
+        }
         // `none` and unknown algorithms fail here: the header parser has no variant for them.
         let header = decode_header(token)
             .map_err(|_| invalid("token header is malformed or names an unsupported algorithm"))?;
@@ -144,7 +157,15 @@ impl JwtVerifier {
         };
         for key in candidates {
             match decode::<Map<String, Value>>(token, key, validation) {
-                Ok(data) => return identity(&data.claims, &self.names),
+                Ok(data) => {
+                    let who = identity(&data.claims, &self.names)?;
+                    let exp = data.claims.get("exp").and_then(Value::as_u64);
+                    if cacheable && let Some(exp) = exp {
+                        let valid_until = exp.saturating_add(self.leeway);
+                        self.verified.insert(token, &who, valid_until, now);
+                    }
+                    return Ok(who);
+                }
                 Err(err) if *err.kind() == ErrorKind::InvalidSignature => continue,
                 Err(err) => return Err(claims_failure(err.kind())),
             }

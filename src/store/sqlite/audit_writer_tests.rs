@@ -140,3 +140,22 @@ async fn after_close_appends_are_refused_and_nothing_acknowledged_is_lost() {
     assert_eq!(ids, ["before"]);
     reopened.close().await;
 }
+
+#[test]
+fn any_batch_is_written_in_a_few_whole_chunks() {
+    let statements = super::Statements::new();
+    for size in 0..=super::MAX_BATCH {
+        let (mut left, mut chunks) = (size, 0);
+        while let Some((rows, sql)) = statements.for_remaining(left) {
+            assert_eq!(sql.matches('?').count(), rows * super::COLUMNS);
+            left -= rows;
+            chunks += 1;
+        }
+        assert_eq!(left, 0);
+        // Full chunks of 64, then at most one of each smaller size.
+        assert!(
+            chunks <= size / 64 + 6,
+            "{size} records took {chunks} statements"
+        );
+    }
+}
