@@ -13,7 +13,7 @@ use mcpgate::{
 };
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
+use tokio::net::TcpListener;
 
 use crate::{
     agent_loop::demo,
@@ -28,8 +28,7 @@ struct Chat {
     gateway: Gateway,
     llm: ScriptedLlm,
     client: reqwest::Client,
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<std::io::Result<()>>,
+    served: support::Served,
 }
 
 impl Chat {
@@ -50,10 +49,7 @@ impl Chat {
         });
         let gateway = support::gateway(config).await;
         let state = AppState::new(gateway.clone(), Arc::new(authenticator), service);
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(mcpgate::server::serve(listener, state, async {
-            let _ = stopped.await;
-        }));
+        let served = support::Served::spawn(listener, state);
         Chat {
             base: format!("http://{addr}/api/v1"),
             token,
@@ -63,8 +59,7 @@ impl Chat {
                 .no_proxy()
                 .build()
                 .expect("client"),
-            stop: Some(stop),
-            task,
+            served,
         }
     }
 
@@ -87,11 +82,8 @@ impl Chat {
             .expect("structured")
     }
 
-    async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        let _ = self.task.await;
+    async fn stop(self) {
+        self.served.stop().await;
         self.gateway.shutdown().await;
     }
 }

@@ -32,8 +32,6 @@ use tokio::{
     io::{AsyncBufReadExt, BufReader},
     net::TcpListener,
     process::Command,
-    sync::oneshot,
-    task::JoinHandle,
 };
 
 use crate::support::{self, in_process};
@@ -51,8 +49,7 @@ const ISSUER: &str = "https://issuer.test/";
 struct PageService {
     base: String,
     gateway: Gateway,
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<std::io::Result<()>>,
+    served: support::Served,
 }
 
 impl PageService {
@@ -71,23 +68,16 @@ impl PageService {
             ..ServiceConfig::default()
         });
         let state = AppState::new(gateway.clone(), Arc::new(authenticator), service);
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(mcpgate::server::serve(listener, state, async {
-            let _ = stopped.await;
-        }));
+        let served = support::Served::spawn(listener, state);
         PageService {
             base: format!("http://{addr}"),
             gateway,
-            stop: Some(stop),
-            task,
+            served,
         }
     }
 
-    async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        let _ = self.task.await;
+    async fn stop(self) {
+        self.served.stop().await;
         self.gateway.shutdown().await;
     }
 }

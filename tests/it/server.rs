@@ -11,7 +11,7 @@ use mcpgate::{
 };
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
+use tokio::net::TcpListener;
 
 use crate::support::{self, fixture, in_process, no_confirm};
 
@@ -22,8 +22,7 @@ struct Service {
     base: String,
     token: Option<String>,
     gateway: Gateway,
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<std::io::Result<()>>,
+    served: support::Served,
     client: reqwest::Client,
 }
 
@@ -44,16 +43,12 @@ impl Service {
         });
         let gateway = support::gateway(config).await;
         let state = AppState::new(gateway.clone(), Arc::new(authenticator), service);
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(mcpgate::server::serve(listener, state, async {
-            let _ = stopped.await;
-        }));
+        let served = support::Served::spawn(listener, state);
         Service {
             base: format!("http://{addr}"),
             token,
             gateway,
-            stop: Some(stop),
-            task,
+            served,
             client: reqwest::Client::builder()
                 .no_proxy()
                 .build()
@@ -80,11 +75,8 @@ impl Service {
         }
     }
 
-    async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        let _ = self.task.await;
+    async fn stop(self) {
+        self.served.stop().await;
         self.gateway.shutdown().await;
     }
 }

@@ -274,3 +274,30 @@ pub fn child_pids(pid: i32) -> Vec<i32> {
     }
     found
 }
+
+/// `mcpgate::server::serve` running on a listener until [`Served::stop`].
+pub struct Served {
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Served {
+    pub fn spawn(listener: tokio::net::TcpListener, state: mcpgate::server::AppState) -> Served {
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(mcpgate::server::serve(listener, state, async {
+            let _ = stopped.await;
+        }));
+        Served {
+            stop: Some(stop),
+            task,
+        }
+    }
+
+    /// Asks the service to stop and waits (bounded by [`WAIT`]) until it has.
+    pub async fn stop(mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let _ = tokio::time::timeout(WAIT, self.task).await;
+    }
+}

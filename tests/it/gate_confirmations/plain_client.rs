@@ -26,7 +26,7 @@ use rmcp::{
     },
 };
 use serde_json::{Value, json};
-use tokio::{net::TcpListener, sync::oneshot, task::JoinHandle};
+use tokio::net::TcpListener;
 
 use super::{demo, notes};
 use crate::support::{self, WAIT};
@@ -51,8 +51,7 @@ impl ClientHandler for Plain {
 struct Service {
     addr: SocketAddr,
     gateway: Gateway,
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<std::io::Result<()>>,
+    served: support::Served,
     http: reqwest::Client,
 }
 
@@ -90,10 +89,7 @@ impl Service {
             .expect("the gateway starts");
         gateway.wait_ready(WAIT).await;
         let state = AppState::new(gateway.clone(), Arc::new(authenticator), service);
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(mcpgate::server::serve(listener, state, async {
-            let _ = stopped.await;
-        }));
+        let served = support::Served::spawn(listener, state);
         let http = reqwest::Client::builder()
             .no_proxy()
             .build()
@@ -101,8 +97,7 @@ impl Service {
         Service {
             addr,
             gateway,
-            stop: Some(stop),
-            task,
+            served,
             http,
         }
     }
@@ -135,11 +130,8 @@ impl Service {
             .status()
     }
 
-    async fn stop(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        let _ = tokio::time::timeout(WAIT, self.task).await;
+    async fn stop(self) {
+        self.served.stop().await;
         self.gateway.shutdown().await;
     }
 }
