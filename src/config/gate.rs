@@ -71,6 +71,21 @@ impl Default for StateConfig {
 pub struct AuditConfig {
     /// Canonical ids of read tools whose argument values may be recorded.
     pub log_arguments_for: Vec<String>,
+    /// When the SQLite audit log's records reach the disk.
+    pub sync: AuditSync,
+}
+
+/// When committed audit records are synced to disk (SQLite; PostgreSQL follows its own
+/// settings).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum AuditSync {
+    /// Commits are synced together at most 100 ms later: a power cut or OS crash can lose the
+    /// last 100 ms of acknowledged records (a crash of the gateway loses none).
+    #[default]
+    Batched,
+    /// Each group commit is synced before its calls are answered (`synchronous = FULL`): no
+    /// acknowledged record is lost, at the cost of one sync per commit.
+    EveryCommit,
 }
 
 /// The pin file (fingerprint baselines, reviewed like a lock file).

@@ -8,7 +8,7 @@ use std::{
 };
 
 use super::{
-    AuditConfig, ConfirmationConfig, PinsConfig, ServerId, StateConfig,
+    AuditConfig, AuditSync, ConfirmationConfig, PinsConfig, ServerId, StateConfig,
     duration::RawDuration,
     raw::{RawAudit, RawConfirmations, RawPins, RawState},
     validate::{Known, Report, duration},
@@ -127,5 +127,20 @@ pub(super) fn audit(raw: &RawAudit, known: &Known<'_>, report: &mut Report) -> A
             );
         }
     }
-    AuditConfig { log_arguments_for }
+    let sync = match raw.sync.as_deref() {
+        None | Some("batched") => AuditSync::Batched,
+        Some("every_commit") => AuditSync::EveryCommit,
+        Some(other) => {
+            let other = other.escape_debug();
+            report.problem(
+                "audit.sync",
+                format!("`{other}` is not a sync mode: use \"batched\" or \"every_commit\""),
+            );
+            AuditSync::Batched
+        }
+    };
+    AuditConfig {
+        log_arguments_for,
+        sync,
+    }
 }

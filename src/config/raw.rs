@@ -40,6 +40,8 @@
 //! [audit]                          # every call is recorded; argument values only for:
 //! log_arguments_for = ["time.get_current_time"]  # canonical ids of read tools (listed in
 //!                                  # their server's read_only_tools)
+//! sync = "batched"                 # batched | every_commit: SQLite syncs records to disk
+//!                                  # within 100 ms, or before each call is answered
 //!
 //! [cache]                          # the tool-list cache
 //! ttl = "60s"                      # 0 ..= 24h; 0 means every refresh asks the upstream
@@ -265,6 +267,8 @@ pub struct RawPins {
 #[serde(deny_unknown_fields)]
 pub struct RawAudit {
     pub log_arguments_for: Option<Vec<String>>,
+    /// `batched` or `every_commit`; checked with its path during validation.
+    pub sync: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

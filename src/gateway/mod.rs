@@ -24,9 +24,9 @@ pub use result::{Part, ToolOutput};
 
 use crate::{
     catalog::{Catalog, CatalogTool, Fingerprint, PinStatus, Pins, PinsError, ServerTools},
-    config::{Config, Env, StateConfig},
+    config::{AuditSync, Config, Env, StateConfig},
     policy::{Access, CallContext, Clock, CompiledSchema, Limiter, classify, needs_confirmation},
-    store::{AuditStore, ConfirmationStore, StoreError, memory_stores, open_sqlite},
+    store::{AuditStore, ConfirmationStore, StoreError, memory_stores, open_sqlite_with},
     upstream::{ConnectOptions, Manager, ServerStatus},
 };
 
@@ -53,8 +53,9 @@ pub struct Stores {
 }
 
 impl Stores {
-    /// Opens the stores `state` names (SQLite file, or memory).
-    pub async fn open(state: &StateConfig) -> Result<Stores, StoreError> {
+    /// Opens the stores `state` names (SQLite file, or memory); `audit_sync` says when the
+    /// SQLite audit log's records reach the disk.
+    pub async fn open(state: &StateConfig, audit_sync: AuditSync) -> Result<Stores, StoreError> {
         match state {
             StateConfig::Memory => {
                 let (confirmations, audit) = memory_stores();
@@ -64,7 +65,7 @@ impl Stores {
                 })
             }
             StateConfig::Sqlite { path } => {
-                let stores = open_sqlite(path).await?;
+                let stores = open_sqlite_with(path, audit_sync).await?;
                 Ok(Stores {
                     confirmations: stores.confirmations(),
                     audit: stores.audit(),
@@ -115,7 +116,7 @@ pub struct Gateway {
 impl Gateway {
     /// Opens the stores named by the configuration and starts the gateway.
     pub async fn start(config: Config, options: GatewayOptions) -> Result<Gateway, StartError> {
-        let stores = Stores::open(&config.state).await?;
+        let stores = Stores::open(&config.state, config.audit.sync).await?;
         Gateway::start_with_stores(config, options, stores)
     }
 

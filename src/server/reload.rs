@@ -250,6 +250,10 @@ async fn apply(state: &AppState, source: &ReloadSource) -> Result<ReloadOutcome,
         if config.state != old.config().state {
             sections.push("state");
         }
+        // The audit writer's sync level is set when the stores open.
+        if config.audit.sync != old.config().audit.sync {
+            sections.push("audit.sync");
+        }
         if !sections.is_empty() {
             return Err(ReloadError::RestartRequired { sections });
         }

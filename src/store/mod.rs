@@ -25,7 +25,7 @@ pub use confirmations::{
 };
 pub use error::StoreError;
 pub use memory::{MEMORY_AUDIT_BYTES, MEMORY_AUDIT_RECORDS, MemoryAudit, MemoryConfirmations};
-pub use sqlite::{SqliteStores, open_sqlite};
+pub use sqlite::{SqliteStores, open_sqlite, open_sqlite_with};
 
 /// Fresh in-memory stores with the default bounds.
 pub fn memory_stores() -> (Arc<dyn ConfirmationStore>, Arc<dyn AuditStore>) {

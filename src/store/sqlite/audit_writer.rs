@@ -8,7 +8,9 @@
 //! gateway but not of the machine). A checkpoint on another connection syncs the WAL at most
 //! [`SYNC_INTERVAL`] after a commit, so what a power cut can take is bounded by that interval;
 //! a sync per call (about 0.2 ms on a virtual disk, 10 ms at its tail) would otherwise be most
-//! of the gateway's own latency.
+//! of the gateway's own latency. With [`AuditSync::EveryCommit`] the writer's connection
+//! syncs each commit instead (`synchronous = FULL`), before its appends are answered; under
+//! load one sync still carries a whole batch.
 
 use std::{sync::Arc, time::Duration};
 
@@ -21,6 +23,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::{store_error, to_sql_u64};
+use crate::config::AuditSync;
 use crate::store::{AuditRecord, StoreError, clock::to_micros};
 
 /// Most records taken from the queue at once: bounds one batch's memory (records are cut to a
@@ -73,14 +76,11 @@ impl AuditWriter {
     /// caller to spawn. `pool` runs the checkpoints.
     pub(super) async fn start(
         options: &SqliteConnectOptions,
+        sync: AuditSync,
         pool: SqlitePool,
         stop: CancellationToken,
     ) -> Result<(AuditWriter, impl Future<Output = ()> + use<>), StoreError> {
-        let connection = options
-            .clone()
-            .synchronous(SqliteSynchronous::Normal)
-            .pragma("wal_autocheckpoint", AUTOCHECKPOINT_PAGES)
-            .pragma("cache_size", CACHE_KIB)
+        let connection = writer_options(options, sync)
             .connect()
             .await
             .map_err(store_error)?;
@@ -101,6 +101,18 @@ impl AuditWriter {
             .map_err(|_| stopped())?;
         committed.await.map_err(|_| stopped())?
     }
+}
+
+/// The writer connection's options: the pool's, with its own sync level and page cache.
+fn writer_options(options: &SqliteConnectOptions, sync: AuditSync) -> SqliteConnectOptions {
+    options
+        .clone()
+        .synchronous(match sync {
+            AuditSync::Batched => SqliteSynchronous::Normal,
+            AuditSync::EveryCommit => SqliteSynchronous::Full,
+        })
+        .pragma("wal_autocheckpoint", AUTOCHECKPOINT_PAGES)
+        .pragma("cache_size", CACHE_KIB)
 }
 
 /// The writer task: commits queued records in batches, and keeps at most one checkpoint

@@ -5,7 +5,10 @@ use std::{collections::BTreeSet, sync::Arc, time::Duration};
 
 use tempfile::TempDir;
 
-use super::super::open_sqlite;
+use sqlx::{ConnectOptions as _, Connection as _, sqlite::SqliteConnectOptions};
+
+use super::super::{open_sqlite, open_sqlite_with};
+use crate::config::AuditSync;
 use crate::store::{AuditQuery, AuditRecord, AuditStore, StoreError, tests::at};
 
 /// Bound on waits for the background checkpoint (it runs every 100 ms).
@@ -138,6 +141,60 @@ async fn after_close_appends_are_refused_and_nothing_acknowledged_is_lost() {
         .expect("query");
     let ids: Vec<&str> = found.iter().map(|(_, r)| r.request_id.as_str()).collect();
     assert_eq!(ids, ["before"]);
+    reopened.close().await;
+}
+
+/// SQLite's `PRAGMA synchronous` values.
+const NORMAL: i64 = 1;
+const FULL: i64 = 2;
+
+#[tokio::test]
+async fn the_writer_connection_syncs_as_configured() {
+    let dir = TempDir::new().expect("temp dir");
+    let path = dir.path().join("state.db");
+    // Create the file and schema as the store does; the writer's options are then checked on
+    // a connection opened with them.
+    open_sqlite(&path).await.expect("open").close().await;
+    let pool_options = SqliteConnectOptions::new().filename(&path);
+    for (sync, want) in [(AuditSync::Batched, NORMAL), (AuditSync::EveryCommit, FULL)] {
+        let mut connection = super::writer_options(&pool_options, sync)
+            .connect()
+            .await
+            .expect("connect with the writer's options");
+        let level: i64 = sqlx::query_scalar("PRAGMA synchronous")
+            .fetch_one(&mut connection)
+            .await
+            .expect("read the sync level");
+        assert_eq!(level, want, "{sync:?}");
+        connection.close().await.expect("close");
+    }
+}
+
+#[tokio::test]
+async fn every_commit_records_are_acknowledged_and_kept() {
+    let dir = TempDir::new().expect("temp dir");
+    let path = dir.path().join("state.db");
+    let stores = open_sqlite_with(&path, AuditSync::EveryCommit)
+        .await
+        .expect("open");
+    let audit = stores.audit();
+    let mut appends = tokio::task::JoinSet::new();
+    for i in 0..20 {
+        let audit = audit.clone();
+        appends.spawn(async move { audit.append(record(&format!("req-{i}"))).await });
+    }
+    while let Some(done) = appends.join_next().await {
+        done.expect("task").expect("append acknowledged");
+    }
+    stores.close().await;
+    drop(audit);
+    let reopened = open_sqlite(&path).await.expect("reopen");
+    let found = reopened
+        .audit()
+        .query(AuditQuery::default())
+        .await
+        .expect("query");
+    assert_eq!(found.len(), 20);
     reopened.close().await;
 }
 

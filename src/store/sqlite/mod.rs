@@ -17,6 +17,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 use self::audit_writer::AuditWriter;
 use super::{AuditStore, ConfirmationStore, StoreError};
+use crate::config::AuditSync;
 
 /// SQLite runs one writer at a time; a few connections let reads run beside it, more would
 /// only queue on the file lock.
@@ -80,6 +81,16 @@ impl SqliteStores {
 /// it survives a crash of the gateway), in batches, and synced to disk within 100 ms (see
 /// `audit_writer`): a sync per call would be most of the gateway's own latency.
 pub async fn open_sqlite(path: &Path) -> Result<SqliteStores, StoreError> {
+    open_sqlite_with(path, AuditSync::Batched).await
+}
+
+/// [`open_sqlite`], with audit records synced as `audit_sync` says: with
+/// [`AuditSync::EveryCommit`] each group commit of the audit writer is synced before its
+/// appends return.
+pub async fn open_sqlite_with(
+    path: &Path,
+    audit_sync: AuditSync,
+) -> Result<SqliteStores, StoreError> {
     create_private_file(path).await?;
     let options = SqliteConnectOptions::new()
         .filename(path)
@@ -98,13 +109,14 @@ pub async fn open_sqlite(path: &Path) -> Result<SqliteStores, StoreError> {
         return Err(err);
     }
     let stop_writer = CancellationToken::new();
-    let writer = match AuditWriter::start(&options, pool.clone(), stop_writer.clone()).await {
-        Ok(started) => started,
-        Err(err) => {
-            pool.close().await;
-            return Err(err);
-        }
-    };
+    let writer =
+        match AuditWriter::start(&options, audit_sync, pool.clone(), stop_writer.clone()).await {
+            Ok(started) => started,
+            Err(err) => {
+                pool.close().await;
+                return Err(err);
+            }
+        };
     let writer_task = TaskTracker::new();
     writer_task.spawn(writer.1);
     Ok(SqliteStores {

@@ -199,6 +199,11 @@ async fn a_bad_file_changes_nothing_and_every_problem_is_reported() {
     assert_eq!(reply.status, StatusCode::CONFLICT, "{}", reply.text);
     assert_eq!(strings(&reply, "sections"), ["server"]);
     assert_eq!(service.tool_names().await, ["held.ping", "held.wait"]);
+    // So does the audit log's sync level: the stores open once.
+    service.write(&(file_with(&demo_server("demo")) + "[audit]\nsync = \"every_commit\"\n"));
+    let reply = service.harness.send(Method::POST, RELOAD, None).await;
+    assert_eq!(reply.status, StatusCode::CONFLICT, "{}", reply.text);
+    assert_eq!(strings(&reply, "sections"), ["audit.sync"]);
     let call = json!({ "tool": "held.ping" });
     let reply = service
         .harness
@@ -211,7 +216,7 @@ async fn a_bad_file_changes_nothing_and_every_problem_is_reported() {
     );
 
     let metrics = service.harness.send(Method::GET, "/metrics", None).await;
-    let rejected = "mcpgate_config_reloads_total{result=\"rejected\"} 2";
+    let rejected = "mcpgate_config_reloads_total{result=\"rejected\"} 3";
     assert!(metrics.text.contains(rejected), "{}", metrics.text);
     assert!(!service.closed.load(Ordering::SeqCst));
     service.harness.stop().await;

@@ -1,7 +1,7 @@
 //! Tests of the gate's sections: the per-call limits in `[limits]`, `[confirmations]`,
 //! `[state]`, `[pins]` and `[audit]`.
 
-use crate::config::{Config, ResultOverflow};
+use crate::config::{AuditSync, Config, ResultOverflow};
 
 use super::*;
 
@@ -360,4 +360,19 @@ fn audit_may_name_a_server_added_by_the_environment() {
     let text = "[audit]\nlog_arguments_for = [\"clock.now\"]\n";
     let loaded = load_file("c.toml", text, &env).expect("loads");
     assert_eq!(loaded.config.audit.log_arguments_for, ["clock.now"]);
+}
+
+#[test]
+fn audit_sync_is_batched_unless_every_commit_is_asked_for() {
+    assert_eq!(ok("").config.audit.sync, AuditSync::Batched);
+    let loaded = ok("[audit]\nsync = \"batched\"\n");
+    assert_eq!(loaded.config.audit.sync, AuditSync::Batched);
+    let loaded = ok("[audit]\nsync = \"every_commit\"\n");
+    assert_eq!(loaded.config.audit.sync, AuditSync::EveryCommit);
+
+    let err = load_file("c.toml", "[audit]\nsync = \"always\"\n", &Env::default())
+        .expect_err("unknown sync");
+    assert_eq!(err.problems.len(), 1, "{err}");
+    assert_eq!(err.problems[0].path, "audit.sync", "{err}");
+    assert!(err.problems[0].message.contains("`always`"), "{err}");
 }
