@@ -58,7 +58,6 @@ pub(super) fn llm(raw: Option<&RawLlm>, env: &Env, report: &mut Report) -> Optio
     let mut config = LlmConfig::new(base_url, model);
     config.api_key = api_key(raw, written, env, report);
     config.headers = headers(raw, config.api_key.is_some(), env, report);
-    let d = LlmConfig::new(config.base_url.clone(), "");
     let within = |raw: &Option<_>, range, field: &str, report: &mut Report| {
         raw.as_ref()
             .and_then(|r| duration(r, range, &format!("llm.{field}"), report))
@@ -69,29 +68,29 @@ pub(super) fn llm(raw: Option<&RawLlm>, env: &Env, report: &mut Report) -> Optio
         "connect_timeout",
         report,
     )
-    .unwrap_or(d.connect_timeout);
+    .unwrap_or(config.connect_timeout);
     config.request_timeout = within(
         &raw.request_timeout,
         &REQUEST_TIMEOUT_RANGE,
         "request_timeout",
         report,
     )
-    .unwrap_or(d.request_timeout);
+    .unwrap_or(config.request_timeout);
     config.idle_timeout = within(
         &raw.idle_timeout,
         &REQUEST_TIMEOUT_RANGE,
         "idle_timeout",
         report,
     )
-    .unwrap_or(d.idle_timeout);
+    .unwrap_or(config.idle_timeout);
     if config.idle_timeout > config.request_timeout {
         report.warn(
             "llm.idle_timeout",
             "is longer than request_timeout, which ends a silent request first",
         );
     }
-    config.stream = raw.stream.unwrap_or(d.stream);
-    config.tools = raw.tools.unwrap_or(d.tools);
+    config.stream = raw.stream.unwrap_or(config.stream);
+    config.tools = raw.tools.unwrap_or(config.tools);
     config.max_response_bytes = raw
         .max_response_bytes
         .and_then(|n| {
@@ -102,7 +101,7 @@ pub(super) fn llm(raw: Option<&RawLlm>, env: &Env, report: &mut Report) -> Optio
                 report,
             )
         })
-        .unwrap_or(d.max_response_bytes);
+        .unwrap_or(config.max_response_bytes);
     Some(config)
 }
 

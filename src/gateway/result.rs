@@ -4,7 +4,7 @@
 
 use rmcp::model::{CallToolResult, ContentBlock, ResourceContents};
 use serde::Serialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::GatewayError;
 use crate::config::{CallLimits, ResultOverflow};
@@ -84,11 +84,7 @@ impl ToolOutput {
 
     /// The controlled structure every API returns: `{ ok, tool, server, data }`.
     pub fn to_json(&self) -> Value {
-        let mut data = json!({ "content": self.content, "truncated": self.truncated });
-        if let Some(structured) = &self.structured {
-            data["structuredContent"] = structured.clone();
-        }
-        json!({ "ok": true, "tool": self.tool, "server": self.server, "data": data })
+        serde_json::to_value(self.json_view()).unwrap_or(Value::Null)
     }
 
     /// [`ToolOutput::to_json`] as a borrowed view, serialized straight into a response
@@ -356,6 +352,7 @@ fn cut(text: &str, max: usize) -> (String, bool) {
 #[cfg(test)]
 mod tests {
     use rmcp::model::ContentBlock;
+    use serde_json::json;
 
     use super::*;
 
@@ -374,7 +371,7 @@ mod tests {
     }
 
     #[test]
-    fn the_json_view_is_to_json_byte_for_byte() {
+    fn the_output_json_is_the_documented_shape() {
         for structured in [None, Some(json!({ "k": [1, "two"] }))] {
             let output = ToolOutput {
                 tool: "s.t".to_owned(),
@@ -388,8 +385,21 @@ mod tests {
                 structured,
                 truncated: true,
             };
-            let view = serde_json::to_string(&output.json_view()).expect("serializes");
-            assert_eq!(view, output.to_json().to_string());
+            let mut data = json!({
+                "content": [
+                    { "type": "text", "text": "a \"quoted\"\nline" },
+                    serde_json::to_value(&output.content[1]).expect("a part serializes"),
+                ],
+                "truncated": true,
+            });
+            if let Some(structured) = &output.structured {
+                data["structuredContent"] = structured.clone();
+            }
+            let expected = json!({ "ok": true, "tool": "s.t", "server": "s", "data": data });
+            assert_eq!(output.to_json(), expected);
+            // Key order matters to readers of the raw text: `structuredContent` only when set.
+            let text = serde_json::to_string(&output.json_view()).expect("serializes");
+            assert_eq!(text, expected.to_string());
         }
     }
 
