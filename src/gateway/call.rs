@@ -76,7 +76,9 @@ impl Gateway {
             confirmation,
             relay,
         };
-        let outcome = self.call_inner(ctx, call, arguments, &mut attempt).await;
+        // Boxed: the gate's future is large (it holds the upstream call's), and the server
+        // moves its handler's future several times before polling it.
+        let outcome = Box::pin(self.call_inner(ctx, call, arguments, &mut attempt)).await;
         let upstream_time = attempt.upstream_time();
         let record = attempt.finish(&outcome, &self.inner.config.audit);
         let outcome = match self.inner.audit.append(record).await {

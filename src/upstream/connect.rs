@@ -21,14 +21,14 @@ use rmcp::{
         NotificationContext, RequestContext, RunningService,
     },
     transport::{
-        StreamableHttpClientTransport, async_rw::AsyncRwTransport,
-        streamable_http_client::StreamableHttpClientTransportConfig,
+        StreamableHttpClientTransport, streamable_http_client::StreamableHttpClientTransportConfig,
     },
 };
 use tokio::sync::Notify;
 
 use super::{
     UpstreamError,
+    line_transport::LineTransport,
     relay::{self, RelayRegistry},
     sse::{self, SseClientConfig},
     stdio::{self, ChildGuard, FramingError, StdioLaunch},
@@ -223,7 +223,8 @@ async fn connect_once(
         TransportConfig::Http(http) => connect_http(server, http, options, client).await,
         TransportConfig::InProcess(factory) => {
             let (read, write) = tokio::io::split((factory.0)());
-            let service = serve(client, AsyncRwTransport::new_client(read, write)).await?;
+            let transport = LineTransport::new(read, write, options.limits.max_line_bytes);
+            let service = serve(client, transport).await?;
             Ok(Connection {
                 service,
                 child: None,
@@ -241,10 +242,9 @@ async fn connect_stdio(
 ) -> Result<Connection, UpstreamError> {
     let (stdout, stdin, child, framing) =
         stdio::spawn(launch, env).map_err(|e| UpstreamError::Connect(e.to_string()))?;
-    // rmcp's own bound sits just above ours so that ours, which fails the connection with a
-    // clear reason, is the one that fires.
-    let transport = AsyncRwTransport::new_client(stdout, stdin)
-        .with_max_line_length(launch.max_line_bytes.saturating_add(1));
+    // The transport's own bound sits just above ours so that ours, which fails the
+    // connection with a clear reason, is the one that fires.
+    let transport = LineTransport::new(stdout, stdin, launch.max_line_bytes.saturating_add(1));
     match serve(client, transport).await {
         Ok(service) => Ok(Connection {
             service,

@@ -3,6 +3,7 @@
 pub mod cache;
 mod connect;
 mod input;
+mod line_transport;
 mod manager;
 pub mod relay;
 pub mod sse;

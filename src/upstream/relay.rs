@@ -23,6 +23,7 @@
 )]
 
 use std::{
+    collections::VecDeque,
     sync::{
         Arc, Mutex, MutexGuard,
         atomic::{AtomicU64, Ordering},
@@ -182,8 +183,55 @@ struct Entry {
 /// handler and the manager.
 #[derive(Default)]
 pub struct RelayRegistry {
-    entries: Mutex<Vec<Entry>>,
+    entries: Mutex<Entries>,
     next: AtomicU64,
+}
+
+/// Running requests in the order they were registered (their keys ascend), and ended ones in
+/// the order they ended, so that forgetting the expired is a few pops from the front rather
+/// than a pass over every entry on every call.
+#[derive(Default)]
+struct Entries {
+    running: Vec<Entry>,
+    lingering: VecDeque<Entry>,
+}
+
+impl Entries {
+    fn len(&self) -> usize {
+        self.running.len() + self.lingering.len()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &Entry> {
+        self.running.iter().chain(self.lingering.iter())
+    }
+
+    fn running_mut(&mut self, key: u64) -> Option<&mut Entry> {
+        let at = self.running.binary_search_by_key(&key, |e| e.key).ok()?;
+        Some(&mut self.running[at])
+    }
+
+    /// Moves the running request `key` to the lingering ones.
+    fn end(&mut self, key: u64) {
+        if let Ok(at) = self.running.binary_search_by_key(&key, |e| e.key) {
+            let mut entry = self.running.remove(at);
+            entry.ended_at = Some(tokio::time::Instant::now());
+            self.lingering.push_back(entry);
+        }
+    }
+
+    /// Forgets ended calls past [`LINGER`], and the oldest beyond [`MAX_LINGERING`].
+    fn prune(&mut self) {
+        let now = tokio::time::Instant::now();
+        while let Some(oldest) = self.lingering.front() {
+            let expired = oldest
+                .ended_at
+                .is_none_or(|at| now.saturating_duration_since(at) >= LINGER);
+            if !expired && self.lingering.len() <= MAX_LINGERING {
+                break;
+            }
+            self.lingering.pop_front();
+        }
+    }
 }
 
 impl RelayRegistry {
@@ -191,7 +239,7 @@ impl RelayRegistry {
         Arc::new(RelayRegistry::default())
     }
 
-    fn lock(&self) -> MutexGuard<'_, Vec<Entry>> {
+    fn lock(&self) -> MutexGuard<'_, Entries> {
         // A poisoned lock only means another thread panicked while editing a plain list.
         self.entries
             .lock()
@@ -220,12 +268,13 @@ impl RelayRegistry {
         owner: Owner,
         timeout: Duration,
     ) -> CallGuard {
-        let key = self.next.fetch_add(1, Ordering::Relaxed);
         let ended = CancellationToken::new();
         let mut entries = self.lock();
-        prune(&mut entries);
+        // Taken under the lock, so running entries stay in key order.
+        let key = self.next.fetch_add(1, Ordering::Relaxed);
+        entries.prune();
         let busy = Arc::new(Busy::default());
-        entries.push(Entry {
+        entries.running.push(Entry {
             key,
             owner,
             busy: busy.clone(),
@@ -258,9 +307,10 @@ impl RelayRegistry {
     /// has a relay. `running` asks for a call still running (a request needs an answer).
     pub fn sole(&self, running: bool) -> Option<Routed> {
         let mut entries = self.lock();
-        prune(&mut entries);
-        match entries.as_slice() {
-            [only] if !running || only.ended_at.is_none() => routed(only),
+        entries.prune();
+        match (entries.running.as_slice(), entries.lingering.front()) {
+            ([only], None) => routed(only),
+            ([], Some(only)) if !running && entries.lingering.len() == 1 => routed(only),
             _ => None,
         }
     }
@@ -271,12 +321,11 @@ impl RelayRegistry {
     /// ended request reaches no one but its own caller.
     pub fn for_log(&self) -> Option<Routed> {
         let mut entries = self.lock();
-        prune(&mut entries);
-        if let [only] = entries.as_slice() {
-            return routed(only);
+        entries.prune();
+        if entries.len() == 1 {
+            return entries.iter().next().and_then(routed);
         }
-        let mut running = entries.iter().filter(|e| e.ended_at.is_none());
-        let (Some(call), None) = (running.next(), running.next()) else {
+        let [call] = entries.running.as_slice() else {
             return None;
         };
         let Owner::Caller(owner) = &call.owner else {
@@ -292,12 +341,12 @@ impl RelayRegistry {
 
     /// How many requests are running.
     pub fn in_flight(&self) -> usize {
-        self.lock().iter().filter(|e| e.ended_at.is_none()).count()
+        self.lock().running.len()
     }
 
     fn find(&self, matches: impl Fn(&Entry) -> bool) -> Option<Routed> {
         let mut entries = self.lock();
-        prune(&mut entries);
+        entries.prune();
         entries.iter().find(|e| matches(e)).and_then(routed)
     }
 }
@@ -308,20 +357,6 @@ impl std::fmt::Debug for RelayRegistry {
             .field("in_flight", &self.in_flight())
             .finish()
     }
-}
-
-/// Forgets ended calls past [`LINGER`], and the oldest beyond [`MAX_LINGERING`].
-fn prune(entries: &mut Vec<Entry>) {
-    let now = tokio::time::Instant::now();
-    entries.retain(|e| e.ended_at.is_none_or(|at| now.duration_since(at) < LINGER));
-    let mut lingering = entries.iter().filter(|e| e.ended_at.is_some()).count();
-    entries.retain(|e| {
-        if lingering > MAX_LINGERING && e.ended_at.is_some() {
-            lingering -= 1;
-            return false;
-        }
-        true
-    });
 }
 
 /// How long relaying one notification to its caller may take: a caller that stops reading
@@ -440,7 +475,7 @@ impl CallGuard {
 
     /// Records the id and progress token the request was sent with.
     pub fn sent(&self, id: RequestId, token: ProgressToken) {
-        if let Some(entry) = self.registry.lock().iter_mut().find(|e| e.key == self.key) {
+        if let Some(entry) = self.registry.lock().running_mut(self.key) {
             entry.request = Some((id, token));
         }
     }
@@ -450,10 +485,8 @@ impl Drop for CallGuard {
     fn drop(&mut self) {
         self.ended.cancel();
         let mut entries = self.registry.lock();
-        if let Some(entry) = entries.iter_mut().find(|e| e.key == self.key) {
-            entry.ended_at = Some(tokio::time::Instant::now());
-        }
-        prune(&mut entries);
+        entries.end(self.key);
+        entries.prune();
     }
 }
 

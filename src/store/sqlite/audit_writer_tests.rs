@@ -5,8 +5,6 @@ use std::{collections::BTreeSet, sync::Arc, time::Duration};
 
 use tempfile::TempDir;
 
-use sqlx::{ConnectOptions as _, Connection as _, sqlite::SqliteConnectOptions};
-
 use super::super::{open_sqlite, open_sqlite_with};
 use crate::config::AuditSync;
 use crate::store::{AuditQuery, AuditRecord, AuditStore, StoreError, tests::at};
@@ -153,20 +151,18 @@ async fn the_writer_connection_syncs_as_configured() {
     let dir = TempDir::new().expect("temp dir");
     let path = dir.path().join("state.db");
     // Create the file and schema as the store does; the writer's options are then checked on
-    // a connection opened with them.
+    // a connection opened as the writer opens its own.
     open_sqlite(&path).await.expect("open").close().await;
-    let pool_options = SqliteConnectOptions::new().filename(&path);
     for (sync, want) in [(AuditSync::Batched, NORMAL), (AuditSync::EveryCommit, FULL)] {
-        let mut connection = super::writer_options(&pool_options, sync)
-            .connect()
-            .await
-            .expect("connect with the writer's options");
-        let level: i64 = sqlx::query_scalar("PRAGMA synchronous")
-            .fetch_one(&mut connection)
-            .await
+        let connection = super::open_writer(&path, sync).expect("open as the writer");
+        let level: i64 = connection
+            .query_row("PRAGMA synchronous", [], |row| row.get(0))
             .expect("read the sync level");
         assert_eq!(level, want, "{sync:?}");
-        connection.close().await.expect("close");
+        let mode: String = connection
+            .query_row("PRAGMA journal_mode", [], |row| row.get(0))
+            .expect("read the journal mode");
+        assert_eq!(mode, "wal");
     }
 }
 

@@ -1,5 +1,6 @@
-//! SQLite stores: confirmations and audit in one file (WAL), sharing one connection pool;
-//! audit appends are committed in batches by a writer with a connection of its own.
+//! SQLite stores: confirmations and audit in one file (WAL), sharing one connection pool
+//! (sqlx); audit appends are committed in batches on a connection of their own (rusqlite,
+//! called on the appending task, see `audit_writer`).
 
 mod audit;
 mod audit_writer;
@@ -10,14 +11,12 @@ mod tests;
 
 use std::{os::unix::fs::PermissionsExt, path::Path, sync::Arc, time::Duration};
 
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
-};
-use tokio_util::{sync::CancellationToken, task::TaskTracker};
-
 use self::audit_writer::AuditWriter;
 use super::{AuditStore, ConfirmationStore, StoreError};
 use crate::config::AuditSync;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
 
 /// SQLite runs one writer at a time; a few connections let reads run beside it, more would
 /// only queue on the file lock.
@@ -36,9 +35,6 @@ const FILE_MODE: u32 = 0o600;
 pub struct SqliteStores {
     pool: SqlitePool,
     writer: AuditWriter,
-    /// Stops the audit writer (it commits what is queued first).
-    stop_writer: CancellationToken,
-    writer_task: TaskTracker,
 }
 
 impl std::fmt::Debug for SqliteStores {
@@ -65,9 +61,7 @@ impl SqliteStores {
     /// every connection, waiting for those in use; the last one checkpoints the WAL.
     /// Acknowledged records are committed without it: this is for a tidy shutdown.
     pub async fn close(&self) {
-        self.stop_writer.cancel();
-        self.writer_task.close();
-        self.writer_task.wait().await;
+        self.writer.close(&self.pool).await;
         self.pool.close().await;
     }
 }
@@ -108,23 +102,14 @@ pub async fn open_sqlite_with(
         pool.close().await;
         return Err(err);
     }
-    let stop_writer = CancellationToken::new();
-    let writer =
-        match AuditWriter::start(&options, audit_sync, pool.clone(), stop_writer.clone()).await {
-            Ok(started) => started,
-            Err(err) => {
-                pool.close().await;
-                return Err(err);
-            }
-        };
-    let writer_task = TaskTracker::new();
-    writer_task.spawn(writer.1);
-    Ok(SqliteStores {
-        pool,
-        writer: writer.0,
-        stop_writer,
-        writer_task,
-    })
+    let writer = match AuditWriter::start(path, audit_sync, pool.clone()).await {
+        Ok(writer) => writer,
+        Err(err) => {
+            pool.close().await;
+            return Err(err);
+        }
+    };
+    Ok(SqliteStores { pool, writer })
 }
 
 /// Creates the file with mode 0600 before SQLite sees it (SQLite would create it 0644), and

@@ -1,0 +1,135 @@
+//! The line transport decodes every message as rmcp does (a tool call's result by a shorter
+//! path), skips what rmcp skips, and answers JSON that is no message.
+
+use std::time::Duration;
+
+use rmcp::{
+    RoleClient,
+    model::{ServerJsonRpcMessage, ServerResult},
+    service::RxJsonRpcMessage,
+    transport::Transport,
+};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+use super::{Decoded, LineTransport, call_result, decode, trim};
+
+const WAIT: Duration = Duration::from_secs(10);
+
+/// Lines of every kind an upstream sends, tool call results in many shapes among them.
+const LINES: &[&str] = &[
+    r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"hi"}]}}"#,
+    r#"{"jsonrpc":"2.0","id":"a-1","result":{"content":[],"isError":true}}"#,
+    r#"{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"x"}],"structuredContent":{"n":1},"_meta":{"k":"v"}}}"#,
+    r#"{"jsonrpc":"2.0","id":3,"result":{"content":[],"structuredContent":null}}"#,
+    r#"{"jsonrpc":"2.0","id":4,"result":{"content":[{"type":"image","data":"AAAA","mimeType":"image/png"}],"resultType":"complete"}}"#,
+    r#"{"jsonrpc":"2.0","id":5,"result":{"content":[{"type":"resource","resource":{"uri":"file:///a","text":"t"}}]}}"#,
+    // Not plainly a tool call's result: left to rmcp.
+    r#"{"jsonrpc":"2.0","id":6,"result":{"content":[],"resultType":"input_required","inputRequests":{}}}"#,
+    r#"{"jsonrpc":"2.0","id":7,"result":{"content":[],"vendorExtra":1}}"#,
+    r#"{"jsonrpc":"2.0","id":8,"result":{"isError":false}}"#,
+    r#"{"jsonrpc":"2.0","id":9,"result":{"tools":[]}}"#,
+    r#"{"jsonrpc":"2.0","id":10,"result":{}}"#,
+    r#"{"jsonrpc":"2.0","id":11,"result":{"contents":[{"uri":"file:///a","text":"t"}]}}"#,
+    r#"{"jsonrpc":"2.0","id":12,"error":{"code":-32601,"message":"no such method"}}"#,
+    r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":0.5}}"#,
+    r#"{"jsonrpc":"2.0","id":13,"method":"roots/list"}"#,
+    r#"{"jsonrpc":"2.0","id":14,"result":{"content":"not a list"}}"#,
+    r#"{"jsonrpc":"1.0","id":15,"result":{"content":[]}}"#,
+    r#"{"jsonrpc":"2.0","id":16,"result":{"content":[]},"extra":true}"#,
+    r#"{"jsonrpc":"2.0","method":"$/lsp-thing","params":{}}"#,
+    r#"{"jsonrpc":"2.0","method":"notifications/vendor/custom","params":{"x":1}}"#,
+];
+
+#[test]
+fn every_message_decodes_as_rmcp_decodes_it() {
+    for line in LINES {
+        let ours = decode(line.as_bytes());
+        let rmcp = serde_json::from_str::<RxJsonRpcMessage<RoleClient>>(line);
+        match (&ours, rmcp) {
+            // The same variants and values (notifications have no `PartialEq`).
+            (Decoded::Message(ours), Ok(theirs)) => {
+                assert_eq!(format!("{ours:?}"), format!("{theirs:?}"), "{line}");
+            }
+            (Decoded::Invalid, Err(err)) => assert!(err.is_data(), "{line}: {err}"),
+            (ours, theirs) => panic!("{line}: ours {ours:?}, rmcp's {theirs:?}"),
+        }
+    }
+}
+
+#[test]
+fn plain_tool_call_results_take_the_short_path() {
+    let short: Vec<bool> = LINES
+        .iter()
+        .map(|line| call_result(line.as_bytes()).is_some())
+        .collect();
+    assert_eq!(&short[..6], &[true; 6], "the first six are plain results");
+    assert!(short[6..].iter().all(|s| !s), "the rest are not");
+    let Some(ServerJsonRpcMessage::Response(response)) = call_result(LINES[0].as_bytes()) else {
+        panic!("a response");
+    };
+    assert!(matches!(response.result, ServerResult::CallToolResult(_)));
+}
+
+#[test]
+fn what_rmcp_skips_is_skipped() {
+    for line in ["", "not json", "{\"jsonrpc\":\"2.0\","] {
+        assert!(matches!(decode(line.as_bytes()), Decoded::Skip), "{line:?}");
+    }
+    // Notifications that rmcp cannot decode are skipped when they are not MCP's.
+    for line in [
+        r#"{"jsonrpc":"2.0","method":"$/lsp-thing","params":"text"}"#,
+        r#"{"jsonrpc":"2.0","method":"notifications/vendor/custom","params":[1]}"#,
+    ] {
+        assert!(serde_json::from_str::<RxJsonRpcMessage<RoleClient>>(line).is_err());
+        assert!(matches!(decode(line.as_bytes()), Decoded::Skip), "{line:?}");
+    }
+    // A standard notification that does not decode is answered, as rmcp answers it.
+    assert!(matches!(
+        decode(br#"{"jsonrpc":"2.0","method":"notifications/progress","params":"text"}"#),
+        Decoded::Invalid
+    ));
+    assert!(matches!(decode(br#"{"hello":"world"}"#), Decoded::Invalid));
+    assert_eq!(trim(b"\xEF\xBB\xBF{}\r\n"), b"{}");
+}
+
+#[tokio::test]
+async fn lines_are_read_whole_and_bad_ones_dropped_or_answered() {
+    let (ours, mut theirs) = tokio::io::duplex(256);
+    let (read, write) = tokio::io::split(ours);
+    let mut transport = LineTransport::new(read, write, 64);
+    let (their_read, mut their_write) = tokio::io::split(&mut theirs);
+    let writer = async {
+        // Too long (dropped), not a message (answered), then a result in two writes.
+        let long = format!("{{\"pad\":\"{}\"}}\n", "x".repeat(100));
+        their_write.write_all(long.as_bytes()).await.expect("write");
+        their_write
+            .write_all(b"{\"hello\":1}\n")
+            .await
+            .expect("write");
+        their_write
+            .write_all(br#"{"jsonrpc":"2.0","id":1,"#)
+            .await
+            .expect("write");
+        their_write
+            .write_all(b"\"result\":{\"content\":[]}}\r\n")
+            .await
+            .expect("write");
+    };
+    let (received, ()) =
+        tokio::time::timeout(WAIT, async { tokio::join!(transport.receive(), writer) })
+            .await
+            .expect("a message within the bound");
+    let Some(ServerJsonRpcMessage::Response(response)) = received else {
+        panic!("a response, got {received:?}");
+    };
+    assert!(matches!(response.result, ServerResult::CallToolResult(_)));
+    // The object that was no message got rmcp's answer.
+    let mut answer = String::new();
+    tokio::time::timeout(WAIT, BufReader::new(their_read).read_line(&mut answer))
+        .await
+        .expect("an answer within the bound")
+        .expect("read");
+    let answer: serde_json::Value = serde_json::from_str(&answer).expect("JSON");
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    transport.close().await.expect("close");
+}
