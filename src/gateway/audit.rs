@@ -230,6 +230,10 @@ fn decision(allowed: bool, outcome: &Result<ToolOutput, GatewayError>) -> &'stat
 /// Escapes control characters (so a name cannot forge a log line or a terminal sequence) and
 /// caps the length.
 pub fn clean(text: &str, max_chars: usize) -> String {
+    // Printable ASCII within the cap, what nearly every field is, needs no escaping.
+    if text.len() <= max_chars && text.bytes().all(|b| (0x20..0x7f).contains(&b)) {
+        return text.to_owned();
+    }
     let mut out = String::with_capacity(text.len().min(max_chars));
     for (i, c) in text.chars().enumerate() {
         if i == max_chars {
@@ -259,5 +263,9 @@ mod tests {
         assert_eq!(clean("a\nb", 10), "a\\u{a}b");
         assert_eq!(clean("x\u{202E}y", 10), "x\\u{202e}y");
         assert_eq!(clean("abcdef", 3), "abc…");
+        assert_eq!(clean("abc", 3), "abc");
+        assert_eq!(clean("a\u{7f}b", 10), "a\\u{7f}b");
+        let printable: String = (0x20u8..0x7f).map(char::from).collect();
+        assert_eq!(clean(&printable, printable.len()), printable);
     }
 }

@@ -1,6 +1,12 @@
 //! The caller of a tool call: every decision is made on it.
 
-use std::fmt;
+use std::{
+    fmt,
+    sync::{
+        OnceLock,
+        atomic::{AtomicU64, Ordering},
+    },
+};
 
 /// Who is calling, from where. The HTTP layer fills it from a verified token; the CLI from
 /// the local user.
@@ -53,7 +59,32 @@ impl fmt::Debug for CallContext {
     }
 }
 
-/// A random request id (128 bits, hex).
+/// A request id, unique across processes and restarts: 64 random bits drawn once per
+/// process, then a counter (32 hex digits in all). Ids correlate records; they are not
+/// secrets, so one read from the OS per process is enough rather than one per request.
 pub fn new_request_id() -> String {
-    crate::digest::random_hex(16)
+    static PREFIX: OnceLock<u64> = OnceLock::new();
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let prefix = *PREFIX.get_or_init(|| {
+        let mut bytes = [0u8; 8];
+        getrandom::fill(&mut bytes).expect("the OS random generator works");
+        u64::from_le_bytes(bytes)
+    });
+    format!("{prefix:016x}{:016x}", NEXT.fetch_add(1, Ordering::Relaxed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::new_request_id;
+
+    #[test]
+    fn request_ids_are_distinct_hex_of_fixed_length() {
+        let ids: Vec<String> = (0..1000).map(|_| new_request_id()).collect();
+        let distinct: std::collections::HashSet<&String> = ids.iter().collect();
+        assert_eq!(distinct.len(), ids.len());
+        for id in &ids {
+            assert_eq!(id.len(), 32, "{id}");
+            assert!(id.bytes().all(|b| b.is_ascii_hexdigit()), "{id}");
+        }
+    }
 }

@@ -90,6 +90,9 @@ struct Shared {
     sync: AuditSync,
     /// Set by a commit, cleared by the checkpoint that follows it.
     dirty: AtomicBool,
+    /// The last batch carried more than one record: calls are arriving together, and a new
+    /// leader lets the others runnable on its thread queue theirs before it commits.
+    crowded: AtomicBool,
     /// Wakes the checkpoint task after the first commit since the last checkpoint.
     commit_made: Notify,
     /// Wakes [`AuditWriter::close`] when a leader is done.
@@ -135,6 +138,7 @@ impl AuditWriter {
             })),
             sync,
             dirty: AtomicBool::new(false),
+            crowded: AtomicBool::new(false),
             commit_made: Notify::new(),
             idle: Notify::new(),
         });
@@ -161,7 +165,12 @@ impl AuditWriter {
             !std::mem::replace(&mut queue.leading, true)
         };
         if lead {
-            Shared::lead(&self.shared).await;
+            let leader = Leader(Some(self.shared.clone()));
+            if self.shared.crowded.load(Ordering::Relaxed) {
+                // One more record in this commit is one commit (ten system calls) fewer.
+                tokio::task::yield_now().await;
+            }
+            leader.lead().await;
         }
         committed.await.map_err(|_| stopped())?
     }
@@ -195,6 +204,27 @@ impl AuditWriter {
             && let Err((_, err)) = writer.connection.close()
         {
             tracing::warn!(error = %sqlite_error(err), "closing the audit writer's connection failed");
+        }
+    }
+}
+
+/// Leadership taken but not yet exercised. If its holder goes away first (the appending
+/// call was dropped while yielding), a task is started to lead in its place, so the queue is
+/// never left without a leader.
+struct Leader(Option<Arc<Shared>>);
+
+impl Leader {
+    async fn lead(mut self) {
+        if let Some(shared) = self.0.take() {
+            Shared::lead(&shared).await;
+        }
+    }
+}
+
+impl Drop for Leader {
+    fn drop(&mut self) {
+        if let Some(shared) = self.0.take() {
+            Shared::hand_over(shared);
         }
     }
 }
@@ -247,6 +277,7 @@ impl Shared {
         if result.is_ok() && !shared.dirty.swap(true, Ordering::AcqRel) {
             shared.commit_made.notify_one();
         }
+        shared.crowded.store(batch.len() > 1, Ordering::Relaxed);
         for pending in batch.drain(..) {
             let _ = pending.done.send(result.clone());
         }
@@ -261,12 +292,16 @@ impl Shared {
         }
         // The appends queued meanwhile wait on a new leader, so this one's caller is answered
         // now rather than after everyone else's batches.
-        let next = shared.clone();
+        Shared::hand_over(shared.clone());
+    }
+
+    /// Starts a task to lead the next batch (leadership is already taken).
+    fn hand_over(shared: Arc<Shared>) {
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
-                runtime.spawn(async move { Shared::lead(&next).await });
+                runtime.spawn(async move { Shared::lead(&shared).await });
             }
-            Err(_) => next.fail_queued(),
+            Err(_) => shared.fail_queued(),
         }
     }
 

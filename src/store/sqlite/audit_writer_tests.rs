@@ -212,3 +212,32 @@ fn any_batch_is_written_in_a_few_whole_chunks() {
         );
     }
 }
+
+#[tokio::test]
+async fn an_append_dropped_while_leading_is_committed_and_the_queue_moves_on() {
+    use futures::FutureExt as _;
+    let dir = TempDir::new().expect("temp dir");
+    let stores = open_sqlite(&dir.path().join("state.db"))
+        .await
+        .expect("open");
+    let audit = stores.audit();
+    // As under load: a new leader yields before committing.
+    stores
+        .writer
+        .shared
+        .crowded
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    let dropped = audit.append(record("dropped")).now_or_never();
+    assert!(
+        dropped.is_none(),
+        "the leader yielded, and its caller went away"
+    );
+    tokio::time::timeout(WAIT, audit.append(record("after")))
+        .await
+        .expect("the next append is not left without a leader")
+        .expect("append");
+    let found = audit.query(AuditQuery::default()).await.expect("query");
+    let ids: BTreeSet<&str> = found.iter().map(|(_, r)| r.request_id.as_str()).collect();
+    assert_eq!(ids, BTreeSet::from(["dropped", "after"]));
+    stores.close().await;
+}
