@@ -190,3 +190,83 @@ async fn files_that_are_not_ours_are_refused() {
         .expect_err("the file is refused");
     assert!(matches!(err, StoreError::Unavailable(_)), "{err:?}");
 }
+
+#[tokio::test]
+async fn a_version_1_file_is_migrated_keeping_its_records_and_ids() {
+    use sqlx::{ConnectOptions as _, Connection as _, sqlite::SqliteConnectOptions};
+    let dir = TempDir::new().expect("temp dir");
+    let path = dir.path().join("state.db");
+    // A file as version 1 left it: AUTOINCREMENT ids, with a gap.
+    let mut old = SqliteConnectOptions::new()
+        .filename(&path)
+        .create_if_missing(true)
+        .connect()
+        .await
+        .expect("create a version 1 file");
+    for statement in super::schema::SCHEMA_V1 {
+        sqlx::query(statement)
+            .execute(&mut old)
+            .await
+            .expect("statement runs");
+    }
+    sqlx::query("PRAGMA user_version = 1")
+        .execute(&mut old)
+        .await
+        .expect("statement runs");
+    for (id, request) in [(5_i64, "old-5"), (9, "old-9")] {
+        sqlx::query(
+            "INSERT INTO audit (id, time, request_id, tenant_id, user_id, session_id, server,
+                tool, decision, outcome, duration_ms, argument_bytes, result_bytes)
+             VALUES (?, 1, ?, 'acme', 'alice', 's1', 'files', 'files.read', 'allowed', 'ok',
+                1, 2, 3)",
+        )
+        .bind(id)
+        .bind(request)
+        .execute(&mut old)
+        .await
+        .expect("insert");
+    }
+    old.close().await.expect("close");
+
+    let stores = open_sqlite(&path).await.expect("the file is migrated");
+    assert_eq!(
+        pragma::<i64>(&stores, "PRAGMA user_version").await,
+        SCHEMA_VERSION
+    );
+    let sql: String = pragma(
+        &stores,
+        "SELECT sql FROM sqlite_schema WHERE name = 'audit'",
+    )
+    .await;
+    assert!(!sql.contains("AUTOINCREMENT"), "{sql}");
+    let audit = stores.audit();
+    audit.append(record()).await.expect("append");
+    let found = audit.query(AuditQuery::default()).await.expect("query");
+    let ids: Vec<(i64, &str)> = found
+        .iter()
+        .map(|(id, r)| (*id, r.request_id.as_str()))
+        .collect();
+    assert_eq!(ids, [(10, "req-1"), (9, "old-9"), (5, "old-5")]);
+    assert_eq!(found[1].1.tool, "files.read", "columns kept their values");
+    stores.close().await;
+
+    // Opened again, nothing is migrated twice.
+    let again = open_sqlite(&path).await.expect("reopen");
+    assert_eq!(pragma::<i64>(&again, "SELECT COUNT(*) FROM audit").await, 3);
+    again.close().await;
+}
+
+#[tokio::test]
+async fn a_fresh_file_has_no_autoincrement_audit() {
+    let dir = TempDir::new().expect("temp dir");
+    let stores = open_sqlite(&dir.path().join("state.db"))
+        .await
+        .expect("open");
+    let sql: String = pragma(
+        &stores,
+        "SELECT sql FROM sqlite_schema WHERE name = 'audit'",
+    )
+    .await;
+    assert!(sql.contains("id INTEGER PRIMARY KEY,"), "{sql}");
+    stores.close().await;
+}
