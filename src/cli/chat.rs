@@ -141,12 +141,13 @@ impl Answers {
             );
             return Decision::Deny;
         }
+        let lines = self.lines.get_or_insert_with(read_lines);
+        // Lines typed before the question are not answers to it. They are dropped before it
+        // is shown: a prompt answer typed at once must not be taken for one of them.
+        while lines.try_recv().is_ok() {}
         let shown = serde_json::to_string_pretty(arguments).unwrap_or_default();
         eprint!("{tool} needs your approval. It will run with:\n{shown}\nRun it? [y/N] ");
         let _ = std::io::stderr().flush();
-        let lines = self.lines.get_or_insert_with(read_lines);
-        // Lines typed before the question are not answers to it.
-        while lines.try_recv().is_ok() {}
         let wait = expiry(expires_at);
         match tokio::time::timeout(wait, lines.recv()).await {
             Ok(Some(line)) if matches!(line.trim(), "y" | "Y" | "yes") => Decision::Approve,
