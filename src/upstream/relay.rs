@@ -170,8 +170,6 @@ struct Entry {
     key: u64,
     owner: Owner,
     busy: Arc<Busy>,
-    /// When the call ended; `None` while it runs.
-    ended_at: Option<tokio::time::Instant>,
     /// The upstream request's id and progress token, once sent.
     request: Option<(RequestId, ProgressToken)>,
     relay: Option<Arc<dyn CallRelay>>,
@@ -187,13 +185,13 @@ pub struct RelayRegistry {
     next: AtomicU64,
 }
 
-/// Running requests in the order they were registered (their keys ascend), and ended ones in
-/// the order they ended, so that forgetting the expired is a few pops from the front rather
-/// than a pass over every entry on every call.
+/// Running requests in the order they were registered (their keys ascend), and ended ones
+/// with the time they ended, in that order, so that forgetting the expired is a few pops from
+/// the front rather than a pass over every entry on every call.
 #[derive(Default)]
 struct Entries {
     running: Vec<Entry>,
-    lingering: VecDeque<Entry>,
+    lingering: VecDeque<(tokio::time::Instant, Entry)>,
 }
 
 impl Entries {
@@ -202,7 +200,9 @@ impl Entries {
     }
 
     fn iter(&self) -> impl Iterator<Item = &Entry> {
-        self.running.iter().chain(self.lingering.iter())
+        self.running
+            .iter()
+            .chain(self.lingering.iter().map(|(_, entry)| entry))
     }
 
     fn running_mut(&mut self, key: u64) -> Option<&mut Entry> {
@@ -213,19 +213,17 @@ impl Entries {
     /// Moves the running request `key` to the lingering ones.
     fn end(&mut self, key: u64) {
         if let Ok(at) = self.running.binary_search_by_key(&key, |e| e.key) {
-            let mut entry = self.running.remove(at);
-            entry.ended_at = Some(tokio::time::Instant::now());
-            self.lingering.push_back(entry);
+            let entry = self.running.remove(at);
+            self.lingering
+                .push_back((tokio::time::Instant::now(), entry));
         }
     }
 
     /// Forgets ended calls past [`LINGER`], and the oldest beyond [`MAX_LINGERING`].
     fn prune(&mut self) {
         let now = tokio::time::Instant::now();
-        while let Some(oldest) = self.lingering.front() {
-            let expired = oldest
-                .ended_at
-                .is_none_or(|at| now.saturating_duration_since(at) >= LINGER);
+        while let Some((ended_at, _)) = self.lingering.front() {
+            let expired = now.saturating_duration_since(*ended_at) >= LINGER;
             if !expired && self.lingering.len() <= MAX_LINGERING {
                 break;
             }
@@ -278,7 +276,6 @@ impl RelayRegistry {
             key,
             owner,
             busy: busy.clone(),
-            ended_at: None,
             request: None,
             relay,
             ended: ended.clone(),
@@ -300,7 +297,12 @@ impl RelayRegistry {
 
     /// The relay of the running call whose upstream request has id `id`.
     pub fn by_request(&self, id: &RequestId) -> Option<Routed> {
-        self.find(|e| e.ended_at.is_none() && e.request.as_ref().is_some_and(|(r, _)| r == id))
+        let entries = self.lock();
+        entries
+            .running
+            .iter()
+            .find(|e| e.request.as_ref().is_some_and(|(r, _)| r == id))
+            .and_then(routed)
     }
 
     /// The relay of the only call known (running or lingering), if exactly one is and it
@@ -310,7 +312,7 @@ impl RelayRegistry {
         entries.prune();
         match (entries.running.as_slice(), entries.lingering.front()) {
             ([only], None) => routed(only),
-            ([], Some(only)) if !running && entries.lingering.len() == 1 => routed(only),
+            ([], Some((_, only))) if !running && entries.lingering.len() == 1 => routed(only),
             _ => None,
         }
     }

@@ -167,7 +167,7 @@ impl AuditWriter {
         if lead {
             let leader = Leader(Some(self.shared.clone()));
             if self.shared.crowded.load(Ordering::Relaxed) {
-                // One more record in this commit is one commit (ten system calls) fewer.
+                // One more record in this commit is one commit (eight system calls) fewer.
                 tokio::task::yield_now().await;
             }
             leader.lead().await;

@@ -241,3 +241,46 @@ async fn an_append_dropped_while_leading_is_committed_and_the_queue_moves_on() {
     assert_eq!(ids, BTreeSet::from(["dropped", "after"]));
     stores.close().await;
 }
+
+#[tokio::test]
+async fn a_batch_that_fails_is_rolled_back_whole_and_the_writer_goes_on() {
+    let dir = TempDir::new().expect("temp dir");
+    let stores = open_sqlite(&dir.path().join("state.db"))
+        .await
+        .expect("open");
+    // The third record of the batch fails, after the first chunk (two rows) went in.
+    sqlx::query(
+        "CREATE TRIGGER reject_bad BEFORE INSERT ON audit WHEN NEW.request_id = 'bad'
+         BEGIN SELECT RAISE(ABORT, 'rejected'); END",
+    )
+    .execute(&stores.pool)
+    .await
+    .expect("trigger");
+    let audit = stores.audit();
+    // As under load, the first append yields before it commits, so all three are one batch
+    // of two chunks in one transaction.
+    stores
+        .writer
+        .shared
+        .crowded
+        .store(true, std::sync::atomic::Ordering::Relaxed);
+    let (first, second, bad) = tokio::join!(
+        audit.append(record("ok-1")),
+        audit.append(record("ok-2")),
+        audit.append(record("bad")),
+    );
+    for result in [first, second, bad] {
+        assert!(
+            matches!(result, Err(StoreError::Unavailable(ref m)) if m.contains("rejected")),
+            "{result:?}"
+        );
+    }
+    audit
+        .append(record("after"))
+        .await
+        .expect("the writer is not left inside a transaction");
+    let found = audit.query(AuditQuery::default()).await.expect("query");
+    let ids: Vec<&str> = found.iter().map(|(_, r)| r.request_id.as_str()).collect();
+    assert_eq!(ids, ["after"], "nothing of the failed batch stays");
+    stores.close().await;
+}
