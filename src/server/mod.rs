@@ -34,6 +34,7 @@ use axum::{
 use serde_json::json;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tower_layer::Layer;
 
 pub use errors::ApiError;
 
@@ -58,8 +59,9 @@ pub struct AppState {
     pub auth: Arc<Authenticator>,
     pub service: Arc<ServiceConfig>,
     /// Cancelled when the service stops: closes MCP sessions and their open streams, which
-    /// would otherwise hold graceful shutdown.
-    pub shutdown: CancellationToken,
+    /// would otherwise hold graceful shutdown. In an `Arc`: cloning a token takes a lock,
+    /// and the state is cloned several times per request.
+    pub shutdown: Arc<CancellationToken>,
     pub metrics: Arc<Metrics>,
     /// Where a reload reads the configuration again; `None`: reloading is unavailable.
     pub reload: Option<Arc<ReloadSource>>,
@@ -75,7 +77,7 @@ impl AppState {
             gateway: Arc::new(LiveGateway::new(gateway)),
             auth,
             service,
-            shutdown: CancellationToken::new(),
+            shutdown: Arc::new(CancellationToken::new()),
             metrics: Arc::new(Metrics::default()),
             reload: None,
         }
@@ -106,6 +108,10 @@ impl Overhead {
 }
 
 /// The whole service as a router.
+///
+/// The request context, the host and origin guard and the body limit wrap the routes once,
+/// around routing, rather than each route: `Router::layer` wraps every route in every layer,
+/// and a request then clones and drops that whole nested stack of boxed services.
 pub fn app(state: AppState) -> Router {
     let api = rest::routes()
         .merge(reload::routes())
@@ -113,24 +119,20 @@ pub fn app(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), authenticate));
     let metrics =
         metrics::routes().route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
-    Router::new()
+    let routes = Router::new()
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route("/api/v1/openapi.json", get(openapi::serve))
         .merge(metrics)
         .nest("/api/v1", api)
-        .merge(mcp::mcp_router(state.clone(), state.shutdown.clone()))
+        .merge(mcp::mcp_router(state.clone(), (*state.shutdown).clone()))
         .merge(ui::routes())
-        .layer(middleware::from_fn_with_state(
-            state.clone(),
-            guard::check_host_and_origin,
-        ))
-        .layer(middleware::from_fn_with_state(
-            state.clone(),
-            request_context,
-        ))
-        .layer(DefaultBodyLimit::max(state.service.max_body_bytes))
-        .with_state(state)
+        .with_state(state.clone());
+    let around =
+        middleware::from_fn_with_state(state.clone(), guard::check_host_and_origin).layer(routes);
+    let around = middleware::from_fn_with_state(state.clone(), request_context).layer(around);
+    let around = DefaultBodyLimit::max(state.service.max_body_bytes).layer(around);
+    Router::new().fallback_service(around)
 }
 
 /// Serves `app(state)` on `listener` until `shutdown` resolves, then lets in-flight requests
@@ -142,7 +144,7 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let grace = state.service.shutdown_grace;
     let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
-    let sessions = state.shutdown.clone();
+    let sessions = Arc::clone(&state.shutdown);
     let shutdown = async move {
         shutdown.await;
         sessions.cancel();

@@ -164,7 +164,7 @@ impl Endpoint {
             ..ServiceConfig::default()
         });
         let state = AppState {
-            shutdown: shutdown.clone(),
+            shutdown: Arc::new(shutdown.clone()),
             ..AppState::new(gateway.clone(), Arc::new(auth), service)
         };
         let api = rest::routes().layer(middleware::from_fn_with_state(
