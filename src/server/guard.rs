@@ -2,9 +2,8 @@
 //! that are the same origin or configured.
 
 use axum::{
-    extract::{Request, State},
+    extract::Request,
     http::{StatusCode, header},
-    middleware::Next,
     response::{IntoResponse, Response},
 };
 
@@ -13,36 +12,37 @@ use super::{AppState, errors::ApiError};
 /// Host names accepted when none are configured.
 const LOOPBACK_NAMES: &[&str] = &["localhost", "127.0.0.1", "::1"];
 
-pub async fn check_host_and_origin(
-    State(state): State<AppState>,
-    request: Request,
-    next: Next,
-) -> Response {
+/// The refusal of a request whose Host is not served or whose Origin is not accepted.
+pub fn refusal(state: &AppState, request: &Request) -> Option<Response> {
     let headers = request.headers();
     let host = headers
         .get(header::HOST)
         .and_then(|v| v.to_str().ok())
         .or_else(|| request.uri().authority().map(|a| a.as_str()));
     if !host_allowed(host, &state.service.allowed_hosts) {
-        return ApiError::new(
-            StatusCode::FORBIDDEN,
-            "host_not_allowed",
-            "this Host is not served",
-        )
-        .into_response();
+        return Some(
+            ApiError::new(
+                StatusCode::FORBIDDEN,
+                "host_not_allowed",
+                "this Host is not served",
+            )
+            .into_response(),
+        );
     }
     if let Some(origin) = headers.get(header::ORIGIN) {
         let origin = origin.to_str().unwrap_or("");
         if !origin_allowed(origin, host.unwrap_or(""), &state.service.allowed_origins) {
-            return ApiError::new(
-                StatusCode::FORBIDDEN,
-                "origin_not_allowed",
-                "requests from this Origin are not accepted",
-            )
-            .into_response();
+            return Some(
+                ApiError::new(
+                    StatusCode::FORBIDDEN,
+                    "origin_not_allowed",
+                    "requests from this Origin are not accepted",
+                )
+                .into_response(),
+            );
         }
     }
-    next.run(request).await
+    None
 }
 
 /// Splits `name:port`, `[v6]:port`, `name`, `[v6]` into the bare name.

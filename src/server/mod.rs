@@ -107,12 +107,26 @@ impl Overhead {
     }
 }
 
-/// The whole service as a router.
-///
-/// The request context, the host and origin guard and the body limit wrap the routes once,
-/// around routing, rather than each route: `Router::layer` wraps every route in every layer,
-/// and a request then clones and drops that whole nested stack of boxed services.
+/// The whole service as a router (for tests and embedding; `serve` runs [`service`]).
 pub fn app(state: AppState) -> Router {
+    Router::new().fallback_service(service(state))
+}
+
+/// The whole service: the request context (with the host and origin guard) and the body
+/// limit around the routes. They wrap the routes once, around routing, rather than each route:
+/// `Router::layer` wraps every route in every layer, and a request then clones and drops that
+/// whole nested stack of boxed services.
+fn service(
+    state: AppState,
+) -> impl tower_service::Service<
+    Request,
+    Response = Response,
+    Error = std::convert::Infallible,
+    Future: Send + 'static,
+> + Clone
++ Send
++ Sync
++ 'static {
     let api = rest::routes()
         .merge(reload::routes())
         .merge(chat::routes())
@@ -128,11 +142,8 @@ pub fn app(state: AppState) -> Router {
         .merge(mcp::mcp_router(state.clone(), (*state.shutdown).clone()))
         .merge(ui::routes())
         .with_state(state.clone());
-    let around =
-        middleware::from_fn_with_state(state.clone(), guard::check_host_and_origin).layer(routes);
-    let around = middleware::from_fn_with_state(state.clone(), request_context).layer(around);
-    let around = DefaultBodyLimit::max(state.service.max_body_bytes).layer(around);
-    Router::new().fallback_service(around)
+    let around = middleware::from_fn_with_state(state.clone(), request_context).layer(routes);
+    DefaultBodyLimit::max(state.service.max_body_bytes).layer(around)
 }
 
 /// Serves `app(state)` on `listener` until `shutdown` resolves, then lets in-flight requests
@@ -157,7 +168,8 @@ pub async fn serve(
             tracing::debug!(%error, "cannot set TCP_NODELAY");
         }
     });
-    let server = axum::serve(listener, app(state)).with_graceful_shutdown(shutdown);
+    let service = axum::ServiceExt::<Request>::into_make_service(service(state));
+    let server = axum::serve(listener, service).with_graceful_shutdown(shutdown);
     let server = server.into_future();
     tokio::pin!(server);
     tokio::select! {
@@ -173,7 +185,8 @@ pub async fn serve(
     }
 }
 
-/// Request id, per-request deadline and the overhead header, around everything.
+/// Request id, the host and origin guard, per-request deadline and the overhead header,
+/// around everything.
 async fn request_context(
     State(state): State<AppState>,
     mut request: Request,
@@ -198,16 +211,20 @@ async fn request_context(
         .extensions_mut()
         .insert(RequestId(request_id.clone()));
     request.extensions_mut().insert(overhead.clone());
-    let mut response =
-        match tokio::time::timeout(state.service.request_timeout, next.run(request)).await {
-            Ok(response) => response,
-            Err(_) => ApiError::new(
-                StatusCode::GATEWAY_TIMEOUT,
-                "timeout",
-                "the request did not finish in time",
-            )
-            .into_response(),
-        };
+    let mut response = match guard::refusal(&state, &request) {
+        Some(refusal) => refusal,
+        None => {
+            match tokio::time::timeout(state.service.request_timeout, next.run(request)).await {
+                Ok(response) => response,
+                Err(_) => ApiError::new(
+                    StatusCode::GATEWAY_TIMEOUT,
+                    "timeout",
+                    "the request did not finish in time",
+                )
+                .into_response(),
+            }
+        }
+    };
     let spent = started.elapsed().saturating_sub(overhead.excluded());
     let headers = response.headers_mut();
     if let Ok(value) = HeaderValue::from_str(&format!("{:.3}", spent.as_secs_f64() * 1000.0)) {
