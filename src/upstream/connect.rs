@@ -28,7 +28,7 @@ use tokio::sync::Notify;
 
 use super::{
     UpstreamError,
-    line_transport::LineTransport,
+    line_transport::{LineLink, LineTransport},
     relay::{self, RelayRegistry},
     sse::{self, SseClientConfig},
     stdio::{self, ChildGuard, FramingError, StdioLaunch},
@@ -146,6 +146,9 @@ pub struct Connection {
     pub transport: &'static str,
     /// For stdio: why the stream was cut off, if it was.
     pub framing: Option<FramingError>,
+    /// For a line connection (stdio, in-process): its shared side, for tool calls sent
+    /// without rmcp's service loop.
+    pub(crate) link: Option<LineLink>,
 }
 
 /// What connecting needs besides the server's own config.
@@ -224,12 +227,14 @@ async fn connect_once(
         TransportConfig::InProcess(factory) => {
             let (read, write) = tokio::io::split((factory.0)());
             let transport = LineTransport::new(read, write, options.limits.max_line_bytes);
+            let link = transport.link();
             let service = serve(client, transport).await?;
             Ok(Connection {
                 service,
                 child: None,
                 transport: "in-process",
                 framing: None,
+                link: Some(link),
             })
         }
     }
@@ -245,12 +250,14 @@ async fn connect_stdio(
     // The transport's own bound sits just above ours so that ours, which fails the
     // connection with a clear reason, is the one that fires.
     let transport = LineTransport::new(stdout, stdin, launch.max_line_bytes.saturating_add(1));
+    let link = transport.link();
     match serve(client, transport).await {
         Ok(service) => Ok(Connection {
             service,
             child: Some(child),
             transport: "stdio",
             framing: Some(framing),
+            link: Some(link),
         }),
         Err(err) => {
             child.shutdown().await;
@@ -343,6 +350,7 @@ async fn connect_streamable(
         child: None,
         transport: "streamable-http",
         framing: None,
+        link: None,
     })
 }
 
@@ -375,6 +383,7 @@ async fn connect_sse(
         child: None,
         transport: "sse",
         framing: None,
+        link: None,
     })
 }
 

@@ -25,6 +25,7 @@ use serde_json::Value;
 
 use super::{
     UpstreamError,
+    line_transport::LineLink,
     relay::{CallGuard, CallRelay},
     tool_call::send_call,
 };
@@ -44,6 +45,7 @@ const MAX_STATE_ONLY_PAUSE: Duration = Duration::from_millis(250);
 /// Sends `params` as a `tools/call` and drives its input rounds through `relay`.
 pub(super) async fn call_tool(
     peer: &Peer<RoleClient>,
+    link: Option<&LineLink>,
     mut params: CallToolRequestParams,
     guard: &CallGuard,
     relay: Option<&Arc<dyn CallRelay>>,
@@ -60,7 +62,7 @@ pub(super) async fn call_tool(
     }
     let mut quiet_rounds = 0u32;
     for _ in 0..MAX_ROUNDS {
-        let response = send_call(peer, params.clone(), guard, per_call.clone())
+        let response = send_call(peer, link, params.clone(), guard, per_call.clone())
             .await
             .map_err(UpstreamError::from_service)?;
         let round = match response {

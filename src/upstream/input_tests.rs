@@ -189,6 +189,7 @@ async fn call(
     let guard = registry.register(relay.clone(), TIMEOUT);
     call_tool(
         client.peer(),
+        None,
         CallToolRequestParams::new(name),
         &guard,
         relay.as_ref(),

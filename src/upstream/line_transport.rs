@@ -5,45 +5,81 @@
 //! sixteenth) and building an error for every miss: about 45k instructions per call, a sixth
 //! of the gateway's whole cost of a call. Everything else, and any result that is not plainly
 //! a tool call's, is decoded as rmcp decodes it, with rmcp's rules for what is skipped.
+//!
+//! The writing side is shared ([`LineLink`]): rmcp's messages and the gateway's own tool calls
+//! ([`LineLink::register`]) go out as whole lines, one writer at a time, and answers to the
+//! gateway's own calls (ids `mcpgate-N`, never rmcp's numbers) are handed to their callers
+//! here instead of to rmcp's service loop. A tool call sent this way skips that loop's channel,
+//! its task per message and rmcp's generic encoding.
+
+use std::{
+    collections::HashMap,
+    pin::Pin,
+    sync::{
+        Arc, Mutex, MutexGuard,
+        atomic::{AtomicU64, Ordering},
+    },
+};
 
 use rmcp::{
     RoleClient,
     model::{
-        CallToolResult, ErrorData, JsonRpcMessage, JsonRpcResponse, JsonRpcVersion2_0, RequestId,
-        ServerResult,
+        CallToolRequestParams, CallToolResult, ErrorData, JsonRpcMessage, JsonRpcResponse,
+        JsonRpcVersion2_0, NumberOrString, RequestId, ServerResult,
     },
     service::{RxJsonRpcMessage, TxJsonRpcMessage},
-    transport::{Transport, async_rw::AsyncRwTransport},
+    transport::Transport,
 };
 use serde::{Deserialize, de::IgnoredAny};
 use serde_json::value::RawValue;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, BufReader};
+use tokio::{
+    io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader},
+    sync::oneshot,
+};
 
 /// Reads lines of at most `max_line` bytes (longer ones are dropped, as rmcp drops them) and
-/// writes through rmcp's transport.
-pub(super) struct LineTransport<R, W: AsyncWrite> {
+/// writes through the shared [`LineLink`].
+pub(super) struct LineTransport<R> {
     read: BufReader<R>,
     /// The line being read; kept across cancelled reads (`receive` is polled in a `select!`).
     line: Vec<u8>,
     max_line: usize,
     /// Dropping the rest of a line that was too long.
     discarding: bool,
-    write: AsyncRwTransport<RoleClient, tokio::io::Empty, W>,
+    link: LineLink,
 }
 
-impl<R, W> LineTransport<R, W>
+impl<R> LineTransport<R>
 where
     R: AsyncRead + Send + Unpin,
-    W: AsyncWrite + Send + Unpin + 'static,
 {
-    pub(super) fn new(read: R, write: W, max_line: usize) -> LineTransport<R, W> {
+    pub(super) fn new<W>(read: R, write: W, max_line: usize) -> LineTransport<R>
+    where
+        W: AsyncWrite + Send + 'static,
+    {
         LineTransport {
             read: BufReader::new(read),
             line: Vec::new(),
             max_line,
             discarding: false,
-            write: AsyncRwTransport::new_client(tokio::io::empty(), write),
+            link: LineLink {
+                writer: Arc::new(LineWriter {
+                    state: tokio::sync::Mutex::new(Some(WriteState {
+                        io: Box::pin(write),
+                        unsent: Vec::new(),
+                    })),
+                }),
+                calls: Arc::new(DirectCalls {
+                    next: AtomicU64::new(1),
+                    waiting: Mutex::new(Some(HashMap::new())),
+                }),
+            },
         }
+    }
+
+    /// The connection's shared side, for tool calls sent without rmcp's service loop.
+    pub(super) fn link(&self) -> LineLink {
+        self.link.clone()
     }
 
     /// Reads until a whole line is in `self.line`. Cancel-safe: bytes are moved from the
@@ -110,10 +146,9 @@ enum Step {
     TooLong,
 }
 
-impl<R, W> Transport<RoleClient> for LineTransport<R, W>
+impl<R> Transport<RoleClient> for LineTransport<R>
 where
     R: AsyncRead + Send + Unpin,
-    W: AsyncWrite + Send + Unpin + 'static,
 {
     type Error = std::io::Error;
 
@@ -121,7 +156,12 @@ where
         &mut self,
         item: TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
-        self.write.send(item)
+        let line = serde_json::to_vec(&item).map(|mut line| {
+            line.push(b'\n');
+            line
+        });
+        let writer = self.link.writer.clone();
+        async move { writer.write_line(&line?).await }
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
@@ -135,16 +175,24 @@ where
                     );
                     continue;
                 }
-                Line::End => return None,
+                Line::End => {
+                    self.link.calls.close();
+                    return None;
+                }
                 Line::Failed(err) => {
                     tracing::error!(error = %err, "reading from the upstream failed");
+                    self.link.calls.close();
                     return None;
                 }
             }
             let decoded = decode(trim(&self.line));
             self.line.clear();
             match decoded {
-                Decoded::Message(message) => return Some(message),
+                Decoded::Message(message) => {
+                    if let Some(message) = self.link.calls.answer(message) {
+                        return Some(message);
+                    }
+                }
                 Decoded::Skip => {}
                 Decoded::Invalid => {
                     // Well-formed JSON that is no JSON-RPC message: answered as rmcp answers
@@ -154,14 +202,192 @@ where
                         ErrorData::invalid_request("Invalid request", None),
                         None,
                     );
-                    tokio::spawn(self.write.send(answer));
+                    tokio::spawn(self.send(answer));
                 }
             }
         }
     }
 
     fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
-        self.write.close()
+        self.link.calls.close();
+        let writer = self.link.writer.clone();
+        async move {
+            writer.state.lock().await.take();
+            Ok(())
+        }
+    }
+}
+
+impl<R> Drop for LineTransport<R> {
+    fn drop(&mut self) {
+        // Calls still waiting learn at once that no answer will come.
+        self.link.calls.close();
+    }
+}
+
+/// The shared side of a line connection: its writer, and the tool calls the gateway sent
+/// itself, waiting for their answers.
+#[derive(Clone)]
+pub(crate) struct LineLink {
+    writer: Arc<LineWriter>,
+    calls: Arc<DirectCalls>,
+}
+
+impl std::fmt::Debug for LineLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LineLink").finish_non_exhaustive()
+    }
+}
+
+/// Prefix of the ids of the gateway's own requests (rmcp numbers its requests).
+const DIRECT_ID_PREFIX: &str = "mcpgate-";
+
+impl LineLink {
+    /// A call about to be sent: its id, and where its answer will come. `None` once the
+    /// connection has ended.
+    pub(super) fn register(&self) -> Option<DirectCall> {
+        let key = self.calls.next.fetch_add(1, Ordering::Relaxed);
+        let (answer, receiver) = oneshot::channel();
+        self.calls.lock().as_mut()?.insert(key, answer);
+        Some(DirectCall {
+            id: NumberOrString::String(format!("{DIRECT_ID_PREFIX}{key}").into()),
+            key,
+            calls: self.calls.clone(),
+            receiver,
+        })
+    }
+
+    /// Writes `call`'s `tools/call` request with `params`.
+    pub(super) async fn send(
+        &self,
+        call: &DirectCall,
+        params: &CallToolRequestParams,
+    ) -> std::io::Result<()> {
+        self.writer
+            .write_line(&request_line(&call.id, params)?)
+            .await
+    }
+}
+
+/// A `tools/call` line, as rmcp would write it with id `id`.
+fn request_line(id: &RequestId, params: &CallToolRequestParams) -> std::io::Result<Vec<u8>> {
+    let mut line = Vec::with_capacity(256);
+    line.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    serde_json::to_writer(&mut line, id)?;
+    line.extend_from_slice(br#","method":"tools/call","params":"#);
+    serde_json::to_writer(&mut line, params)?;
+    line.extend_from_slice(b"}\n");
+    Ok(line)
+}
+
+/// One of the gateway's own calls, registered until its answer comes or it is dropped.
+pub(super) struct DirectCall {
+    pub(super) id: RequestId,
+    key: u64,
+    calls: Arc<DirectCalls>,
+    receiver: oneshot::Receiver<RxJsonRpcMessage<RoleClient>>,
+}
+
+impl DirectCall {
+    /// The answer (a response or an error); `None` if the connection ended first.
+    pub(super) async fn answer(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        (&mut self.receiver).await.ok()
+    }
+}
+
+impl Drop for DirectCall {
+    fn drop(&mut self) {
+        if let Some(waiting) = self.calls.lock().as_mut() {
+            waiting.remove(&self.key);
+        }
+    }
+}
+
+struct DirectCalls {
+    next: AtomicU64,
+    /// Calls waiting for their answers; `None` once the connection has ended.
+    waiting: Mutex<Option<HashMap<u64, oneshot::Sender<RxJsonRpcMessage<RoleClient>>>>>,
+}
+
+impl DirectCalls {
+    fn lock(
+        &self,
+    ) -> MutexGuard<'_, Option<HashMap<u64, oneshot::Sender<RxJsonRpcMessage<RoleClient>>>>> {
+        self.waiting
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Hands an answer to one of the gateway's own calls to its caller (or drops it, if the
+    /// caller is gone); anything else is given back, for rmcp.
+    fn answer(
+        &self,
+        message: RxJsonRpcMessage<RoleClient>,
+    ) -> Option<RxJsonRpcMessage<RoleClient>> {
+        let id = match &message {
+            JsonRpcMessage::Response(response) => Some(&response.id),
+            JsonRpcMessage::Error(error) => error.id.as_ref(),
+            _ => None,
+        };
+        let Some(NumberOrString::String(id)) = id else {
+            return Some(message);
+        };
+        let Some(key) = id
+            .strip_prefix(DIRECT_ID_PREFIX)
+            .and_then(|key| key.parse::<u64>().ok())
+        else {
+            return Some(message);
+        };
+        let answer = self
+            .lock()
+            .as_mut()
+            .and_then(|waiting| waiting.remove(&key));
+        match answer {
+            Some(answer) => {
+                let _ = answer.send(message);
+            }
+            None => tracing::debug!(id = %id, "an answer to an abandoned call; dropped"),
+        }
+        None
+    }
+
+    /// The connection ended: calls waiting now, or registered later, get no answer.
+    fn close(&self) {
+        self.lock().take();
+    }
+}
+
+/// The writing side, one line at a time.
+struct LineWriter {
+    /// `None` once closed.
+    state: tokio::sync::Mutex<Option<WriteState>>,
+}
+
+struct WriteState {
+    io: Pin<Box<dyn AsyncWrite + Send>>,
+    /// Bytes of lines taken but not yet written. A writer cancelled part way through its line
+    /// leaves the rest here and the next writer finishes it first, so lines never interleave.
+    unsent: Vec<u8>,
+}
+
+impl LineWriter {
+    async fn write_line(&self, line: &[u8]) -> std::io::Result<()> {
+        let mut state = self.state.lock().await;
+        let Some(state) = state.as_mut() else {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::NotConnected,
+                "the upstream connection is closed",
+            ));
+        };
+        state.unsent.extend_from_slice(line);
+        while !state.unsent.is_empty() {
+            let written = state.io.write(&state.unsent).await?;
+            if written == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            state.unsent.drain(..written);
+        }
+        state.io.flush().await
     }
 }
 

@@ -133,3 +133,162 @@ async fn lines_are_read_whole_and_bad_ones_dropped_or_answered() {
     assert_eq!(answer["error"]["code"], -32600, "{answer}");
     transport.close().await.expect("close");
 }
+
+/// The gateway's own `tools/call` line is the request rmcp would write with that id.
+#[test]
+fn a_direct_request_is_written_as_rmcp_writes_it() {
+    use rmcp::model::{
+        CallToolRequest, CallToolRequestParams, ClientJsonRpcMessage, ClientRequest,
+        NumberOrString, ProgressToken, RequestMetaObject,
+    };
+    let id = NumberOrString::String("mcpgate-7".into());
+    let mut meta = RequestMetaObject::new();
+    meta.set_progress_token(ProgressToken(id.clone()));
+    let arguments = serde_json::json!({"text": "a \"quoted\" line\nand é", "n": [1, 2.5, null]});
+    let shapes = [
+        CallToolRequestParams::new("echo"),
+        CallToolRequestParams::new("echo")
+            .with_arguments(arguments.as_object().cloned().unwrap_or_default()),
+        {
+            let mut params = CallToolRequestParams::new("with-meta");
+            params.meta = Some(meta);
+            params.request_state = Some("state-1".to_owned());
+            params
+        },
+    ];
+    for params in shapes {
+        let ours = super::request_line(&id, &params).expect("serializable");
+        assert_eq!(ours.last(), Some(&b'\n'));
+        assert!(!ours[..ours.len() - 1].contains(&b'\n'), "one line");
+        let theirs = ClientJsonRpcMessage::request(
+            ClientRequest::CallToolRequest(CallToolRequest::new(params.clone())),
+            id.clone(),
+        );
+        let ours: serde_json::Value = serde_json::from_slice(&ours).expect("JSON");
+        assert_eq!(
+            ours,
+            serde_json::to_value(&theirs).expect("serializable"),
+            "{params:?}"
+        );
+    }
+}
+
+/// A direct call's answer goes to its caller and not to rmcp; rmcp's own answers still reach
+/// rmcp; an answer to an abandoned call is dropped; when the connection ends, a waiting call
+/// learns it and no call can start.
+#[tokio::test]
+async fn direct_calls_are_answered_beside_rmcp() {
+    use rmcp::model::{CallToolRequestParams, NumberOrString};
+    let (ours, theirs) = tokio::io::duplex(4096);
+    let (read, write) = tokio::io::split(ours);
+    let mut transport = LineTransport::new(read, write, 4096);
+    let link = transport.link();
+    let (their_read, mut their_write) = tokio::io::split(theirs);
+    let mut their_read = BufReader::new(their_read);
+
+    let mut call = link.register().expect("open");
+    let abandoned = link.register().expect("open");
+    assert_ne!(call.id, abandoned.id);
+    let NumberOrString::String(id) = call.id.clone() else {
+        panic!("a string id, got {:?}", call.id);
+    };
+    let NumberOrString::String(abandoned_id) = abandoned.id.clone() else {
+        panic!("a string id");
+    };
+    drop(abandoned);
+    link.send(&call, &CallToolRequestParams::new("echo"))
+        .await
+        .expect("written");
+    let mut request = String::new();
+    tokio::time::timeout(WAIT, their_read.read_line(&mut request))
+        .await
+        .expect("a request within the bound")
+        .expect("read");
+    let request: serde_json::Value = serde_json::from_str(&request).expect("JSON");
+    assert_eq!(request["id"], id.as_ref());
+    assert_eq!(request["method"], "tools/call");
+
+    // The abandoned call's answer, ours, then rmcp's (numeric id).
+    let lines = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":\"{abandoned_id}\",\"result\":{{\"content\":[]}}}}\n\
+         {{\"jsonrpc\":\"2.0\",\"id\":\"{id}\",\"result\":{{\"content\":[{{\"type\":\"text\",\"text\":\"hi\"}}]}}}}\n\
+         {{\"jsonrpc\":\"2.0\",\"id\":3,\"result\":{{\"content\":[]}}}}\n"
+    );
+    their_write
+        .write_all(lines.as_bytes())
+        .await
+        .expect("write");
+    let (received, answer) = tokio::time::timeout(WAIT, async {
+        tokio::join!(transport.receive(), call.answer())
+    })
+    .await
+    .expect("both within the bound");
+    let Some(ServerJsonRpcMessage::Response(response)) = received else {
+        panic!("rmcp's response, got {received:?}");
+    };
+    assert_eq!(response.id, NumberOrString::Number(3));
+    let Some(ServerJsonRpcMessage::Response(answer)) = answer else {
+        panic!("our answer, got {answer:?}");
+    };
+    assert_eq!(answer.id, call.id);
+    let ServerResult::CallToolResult(result) = answer.result else {
+        panic!("a tool result");
+    };
+    assert_eq!(result.content.len(), 1);
+
+    // The server goes away while a call waits.
+    let mut waiting = link.register().expect("open");
+    drop(their_write);
+    drop(their_read);
+    let (received, answer) = tokio::time::timeout(WAIT, async {
+        tokio::join!(transport.receive(), waiting.answer())
+    })
+    .await
+    .expect("both within the bound");
+    assert!(received.is_none(), "{received:?}");
+    assert!(answer.is_none(), "{answer:?}");
+    assert!(
+        link.register().is_none(),
+        "no call starts on an ended connection"
+    );
+}
+
+/// Lines written at once by many writers arrive whole, each exactly once.
+#[tokio::test]
+async fn concurrent_writers_write_whole_lines() {
+    use rmcp::model::CallToolRequestParams;
+    let (ours, theirs) = tokio::io::duplex(64);
+    let (read, write) = tokio::io::split(ours);
+    let transport = LineTransport::new(read, write, 4096);
+    let link = transport.link();
+    let calls: Vec<_> = (0..20).map(|_| link.register().expect("open")).collect();
+    let writers = futures::future::join_all(calls.iter().map(|call| {
+        let link = link.clone();
+        async move {
+            let params = CallToolRequestParams::new("echo").with_arguments(
+                serde_json::json!({"pad": "y".repeat(150)})
+                    .as_object()
+                    .cloned()
+                    .unwrap_or_default(),
+            );
+            link.send(call, &params).await
+        }
+    }));
+    let reader = async {
+        let mut lines = BufReader::new(theirs).lines();
+        let mut ids = Vec::new();
+        while ids.len() < calls.len() {
+            let line = lines.next_line().await.expect("read").expect("a line");
+            let request: serde_json::Value = serde_json::from_str(&line).expect("whole JSON");
+            ids.push(request["id"].as_str().expect("an id").to_owned());
+        }
+        ids
+    };
+    let (written, mut ids) = tokio::time::timeout(WAIT, async { tokio::join!(writers, reader) })
+        .await
+        .expect("within the bound");
+    assert!(written.iter().all(Result::is_ok), "{written:?}");
+    ids.sort();
+    ids.dedup();
+    assert_eq!(ids.len(), calls.len());
+}

@@ -26,6 +26,7 @@ use super::{
     ConnectOptions, ServerState, UpstreamError,
     cache::{CacheKey, ToolListCache},
     connect, input,
+    line_transport::LineLink,
     relay::{CallRelay, Owner, RelayRegistry},
     watch::{ResourceWatch, UpdateSink, WatchRegistry},
 };
@@ -57,6 +58,8 @@ struct SlotState {
     last_error: Option<String>,
     transport: Option<&'static str>,
     peer: Option<Peer<RoleClient>>,
+    /// The peer's line connection, if it is one (tool calls are written on it directly).
+    link: Option<LineLink>,
     tools: Option<Arc<Vec<Tool>>>,
     stale: bool,
     /// At least one connection attempt has finished (for [`Manager::wait_settled`]).
@@ -139,6 +142,7 @@ impl Manager {
                         last_error: None,
                         transport: None,
                         peer: None,
+                        link: None,
                         tools: None,
                         stale: false,
                         settled: false,
@@ -261,11 +265,12 @@ impl Manager {
         timeout: Duration,
         relay: Option<Arc<dyn CallRelay>>,
     ) -> Result<CallToolResult, UpstreamError> {
-        let (peer, connection) = self.peer(id)?;
+        let (peer, connection, link) = self.call_target(id)?;
         let relays = self.relays(id);
         let guard = relays.register(relay.clone(), timeout);
         let call = async {
-            let result = input::call_tool(&peer, params, &guard, relay.as_ref()).await;
+            let result =
+                input::call_tool(&peer, link.as_ref(), params, &guard, relay.as_ref()).await;
             if relay.is_some() {
                 guard.drain().await;
             }
@@ -453,6 +458,7 @@ impl Manager {
                 return;
             }
             s.peer = None;
+            s.link = None;
             s.state = ServerState::Degraded;
             s.stale = s.tools.is_some();
             s.last_error = Some("connection lost during a call".to_owned());
@@ -461,6 +467,15 @@ impl Manager {
     }
 
     fn peer(&self, id: &ServerId) -> Result<(Peer<RoleClient>, u64), UpstreamError> {
+        self.call_target(id)
+            .map(|(peer, connection, _)| (peer, connection))
+    }
+
+    /// [`Manager::peer`], with the connection's line link if it has one.
+    fn call_target(
+        &self,
+        id: &ServerId,
+    ) -> Result<(Peer<RoleClient>, u64, Option<LineLink>), UpstreamError> {
         let slot = self.slot(id).ok_or_else(|| UpstreamError::Unavailable {
             state: ServerState::Failed,
             last_error: Some("not configured".to_owned()),
@@ -468,7 +483,7 @@ impl Manager {
         let s = slot.lock();
         match (&s.peer, s.state) {
             (Some(peer), ServerState::Ready | ServerState::Degraded) => {
-                Ok((peer.clone(), s.connection))
+                Ok((peer.clone(), s.connection, s.link.clone()))
             }
             _ => Err(UpstreamError::Unavailable {
                 state: s.state,
@@ -567,6 +582,7 @@ fn mark_down(inner: &Inner, slot: &Slot, reason: String) {
     {
         let mut s = slot.lock();
         s.peer = None;
+        s.link = None;
         s.state = if s.tools.is_some() {
             ServerState::Degraded
         } else {
@@ -586,11 +602,13 @@ async fn serve(inner: &Inner, slot: &Slot, connection: super::Connection) -> Opt
         child,
         transport,
         framing,
+        link,
     } = connection;
     let peer = service.peer().clone();
     {
         let mut s = slot.lock();
         s.peer = Some(peer.clone());
+        s.link = link;
         s.transport = Some(transport);
         s.connection += 1;
     }

@@ -8,13 +8,13 @@ use rmcp::{
     RoleClient,
     model::{
         CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult,
-        CancelledNotificationParam, ClientCapabilities, ClientRequest, RequestId,
-        RequestMetaObject, ServerResult,
+        CancelledNotificationParam, ClientCapabilities, ClientRequest, JsonRpcMessage,
+        ProgressToken, RequestId, RequestMetaObject, ServerResult,
     },
     service::{Peer, PeerRequestOptions, ServiceError},
 };
 
-use super::relay::CallGuard;
+use super::{line_transport::LineLink, relay::CallGuard};
 
 /// Sends a `tools/call` itself rather than through rmcp's `call_tool`, to learn the id and
 /// progress token rmcp gives the request (rmcp overwrites any token set in the request's
@@ -22,12 +22,25 @@ use super::relay::CallGuard;
 /// between, so the upstream's first notification (which must wait for the request to cross
 /// the connection) finds them. `capabilities`, on 2026-07-28, replace the connection's own in
 /// the request's `_meta`: what this call's caller can answer.
+///
+/// On a line connection (`link`) whose server opened with `initialize`, a call that carries no
+/// capabilities of its own is written directly instead ([`send_direct`]): rmcp then adds
+/// nothing to such a request but its progress token.
 pub(super) async fn send_call(
     peer: &Peer<RoleClient>,
+    link: Option<&LineLink>,
     params: CallToolRequestParams,
     guard: &CallGuard,
     capabilities: Option<ClientCapabilities>,
 ) -> Result<CallToolResponse, ServiceError> {
+    if let Some(link) = link
+        && capabilities.is_none()
+        && peer
+            .peer_info()
+            .is_some_and(|info| info.protocol_version.has_initialize())
+    {
+        return send_direct(peer, link, params, guard).await;
+    }
     let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
     let mut options = PeerRequestOptions::no_options();
     if let Some(capabilities) = capabilities {
@@ -43,7 +56,47 @@ pub(super) async fn send_call(
     };
     let result = handle.await_response().await;
     abandoned.disarm();
-    match result? {
+    response(result?)
+}
+
+/// Sends a `tools/call` as rmcp would, but written and answered on the line connection
+/// itself rather than through rmcp's service loop; its progress token is its id.
+async fn send_direct(
+    peer: &Peer<RoleClient>,
+    link: &LineLink,
+    mut params: CallToolRequestParams,
+    guard: &CallGuard,
+) -> Result<CallToolResponse, ServiceError> {
+    let mut call = link.register().ok_or(ServiceError::TransportClosed)?;
+    let token = ProgressToken(call.id.clone());
+    params
+        .meta
+        .get_or_insert_with(RequestMetaObject::new)
+        .set_progress_token(token.clone());
+    guard.sent(call.id.clone(), token);
+    let abandoned = CancelOnDrop {
+        peer: Some(peer.clone()),
+        id: call.id.clone(),
+    };
+    let sent = link.send(&call, &params).await;
+    let answer = match sent {
+        Ok(()) => call.answer().await,
+        Err(err) => {
+            tracing::debug!(error = %err, "writing a tool call to the upstream failed");
+            None
+        }
+    };
+    abandoned.disarm();
+    match answer.ok_or(ServiceError::TransportClosed)? {
+        JsonRpcMessage::Response(answer) => response(answer.result),
+        JsonRpcMessage::Error(error) => Err(ServiceError::McpError(error.error)),
+        _ => Err(ServiceError::UnexpectedResponse),
+    }
+}
+
+/// A `tools/call` answer as the kind of response it is.
+fn response(result: ServerResult) -> Result<CallToolResponse, ServiceError> {
+    match result {
         ServerResult::CallToolResult(result) => Ok(CallToolResponse::Complete(result)),
         ServerResult::InputRequiredResult(round) => Ok(CallToolResponse::InputRequired(round)),
         ServerResult::CreateTaskResult(task) => Ok(CallToolResponse::Task(task)),
