@@ -251,7 +251,18 @@ async fn call_with_token(
 
 #[tokio::test]
 async fn progress_reaches_the_client_under_its_own_token() {
-    let endpoint = endpoint(false).await;
+    progress_reaches_the_client(false).await;
+}
+
+/// From an upstream on an older revision the gateway writes the call itself, under a
+/// progress token of its own (`upstream::line_transport`): the client still sees its own.
+#[tokio::test]
+async fn progress_from_an_older_upstream_reaches_the_client_under_its_own_token() {
+    progress_reaches_the_client(true).await;
+}
+
+async fn progress_reaches_the_client(legacy: bool) {
+    let endpoint = endpoint(legacy).await;
     let client = RelayClient::new(true);
     let service = connect(&endpoint, client.clone()).await;
     let (token, result) =
@@ -263,6 +274,44 @@ async fn progress_reaches_the_client_under_its_own_token() {
     let steps: Vec<f64> = progress.iter().map(|(_, p)| *p).collect();
     assert_eq!(steps, [0.0, 50.0, 100.0]);
     drop(service);
+    endpoint.stop().await;
+}
+
+/// A call the gateway wrote itself and then abandoned (its deadline passed) is cancelled
+/// upstream, as rmcp cancels its own.
+#[tokio::test]
+async fn an_abandoned_call_to_an_older_upstream_is_cancelled_there() {
+    let slow = handler(Fixture::Slow).expect("in-process fixture");
+    let mut server = in_process("slow", UpTo2025(slow));
+    server.confirm = Confirm::None;
+    server.call_timeout = Some(std::time::Duration::from_millis(200));
+    let endpoint = Endpoint::start_servers(AuthConfig::Dev, vec![server], None).await;
+    let ctx = crate::policy::CallContext::local();
+    let outcome = endpoint
+        .gateway
+        .call_tool(&ctx, "slow.sleep", json!({ "ms": 60_000 }), None)
+        .await;
+    assert!(
+        matches!(outcome, Err(crate::gateway::GatewayError::Timeout { .. })),
+        "{outcome:?}"
+    );
+    let stats = tokio::time::timeout(WAIT, async {
+        loop {
+            let stats = endpoint
+                .gateway
+                .call_tool(&ctx, "slow.sleep_stats", json!({}), None)
+                .await
+                .expect("stats");
+            let stats: Value = serde_json::from_str(&stats.text()).expect("JSON stats");
+            if stats["cancelled"] == 1 && stats["in_flight"] == 0 {
+                return stats;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the upstream saw the cancellation within the bound");
+    assert_eq!(stats["completed"], 0, "{stats}");
     endpoint.stop().await;
 }
 
