@@ -24,8 +24,8 @@ use std::{
 use rmcp::{
     RoleClient,
     model::{
-        CallToolRequestParams, CallToolResult, ErrorData, JsonRpcMessage, JsonRpcResponse,
-        JsonRpcVersion2_0, NumberOrString, RequestId, ServerResult,
+        CallToolRequestParams, CallToolResult, ContentBlock, ErrorData, JsonRpcMessage,
+        JsonRpcResponse, JsonRpcVersion2_0, NumberOrString, RequestId, ServerResult,
     },
     service::{RxJsonRpcMessage, TxJsonRpcMessage},
     transport::Transport,
@@ -465,16 +465,60 @@ struct CallResultFields<'a> {
     result_type: Option<&'a str>,
 }
 
+/// The commonest tool result of all: text parts only (`{"type":"text","text":...}`, nothing
+/// else), perhaps `isError`. Decoded in one pass; rmcp decodes each part through its tagged
+/// content enum, buffering it first.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct TextResult {
+    content: Vec<TextPart>,
+    is_error: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TextPart {
+    #[serde(rename = "type")]
+    _kind: TextKind,
+    text: String,
+}
+
+#[derive(Deserialize)]
+enum TextKind {
+    #[serde(rename = "text")]
+    Text,
+}
+
+impl TextResult {
+    /// The result exactly as rmcp decodes it: no result type, metadata or structured content.
+    fn into_result(self) -> CallToolResult {
+        let content = self
+            .content
+            .into_iter()
+            .map(|part| ContentBlock::text(part.text))
+            .collect();
+        let mut result = CallToolResult::success(content);
+        result.result_type = None;
+        result.is_error = self.is_error;
+        result
+    }
+}
+
 /// `line` decoded as a tool call's result, if it plainly is one: a response whose result has
 /// `content`, only the fields of a tool call's result, and no `resultType` but `complete`.
 /// rmcp's untagged decoding gives such a result the same type; anything else is left to it.
 fn call_result(line: &[u8]) -> Option<RxJsonRpcMessage<RoleClient>> {
     let response: Response<'_> = serde_json::from_slice(line).ok()?;
-    let fields: CallResultFields<'_> = serde_json::from_str(response.result.get()).ok()?;
-    if fields.result_type.is_some_and(|kind| kind != "complete") {
-        return None;
-    }
-    let result: CallToolResult = serde_json::from_str(response.result.get()).ok()?;
+    let result = match serde_json::from_str::<TextResult>(response.result.get()) {
+        Ok(text) => text.into_result(),
+        Err(_) => {
+            let fields: CallResultFields<'_> = serde_json::from_str(response.result.get()).ok()?;
+            if fields.result_type.is_some_and(|kind| kind != "complete") {
+                return None;
+            }
+            serde_json::from_str::<CallToolResult>(response.result.get()).ok()?
+        }
+    };
     Some(JsonRpcMessage::Response(JsonRpcResponse {
         jsonrpc: JsonRpcVersion2_0,
         id: response.id,

@@ -23,6 +23,10 @@ const LINES: &[&str] = &[
     r#"{"jsonrpc":"2.0","id":3,"result":{"content":[],"structuredContent":null}}"#,
     r#"{"jsonrpc":"2.0","id":4,"result":{"content":[{"type":"image","data":"AAAA","mimeType":"image/png"}],"resultType":"complete"}}"#,
     r#"{"jsonrpc":"2.0","id":5,"result":{"content":[{"type":"resource","resource":{"uri":"file:///a","text":"t"}}]}}"#,
+    r#"{"jsonrpc":"2.0","id":"t-1","result":{"isError":false,"content":[{"text":"a \"q\"\n\u00e9","type":"text"},{"type":"text","text":""}]}}"#,
+    r#"{"jsonrpc":"2.0","id":"t-2","result":{"content":[{"type":"text","text":"x"}],"isError":null}}"#,
+    r#"{"jsonrpc":"2.0","id":"t-3","result":{"content":[{"type":"text","text":"x","annotations":{"priority":0.5}}]}}"#,
+    r#"{"jsonrpc":"2.0","id":"t-4","result":{"content":[{"type":"text","text":"x","_meta":{"k":1}}]}}"#,
     // Not plainly a tool call's result: left to rmcp.
     r#"{"jsonrpc":"2.0","id":6,"result":{"content":[],"resultType":"input_required","inputRequests":{}}}"#,
     r#"{"jsonrpc":"2.0","id":7,"result":{"content":[],"vendorExtra":1}}"#,
@@ -62,12 +66,31 @@ fn plain_tool_call_results_take_the_short_path() {
         .iter()
         .map(|line| call_result(line.as_bytes()).is_some())
         .collect();
-    assert_eq!(&short[..6], &[true; 6], "the first six are plain results");
-    assert!(short[6..].iter().all(|s| !s), "the rest are not");
+    assert_eq!(&short[..10], &[true; 10], "the first ten are plain results");
+    assert!(short[10..].iter().all(|s| !s), "the rest are not");
     let Some(ServerJsonRpcMessage::Response(response)) = call_result(LINES[0].as_bytes()) else {
         panic!("a response");
     };
     assert!(matches!(response.result, ServerResult::CallToolResult(_)));
+}
+
+/// Text parts alone (and `isError`) are decoded in one pass; anything more takes the longer
+/// way, with the same outcome (`every_message_decodes_as_rmcp_decodes_it`).
+#[test]
+fn text_only_results_take_the_shortest_path() {
+    let text_only: Vec<bool> = LINES[..10]
+        .iter()
+        .map(|line| {
+            let value: serde_json::Value = serde_json::from_str(line).expect("JSON");
+            serde_json::from_value::<super::TextResult>(value["result"].clone()).is_ok()
+        })
+        .collect();
+    assert_eq!(
+        text_only,
+        [
+            true, true, false, false, false, false, true, true, false, false
+        ]
+    );
 }
 
 #[test]
