@@ -315,3 +315,69 @@ async fn concurrent_writers_write_whole_lines() {
     ids.dedup();
     assert_eq!(ids.len(), calls.len());
 }
+
+/// A write dropped part way through its line (its call abandoned while the pipe was full)
+/// leaves the rest for the next writer, which finishes that line before its own.
+#[tokio::test]
+async fn a_line_cut_short_is_finished_by_the_next_writer() {
+    use rmcp::model::{CallToolRequestParams, NumberOrString};
+    let (ours, theirs) = tokio::io::duplex(64);
+    let (read, write) = tokio::io::split(ours);
+    let transport = LineTransport::new(read, write, 4096);
+    let link = transport.link();
+    let first = link.register().expect("open");
+    let second = link.register().expect("open");
+    let big = CallToolRequestParams::new("echo").with_arguments(
+        serde_json::json!({"pad": "z".repeat(300)})
+            .as_object()
+            .cloned()
+            .unwrap_or_default(),
+    );
+    {
+        // Nobody reads yet: the pipe takes 64 bytes of the line and the write waits.
+        let mut cut = std::pin::pin!(link.send(&first, &big));
+        assert!(
+            futures::poll!(&mut cut).is_pending(),
+            "the line fits no pipe"
+        );
+    }
+    let reader = async {
+        let mut lines = BufReader::new(theirs).lines();
+        let mut ids = Vec::new();
+        for _ in 0..2 {
+            let line = lines.next_line().await.expect("read").expect("a line");
+            let request: serde_json::Value = serde_json::from_str(&line).expect("whole JSON");
+            ids.push(request["id"].as_str().expect("an id").to_owned());
+        }
+        ids
+    };
+    let small = CallToolRequestParams::new("echo");
+    let (written, ids) = tokio::time::timeout(WAIT, async {
+        tokio::join!(link.send(&second, &small), reader)
+    })
+    .await
+    .expect("within the bound");
+    written.expect("written");
+    let id = |call: &super::DirectCall| match &call.id {
+        NumberOrString::String(id) => id.to_string(),
+        NumberOrString::Number(n) => n.to_string(),
+    };
+    assert_eq!(ids, [id(&first), id(&second)]);
+}
+
+/// A write to an upstream that has gone away fails (the call then ends as a lost
+/// connection) rather than waiting.
+#[tokio::test]
+async fn writing_to_a_closed_upstream_fails() {
+    use rmcp::model::CallToolRequestParams;
+    let (ours, theirs) = tokio::io::duplex(4096);
+    let (read, write) = tokio::io::split(ours);
+    let transport = LineTransport::new(read, write, 4096);
+    let link = transport.link();
+    let call = link.register().expect("open");
+    drop(theirs);
+    let written = tokio::time::timeout(WAIT, link.send(&call, &CallToolRequestParams::new("echo")))
+        .await
+        .expect("within the bound");
+    assert!(written.is_err(), "{written:?}");
+}
