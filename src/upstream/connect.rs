@@ -14,7 +14,7 @@ use rmcp::{
         ClientCapabilities, ClientConfig, CreateMessageRequestParams, CreateMessageResult,
         ElicitRequestParams, ElicitResult, Implementation, LoggingMessageNotificationParam,
         ProgressNotificationParam, ProtocolVersion, ResourceUpdatedNotificationParam,
-        SubscriptionFilter,
+        ServerNotification, SubscriptionFilter,
     },
     service::{
         ClientInitializeError, ClientLifecycleMode, ClientServiceExt, InboundStreamOrigin,
@@ -28,10 +28,12 @@ use tokio::sync::Notify;
 
 use super::{
     UpstreamError,
-    line_transport::{LineLink, LineTransport},
+    http_link::{HttpLink, HttpLinkParts},
+    line_transport::LineTransport,
     relay::{self, RelayRegistry},
     sse::{self, SseClientConfig},
     stdio::{self, ChildGuard, FramingError, StdioLaunch},
+    tool_call::CallLink,
     watch::WatchRegistry,
 };
 use crate::{
@@ -85,9 +87,7 @@ impl ClientHandler for UpstreamClient {
         params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        if let Some(route) = self.relays.by_token(&params.progress_token) {
-            relay::notify(&route, route.relay.progress(params)).await;
-        }
+        self.progress(params).await;
     }
 
     async fn on_logging_message(
@@ -95,10 +95,7 @@ impl ClientHandler for UpstreamClient {
         params: LoggingMessageNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        match self.relays.for_log() {
-            Some(route) => relay::notify(&route, route.relay.log(params)).await,
-            None => relay::log_locally(&params),
-        }
+        self.logged(params).await;
     }
 
     async fn create_message(
@@ -121,6 +118,33 @@ impl ClientHandler for UpstreamClient {
 }
 
 impl UpstreamClient {
+    /// A notification the server sent on a call's own stream (see [`HttpLink`]), handled as
+    /// rmcp hands it to this handler.
+    pub(super) async fn notified(&self, notification: ServerNotification) {
+        match notification {
+            ServerNotification::ProgressNotification(n) => self.progress(n.params).await,
+            ServerNotification::LoggingMessageNotification(n) => self.logged(n.params).await,
+            ServerNotification::ToolListChangedNotification(_) => self.tools_changed.notify_one(),
+            ServerNotification::ResourceUpdatedNotification(n) => {
+                self.watches.updated(&n.params.uri);
+            }
+            _ => {}
+        }
+    }
+
+    async fn progress(&self, params: ProgressNotificationParam) {
+        if let Some(route) = self.relays.by_token(&params.progress_token) {
+            relay::notify(&route, route.relay.progress(params)).await;
+        }
+    }
+
+    async fn logged(&self, params: LoggingMessageNotificationParam) {
+        match self.relays.for_log() {
+            Some(route) => relay::notify(&route, route.relay.log(params)).await,
+            None => relay::log_locally(&params),
+        }
+    }
+
     /// The call a request from the server belongs to: the one whose stream it came on
     /// (Streamable HTTP says), else the only one running; none is an error for the server.
     fn route(
@@ -146,9 +170,9 @@ pub struct Connection {
     pub transport: &'static str,
     /// For stdio: why the stream was cut off, if it was.
     pub framing: Option<FramingError>,
-    /// For a line connection (stdio, in-process): its shared side, for tool calls sent
-    /// without rmcp's service loop.
-    pub(crate) link: Option<LineLink>,
+    /// For a line connection (stdio, in-process) or a Streamable HTTP one at 2026-07-28:
+    /// its shared side, for tool calls sent without rmcp's service loop.
+    pub(crate) link: Option<CallLink>,
 }
 
 /// What connecting needs besides the server's own config.
@@ -234,7 +258,7 @@ async fn connect_once(
                 child: None,
                 transport: "in-process",
                 framing: None,
-                link: Some(link),
+                link: Some(CallLink::Line(link)),
             })
         }
     }
@@ -257,7 +281,7 @@ async fn connect_stdio(
             child: Some(child),
             transport: "stdio",
             framing: Some(framing),
-            link: Some(link),
+            link: Some(CallLink::Line(link)),
         }),
         Err(err) => {
             child.shutdown().await;
@@ -343,14 +367,25 @@ async fn connect_streamable(
     let mut config = StreamableHttpClientTransportConfig::with_uri(http.url.as_str());
     config.custom_headers = headers.into_iter().collect::<HashMap<_, _>>();
     config.max_concurrent_requests = MAX_POSTS_IN_FLIGHT;
-    let transport = StreamableHttpClientTransport::with_client(reqwest, config);
-    let service = serve(client, transport).await?;
+    let uri: Arc<str> = http.url.as_str().into();
+    let link_headers = config.custom_headers.clone();
+    let transport = StreamableHttpClientTransport::with_client(reqwest.clone(), config);
+    let service = serve(client.clone(), transport).await?;
+    let link = service.peer().peer_info().and_then(|info| {
+        HttpLink::new(HttpLinkParts {
+            client: reqwest,
+            uri,
+            headers: link_headers,
+            protocol: info.protocol_version.clone(),
+            handler: client,
+        })
+    });
     Ok(Connection {
         service,
         child: None,
         transport: "streamable-http",
         framing: None,
-        link: None,
+        link: link.map(CallLink::Http),
     })
 }
 

@@ -25,9 +25,8 @@ use serde_json::Value;
 
 use super::{
     UpstreamError,
-    line_transport::LineLink,
     relay::{CallGuard, CallRelay},
-    tool_call::send_call,
+    tool_call::{CallLink, send_call},
 };
 
 /// Most rounds one call may take (rmcp's own client takes as many): a server that keeps
@@ -45,7 +44,7 @@ const MAX_STATE_ONLY_PAUSE: Duration = Duration::from_millis(250);
 /// Sends `params` as a `tools/call` and drives its input rounds through `relay`.
 pub(super) async fn call_tool(
     peer: &Peer<RoleClient>,
-    link: Option<&LineLink>,
+    link: Option<&CallLink>,
     mut params: CallToolRequestParams,
     guard: &CallGuard,
     relay: Option<&Arc<dyn CallRelay>>,

@@ -403,7 +403,7 @@ fn trim(line: &[u8]) -> &[u8] {
     clippy::large_enum_variant,
     reason = "made and taken apart at once; boxing would add an allocation per message"
 )]
-enum Decoded {
+pub(super) enum Decoded {
     Message(RxJsonRpcMessage<RoleClient>),
     /// Empty, not JSON, or a notification rmcp ignores.
     Skip,
@@ -411,7 +411,7 @@ enum Decoded {
     Invalid,
 }
 
-fn decode(line: &[u8]) -> Decoded {
+pub(super) fn decode(line: &[u8]) -> Decoded {
     if line.is_empty() {
         return Decoded::Skip;
     }

@@ -26,8 +26,8 @@ use super::{
     ConnectOptions, ServerState, UpstreamError,
     cache::{CacheKey, ToolListCache},
     connect, input,
-    line_transport::LineLink,
     relay::{CallRelay, Owner, RelayRegistry},
+    tool_call::CallLink,
     watch::{ResourceWatch, UpdateSink, WatchRegistry},
 };
 use crate::config::{CacheConfig, ReconnectConfig, ServerConfig, ServerId};
@@ -59,7 +59,7 @@ struct SlotState {
     transport: Option<&'static str>,
     peer: Option<Peer<RoleClient>>,
     /// The peer's line connection, if it is one (tool calls are written on it directly).
-    link: Option<LineLink>,
+    link: Option<CallLink>,
     tools: Option<Arc<Vec<Tool>>>,
     stale: bool,
     /// At least one connection attempt has finished (for [`Manager::wait_settled`]).
@@ -475,7 +475,7 @@ impl Manager {
     fn call_target(
         &self,
         id: &ServerId,
-    ) -> Result<(Peer<RoleClient>, u64, Option<LineLink>), UpstreamError> {
+    ) -> Result<(Peer<RoleClient>, u64, Option<CallLink>), UpstreamError> {
         let slot = self.slot(id).ok_or_else(|| UpstreamError::Unavailable {
             state: ServerState::Failed,
             last_error: Some("not configured".to_owned()),
@@ -669,6 +669,9 @@ async fn relist(inner: &Inner, slot: &Slot, peer: &Peer<RoleClient>) {
         s.settled = true;
         match result {
             Ok(tools) => {
+                if let Some(CallLink::Http(link)) = &s.link {
+                    link.listed(&tools);
+                }
                 let tools = Arc::new(tools);
                 inner
                     .lists()

@@ -2,6 +2,7 @@
 
 pub mod cache;
 mod connect;
+mod http_link;
 mod input;
 mod line_transport;
 mod manager;

@@ -9,12 +9,21 @@ use rmcp::{
     model::{
         CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult,
         CancelledNotificationParam, ClientCapabilities, ClientRequest, JsonRpcMessage,
-        ProgressToken, RequestId, RequestMetaObject, ServerResult,
+        ProgressToken, RequestId, RequestMetaObject, ServerJsonRpcMessage, ServerResult,
     },
     service::{Peer, PeerRequestOptions, ServiceError},
 };
 
-use super::{line_transport::LineLink, relay::CallGuard};
+use super::{http_link::HttpLink, line_transport::LineLink, relay::CallGuard};
+
+/// A connection's own way to send tool calls beside rmcp's service loop.
+#[derive(Debug, Clone)]
+pub(crate) enum CallLink {
+    /// A line connection (stdio, in-process).
+    Line(LineLink),
+    /// A Streamable HTTP connection at 2026-07-28 or later.
+    Http(HttpLink),
+}
 
 /// Sends a `tools/call` itself rather than through rmcp's `call_tool`, to learn the id and
 /// progress token rmcp gives the request (rmcp overwrites any token set in the request's
@@ -25,21 +34,34 @@ use super::{line_transport::LineLink, relay::CallGuard};
 ///
 /// On a line connection (`link`) whose server opened with `initialize`, a call that carries no
 /// capabilities of its own is written directly instead ([`send_direct`]): rmcp then adds
-/// nothing to such a request but its progress token.
+/// nothing to such a request but its progress token. On a Streamable HTTP connection at
+/// 2026-07-28, a call to a tool that promotes no argument to a header is posted by the
+/// caller itself ([`HttpLink::call`]).
 pub(super) async fn send_call(
     peer: &Peer<RoleClient>,
-    link: Option<&LineLink>,
+    link: Option<&CallLink>,
     params: CallToolRequestParams,
     guard: &CallGuard,
     capabilities: Option<ClientCapabilities>,
 ) -> Result<CallToolResponse, ServiceError> {
-    if let Some(link) = link
-        && capabilities.is_none()
-        && peer
-            .peer_info()
-            .is_some_and(|info| info.protocol_version.has_initialize())
-    {
-        return send_direct(peer, link, params, guard).await;
+    match link {
+        Some(CallLink::Line(link))
+            if capabilities.is_none()
+                && peer
+                    .peer_info()
+                    .is_some_and(|info| info.protocol_version.has_initialize()) =>
+        {
+            return send_direct(peer, link, params, guard).await;
+        }
+        Some(CallLink::Http(link)) if link.sends(&params.name) => {
+            let answer = link
+                .call(peer, params, capabilities, |id, token| {
+                    guard.sent(id, token)
+                })
+                .await?;
+            return answer_of(answer);
+        }
+        _ => {}
     }
     let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
     let mut options = PeerRequestOptions::no_options();
@@ -87,7 +109,12 @@ async fn send_direct(
         }
     };
     abandoned.disarm();
-    match answer.ok_or(ServiceError::TransportClosed)? {
+    answer_of(answer.ok_or(ServiceError::TransportClosed)?)
+}
+
+/// A `tools/call` answer (a response or an error) as the kind of response it is.
+fn answer_of(answer: ServerJsonRpcMessage) -> Result<CallToolResponse, ServiceError> {
+    match answer {
         JsonRpcMessage::Response(answer) => response(answer.result),
         JsonRpcMessage::Error(error) => Err(ServiceError::McpError(error.error)),
         _ => Err(ServiceError::UnexpectedResponse),

@@ -1,7 +1,8 @@
 //! What an upstream sends during a tool call reaches the MCP client that made the call:
 //! progress under the client's own token, log messages, sampling and elicitation requests
 //! (answered by the client, the answer back in the tool result), and a refusal, not a hang,
-//! when the client cannot answer. The conformance fixture is the upstream, in process.
+//! when the client cannot answer. The conformance fixture is the upstream, in process or
+//! over Streamable HTTP.
 #![expect(
     deprecated,
     reason = "sampling and logging are deprecated by SEP-2577, but the conformance fixture \
@@ -249,20 +250,61 @@ async fn call_with_token(
     }
 }
 
+/// The config of server `id` over Streamable HTTP at `url` (loopback allowed, no
+/// confirmations).
+fn http_server(id: &str, url: &str) -> crate::config::ServerConfig {
+    let mut server = crate::config::ServerConfig::new(
+        ServerId::new(id).expect("valid id"),
+        TransportConfig::Http(HttpConfig {
+            url: url.parse().expect("url"),
+            kind: HttpKind::Streamable,
+            headers: Vec::new(),
+        }),
+    );
+    server.allow_http = true;
+    server.allow_private = true;
+    server.confirm = Confirm::None;
+    server
+}
+
+/// Fixture `f` over Streamable HTTP on 127.0.0.1:0 on the newest protocol, which the gateway
+/// calls by posting each call itself (`upstream::http_link`), until `stop`; returns its URL.
+async fn modern_http_upstream(f: Fixture, stop: &CancellationToken) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}/mcp", listener.local_addr().expect("address"));
+    tokio::spawn(crate::fixtures::serve_http(f, listener, stop.clone()));
+    url
+}
+
+/// The endpoint in front of the conformance fixture (server id `conf`) over Streamable HTTP
+/// on the newest protocol.
+async fn http_endpoint(stop: &CancellationToken) -> Endpoint {
+    let url = modern_http_upstream(Fixture::Conformance, stop).await;
+    Endpoint::start_servers(AuthConfig::Dev, vec![http_server("conf", &url)], None).await
+}
+
 #[tokio::test]
 async fn progress_reaches_the_client_under_its_own_token() {
-    progress_reaches_the_client(false).await;
+    progress_reaches_the_client(endpoint(false).await).await;
 }
 
 /// From an upstream on an older revision the gateway writes the call itself, under a
 /// progress token of its own (`upstream::line_transport`): the client still sees its own.
 #[tokio::test]
 async fn progress_from_an_older_upstream_reaches_the_client_under_its_own_token() {
-    progress_reaches_the_client(true).await;
+    progress_reaches_the_client(endpoint(true).await).await;
 }
 
-async fn progress_reaches_the_client(legacy: bool) {
-    let endpoint = endpoint(legacy).await;
+/// To a Streamable HTTP upstream on the newest protocol the gateway posts the call itself,
+/// under a progress token of its own, and reads the progress off the call's own stream.
+#[tokio::test]
+async fn progress_from_an_http_upstream_reaches_the_client_under_its_own_token() {
+    let stop = CancellationToken::new();
+    progress_reaches_the_client(http_endpoint(&stop).await).await;
+    stop.cancel();
+}
+
+async fn progress_reaches_the_client(endpoint: Endpoint) {
     let client = RelayClient::new(true);
     let service = connect(&endpoint, client.clone()).await;
     let (token, result) =
@@ -284,6 +326,23 @@ async fn an_abandoned_call_to_an_older_upstream_is_cancelled_there() {
     let slow = handler(Fixture::Slow).expect("in-process fixture");
     let mut server = in_process("slow", UpTo2025(slow));
     server.confirm = Confirm::None;
+    abandoned_call_is_cancelled_there(server).await;
+}
+
+/// A call the gateway posted itself to a Streamable HTTP upstream on the newest protocol
+/// and then abandoned is cancelled there: its stream is closed, which is how that revision
+/// cancels a request over HTTP.
+#[tokio::test]
+async fn an_abandoned_call_to_an_http_upstream_is_cancelled_there() {
+    let stop = CancellationToken::new();
+    let url = modern_http_upstream(Fixture::Slow, &stop).await;
+    abandoned_call_is_cancelled_there(http_server("slow", &url)).await;
+    stop.cancel();
+}
+
+/// Calls `slow.sleep` on `server` (id `slow`) past its deadline, then waits for the
+/// upstream to count the call cancelled and none completed.
+async fn abandoned_call_is_cancelled_there(mut server: crate::config::ServerConfig) {
     server.call_timeout = Some(std::time::Duration::from_millis(200));
     let endpoint = Endpoint::start_servers(AuthConfig::Dev, vec![server], None).await;
     let ctx = crate::policy::CallContext::local();
@@ -317,7 +376,19 @@ async fn an_abandoned_call_to_an_older_upstream_is_cancelled_there() {
 
 #[tokio::test]
 async fn log_messages_reach_the_client() {
-    let endpoint = endpoint(false).await;
+    log_messages_reach(endpoint(false).await).await;
+}
+
+/// Log messages on a call's own stream from a Streamable HTTP upstream on the newest
+/// protocol, which the gateway reads itself.
+#[tokio::test]
+async fn log_messages_from_an_http_upstream_reach_the_client() {
+    let stop = CancellationToken::new();
+    log_messages_reach(http_endpoint(&stop).await).await;
+    stop.cancel();
+}
+
+async fn log_messages_reach(endpoint: Endpoint) {
     let client = RelayClient::new(true);
     let service = connect(&endpoint, client.clone()).await;
     let (_, result) = call_with_token(&service, "conf_test_tool_with_logging", json!({})).await;
@@ -412,17 +483,7 @@ async fn http_upstream(stop: CancellationToken) -> String {
 async fn concurrent_calls_get_their_own_sampling_requests_over_http() {
     let stop = CancellationToken::new();
     let url = http_upstream(stop.clone()).await;
-    let mut server = crate::config::ServerConfig::new(
-        ServerId::new("conf").expect("valid id"),
-        TransportConfig::Http(HttpConfig {
-            url: url.parse().expect("url"),
-            kind: HttpKind::Streamable,
-            headers: Vec::new(),
-        }),
-    );
-    server.allow_http = true;
-    server.allow_private = true;
-    server.confirm = Confirm::None;
+    let server = http_server("conf", &url);
     let endpoint = Endpoint::start_servers(AuthConfig::Dev, vec![server], None).await;
 
     // Two callers whose sampling requests are answered only once both are asked: the

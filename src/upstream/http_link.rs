@@ -1,0 +1,357 @@
+//! Tool calls on a Streamable HTTP connection at 2026-07-28 or later, sent by the calling task
+//! itself rather than through rmcp's transport worker and service loop.
+//!
+//! From 2026-07-28 a Streamable HTTP connection has no session: every request is one POST
+//! that carries its own `_meta` (protocol version, client info, capabilities) and the
+//! standard `Mcp-Method` / `Mcp-Name` headers, and is answered on that POST alone (as JSON,
+//! or as an event stream that may resume with `GET` and `Last-Event-ID`). rmcp's path hands
+//! each call across three tasks and serializes it twice; here the calling task posts it
+//! with rmcp's own HTTP client functions and reads the answer itself. Abandoning the call
+//! closes its stream, which is how 2026-07-28 cancels a request over HTTP (rmcp sends no
+//! notice either).
+//!
+//! Tools whose input schema promotes arguments to headers (`x-mcp-header`) are left to rmcp,
+//! which builds those headers.
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::{
+        Arc, RwLock,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
+
+use futures::{StreamExt, stream::BoxStream};
+use http::{HeaderName, HeaderValue};
+use rmcp::{
+    RoleClient, Service,
+    model::{
+        CallToolRequest, CallToolRequestParams, ClientCapabilities, ClientJsonRpcMessage,
+        ClientRequest, Implementation, JsonRpcMessage, NumberOrString, ProgressToken,
+        ProtocolVersion, RequestId, RequestMetaObject, ServerJsonRpcMessage, ServerRequest, Tool,
+    },
+    service::{InboundStreamOrigin, Peer, RequestContext, ServiceError},
+    transport::streamable_http_client::{
+        StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+    },
+};
+use sse_stream::{Error as SseError, Sse};
+
+use super::{
+    connect::UpstreamClient,
+    line_transport::{Decoded, decode},
+};
+
+/// Prefix of the ids of the gateway's own requests (rmcp numbers its requests).
+const DIRECT_ID_PREFIX: &str = "mcpgate-";
+/// Reconnects in a row that may fail before a call's stream is given up.
+const MAX_RESUMES: usize = 5;
+/// Wait before resuming a stream when the server named none (`retry:`), doubled per failure.
+const RESUME_DELAY: Duration = Duration::from_secs(1);
+
+type SseStream = BoxStream<'static, Result<Sse, SseError>>;
+
+/// The shared side of one Streamable HTTP connection at 2026-07-28 or later.
+#[derive(Clone)]
+pub(crate) struct HttpLink {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: reqwest::Client,
+    uri: Arc<str>,
+    /// The configured headers, the protocol version and `Mcp-Method: tools/call`.
+    headers: HashMap<HeaderName, HeaderValue>,
+    /// What every request's `_meta` names, as rmcp sets it.
+    protocol: ProtocolVersion,
+    client_info: Implementation,
+    capabilities: ClientCapabilities,
+    handler: UpstreamClient,
+    next: AtomicU64,
+    /// Tools sent here: listed, named without header encoding, and promoting no argument
+    /// to a header.
+    plain: RwLock<Arc<HashSet<String>>>,
+}
+
+impl std::fmt::Debug for HttpLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HttpLink")
+            .field("uri", &self.inner.uri)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a direct HTTP call needs from its connection.
+pub(super) struct HttpLinkParts {
+    pub client: reqwest::Client,
+    pub uri: Arc<str>,
+    pub headers: HashMap<HeaderName, HeaderValue>,
+    pub protocol: ProtocolVersion,
+    pub handler: UpstreamClient,
+}
+
+impl HttpLink {
+    /// The link for a connection that speaks `parts.protocol`; `None` before 2026-07-28,
+    /// where requests belong to a session rmcp keeps.
+    pub(super) fn new(parts: HttpLinkParts) -> Option<HttpLink> {
+        let HttpLinkParts {
+            client,
+            uri,
+            mut headers,
+            protocol,
+            handler,
+        } = parts;
+        if protocol.has_initialize() {
+            return None;
+        }
+        headers.insert(
+            HeaderName::from_static("mcp-protocol-version"),
+            HeaderValue::from_str(protocol.as_str()).ok()?,
+        );
+        headers.insert(
+            HeaderName::from_static("mcp-method"),
+            HeaderValue::from_static("tools/call"),
+        );
+        let info = rmcp::ClientHandler::get_info(&handler);
+        Some(HttpLink {
+            inner: Arc::new(Inner {
+                client,
+                uri,
+                headers,
+                protocol,
+                client_info: info.client_info,
+                capabilities: info.capabilities,
+                handler,
+                next: AtomicU64::new(0),
+                plain: RwLock::new(Arc::default()),
+            }),
+        })
+    }
+
+    /// Learns the server's tools (after each `tools/list`).
+    pub(super) fn listed(&self, tools: &[Tool]) {
+        let plain = tools
+            .iter()
+            .filter(|tool| plain_header_value(&tool.name) && !promotes_headers(&tool.input_schema))
+            .map(|tool| tool.name.to_string())
+            .collect();
+        *self
+            .inner
+            .plain
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Arc::new(plain);
+    }
+
+    /// Whether a call to `tool` is sent here rather than through rmcp.
+    pub(super) fn sends(&self, tool: &str) -> bool {
+        self.inner
+            .plain
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .contains(tool)
+    }
+
+    /// Sends a `tools/call` with `params` as rmcp would: `_meta` names the protocol version,
+    /// the client and `capabilities` (the connection's when `None`), and the progress token,
+    /// which is the request's id. `sent` learns id and token before the request leaves.
+    /// Returns the answer: a response or an error.
+    pub(super) async fn call(
+        &self,
+        peer: &Peer<RoleClient>,
+        mut params: CallToolRequestParams,
+        capabilities: Option<ClientCapabilities>,
+        sent: impl FnOnce(RequestId, ProgressToken),
+    ) -> Result<ServerJsonRpcMessage, ServiceError> {
+        let inner = &*self.inner;
+        let key = inner.next.fetch_add(1, Ordering::Relaxed);
+        let id = NumberOrString::String(format!("{DIRECT_ID_PREFIX}{key}").into());
+        let token = ProgressToken(id.clone());
+        let meta = params.meta.get_or_insert_with(RequestMetaObject::new);
+        meta.set_protocol_version(inner.protocol.clone());
+        meta.set_client_info(inner.client_info.clone());
+        meta.set_client_capabilities(capabilities.unwrap_or_else(|| inner.capabilities.clone()));
+        meta.set_progress_token(token.clone());
+        let mut headers = inner.headers.clone();
+        if let Ok(name) = HeaderValue::from_str(&params.name) {
+            headers.insert(HeaderName::from_static("mcp-name"), name);
+        }
+        let message = ClientJsonRpcMessage::request(
+            ClientRequest::CallToolRequest(CallToolRequest::new(params)),
+            id.clone(),
+        );
+        sent(id.clone(), token);
+        let posted = inner
+            .client
+            .post_message(inner.uri.clone(), message, None, None, headers)
+            .await;
+        match posted.map_err(transport)? {
+            StreamableHttpPostResponse::Json(message, _) => Ok(message),
+            StreamableHttpPostResponse::Sse(stream, _) => self.read_stream(peer, &id, stream).await,
+            // A request is answered on its own POST from 2026-07-28; nothing else will come.
+            _ => Err(ServiceError::UnexpectedResponse),
+        }
+    }
+
+    /// Reads the call's event stream up to its answer, handing what the server sends on the
+    /// way to the connection's handler, and resuming the stream with `GET` when it breaks
+    /// after the server named an event id (as rmcp does).
+    async fn read_stream(
+        &self,
+        peer: &Peer<RoleClient>,
+        id: &RequestId,
+        mut stream: SseStream,
+    ) -> Result<ServerJsonRpcMessage, ServiceError> {
+        let inner = &*self.inner;
+        let mut last_event: Option<String> = None;
+        let mut retry: Option<Duration> = None;
+        let mut failures = 0usize;
+        loop {
+            while let Some(event) = stream.next().await {
+                let event = match event {
+                    Ok(event) => event,
+                    Err(err) => {
+                        tracing::debug!(error = %err, "an upstream call's event stream failed");
+                        break;
+                    }
+                };
+                failures = 0;
+                if let Some(ms) = event.retry {
+                    retry = Some(Duration::from_millis(ms));
+                }
+                if let Some(event_id) = event.id {
+                    last_event = Some(event_id);
+                }
+                if event.event.as_deref().is_some_and(|kind| kind != "message") {
+                    continue;
+                }
+                let Some(data) = event.data.filter(|data| !data.is_empty()) else {
+                    continue;
+                };
+                let message = match decode(data.as_bytes()) {
+                    Decoded::Message(message) => message,
+                    Decoded::Skip | Decoded::Invalid => {
+                        tracing::debug!("skipping an upstream event that is no message");
+                        continue;
+                    }
+                };
+                match message {
+                    JsonRpcMessage::Response(ref answer) if answer.id == *id => {
+                        return Ok(message);
+                    }
+                    JsonRpcMessage::Error(ref error) if error.id.as_ref() == Some(id) => {
+                        return Ok(message);
+                    }
+                    JsonRpcMessage::Notification(notification) => {
+                        inner.handler.notified(notification.notification).await;
+                    }
+                    JsonRpcMessage::Request(request) => {
+                        self.answer(peer, id, request.id, request.request).await;
+                    }
+                    // An answer to some other request has no one waiting here.
+                    JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_) => {}
+                }
+            }
+            // The stream ended before the answer: resumable only once it named an event.
+            let Some(resume_from) = last_event.clone() else {
+                return Err(ServiceError::TransportClosed);
+            };
+            loop {
+                if failures >= MAX_RESUMES {
+                    return Err(ServiceError::TransportClosed);
+                }
+                let delay = retry.unwrap_or(RESUME_DELAY.saturating_mul(1 << failures.min(4)));
+                failures += 1;
+                tokio::time::sleep(delay).await;
+                let headers = self.stream_headers();
+                match inner
+                    .client
+                    .get_stream(
+                        inner.uri.clone(),
+                        None,
+                        Some(resume_from.clone()),
+                        None,
+                        headers,
+                    )
+                    .await
+                {
+                    Ok(resumed) => {
+                        stream = resumed;
+                        break;
+                    }
+                    Err(
+                        StreamableHttpError::ServerDoesNotSupportSse
+                        | StreamableHttpError::AuthRequired(_)
+                        | StreamableHttpError::InsufficientScope(_),
+                    ) => return Err(ServiceError::TransportClosed),
+                    Err(err) => {
+                        tracing::debug!(error = %err, "resuming an upstream call's stream failed");
+                    }
+                }
+            }
+        }
+    }
+
+    /// The headers of a `GET` that resumes a stream: the configured ones and the version.
+    fn stream_headers(&self) -> HashMap<HeaderName, HeaderValue> {
+        let mut headers = self.inner.headers.clone();
+        headers.remove(&HeaderName::from_static("mcp-method"));
+        headers
+    }
+
+    /// Answers a request the server sent on call `call`'s stream, with the connection's
+    /// handler, as rmcp's service would (the request belongs to that call), and posts the
+    /// answer back.
+    async fn answer(
+        &self,
+        peer: &Peer<RoleClient>,
+        call: &RequestId,
+        id: RequestId,
+        request: ServerRequest,
+    ) {
+        let inner = &*self.inner;
+        let mut context = RequestContext::new(id.clone(), peer.clone());
+        context
+            .extensions
+            .insert(InboundStreamOrigin::OutboundRequest(call.clone()));
+        let message = match inner.handler.handle_request(request, context).await {
+            Ok(result) => ClientJsonRpcMessage::response(result, id),
+            Err(error) => ClientJsonRpcMessage::error(error, Some(id)),
+        };
+        let headers = self.stream_headers();
+        if let Err(err) = inner
+            .client
+            .post_message(inner.uri.clone(), message, None, None, headers)
+            .await
+        {
+            tracing::debug!(error = %err, "posting an answer to the upstream failed");
+        }
+    }
+}
+
+/// How rmcp reports a failed POST to a request's caller: the transport failed.
+fn transport(err: StreamableHttpError<reqwest::Error>) -> ServiceError {
+    tracing::debug!(error = %err, "posting a tool call to the upstream failed");
+    ServiceError::TransportClosed
+}
+
+/// A tool name rmcp sends in `Mcp-Name` as it is (it Base64-encodes others).
+fn plain_header_value(name: &str) -> bool {
+    !name.is_empty() && name.bytes().all(|b| (0x21..=0x7E).contains(&b)) && !name.starts_with("=?")
+}
+
+/// Whether an input schema marks any property `x-mcp-header`, at any depth.
+fn promotes_headers(schema: &serde_json::Map<String, serde_json::Value>) -> bool {
+    fn value(v: &serde_json::Value) -> bool {
+        match v {
+            serde_json::Value::Object(map) => promotes_headers(map),
+            serde_json::Value::Array(items) => items.iter().any(value),
+            _ => false,
+        }
+    }
+    schema.contains_key("x-mcp-header") || schema.values().any(value)
+}
+
+#[cfg(test)]
+#[path = "http_link_tests.rs"]
+mod tests;

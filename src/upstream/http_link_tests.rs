@@ -1,0 +1,514 @@
+//! Tool calls posted on a Streamable HTTP connection at 2026-07-28 by the calling task: the
+//! request is the one rmcp would post, the answer comes back from a JSON body or an event
+//! stream, a broken stream resumes from its last event, and tools that promote arguments
+//! to headers are left to rmcp.
+
+use std::sync::Mutex;
+
+use axum::{
+    body::Body,
+    extract::{Request, State},
+    middleware::Next,
+    response::{IntoResponse, Response},
+};
+use futures::StreamExt;
+use rmcp::{
+    model::{CallToolRequestParams, CallToolResponse, CallToolResult, ClientCapabilities, Tool},
+    service::ServiceError,
+    transport::{
+        StreamableHttpServerConfig, StreamableHttpService,
+        streamable_http_server::session::local::LocalSessionManager,
+    },
+};
+use serde_json::{Value, json};
+use tokio::{net::TcpListener, sync::Notify};
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+
+use super::*;
+use crate::{
+    config::{
+        Env, HttpConfig, HttpKind, Limits, SecretTemplate, ServerConfig, ServerId, TransportConfig,
+    },
+    fixtures::{Fixture, handler},
+    upstream::{
+        ConnectOptions, Connection, connect,
+        relay::RelayRegistry,
+        tool_call::{CallLink, send_call},
+        watch::WatchRegistry,
+    },
+};
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// One request the front saw.
+#[derive(Debug, Clone)]
+struct Seen {
+    method: http::Method,
+    headers: http::HeaderMap,
+    body: Option<Value>,
+}
+
+/// How the front answers `tools/call` itself instead of passing it to the fixture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Break {
+    /// Pass everything through.
+    No,
+    /// A JSON body rather than an event stream.
+    Json,
+    /// A stream that names event `e1` and ends; the answer comes to the `GET` resuming it.
+    AfterEvent,
+    /// A stream that ends before naming any event.
+    BeforeEvent,
+    /// A stream that first asks the client a `ping`, and answers once the client did.
+    AsksFirst,
+}
+
+/// A front to an rmcp fixture that records every request and may break call streams.
+#[derive(Clone)]
+struct Front {
+    seen: Arc<Mutex<Vec<Seen>>>,
+    breaks: Break,
+    /// The id of the last `tools/call` the front answered itself.
+    call_id: Arc<Mutex<Option<Value>>>,
+    /// Told when the client answered the front's `ping`.
+    pinged: Arc<Notify>,
+}
+
+impl Front {
+    fn seen(&self) -> Vec<Seen> {
+        self.seen
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    /// The `tools/call` POSTs seen, in order.
+    fn calls(&self) -> Vec<Seen> {
+        self.seen()
+            .into_iter()
+            .filter(|seen| {
+                seen.body
+                    .as_ref()
+                    .is_some_and(|body| body["method"] == "tools/call")
+            })
+            .collect()
+    }
+}
+
+fn event_stream(body: String) -> Response {
+    ([(http::header::CONTENT_TYPE, "text/event-stream")], body).into_response()
+}
+
+async fn record(State(front): State<Front>, request: Request, next: Next) -> Response {
+    let (parts, body) = request.into_parts();
+    let bytes = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .unwrap_or_default();
+    let body: Option<Value> = serde_json::from_slice(&bytes).ok();
+    front
+        .seen
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .push(Seen {
+            method: parts.method.clone(),
+            headers: parts.headers.clone(),
+            body: body.clone(),
+        });
+    if front.breaks != Break::No {
+        let resumes = parts.method == http::Method::GET
+            && parts
+                .headers
+                .get("last-event-id")
+                .is_some_and(|id| id == "e1");
+        if resumes {
+            let id = front
+                .call_id
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .clone();
+            let answer = json!({
+                "jsonrpc": "2.0",
+                "id": id,
+                "result": { "content": [{ "type": "text", "text": "resumed" }] },
+            });
+            return event_stream(format!("id: e2\ndata: {answer}\n\n"));
+        }
+        if body.as_ref().is_some_and(|body| body["id"] == "s1") {
+            front.pinged.notify_one();
+            return http::StatusCode::ACCEPTED.into_response();
+        }
+        if let Some(body) = body.as_ref().filter(|body| body["method"] == "tools/call") {
+            *front
+                .call_id
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(body["id"].clone());
+            if front.breaks == Break::AsksFirst {
+                let ping = json!({ "jsonrpc": "2.0", "id": "s1", "method": "ping" });
+                let answer = json!({
+                    "jsonrpc": "2.0",
+                    "id": body["id"],
+                    "result": { "content": [{ "type": "text", "text": "after the ping" }] },
+                });
+                let pinged = front.pinged.clone();
+                let events = futures::stream::iter([format!("data: {ping}\n\n")]).chain(
+                    futures::stream::once(async move {
+                        pinged.notified().await;
+                        format!("data: {answer}\n\n")
+                    }),
+                );
+                let body = Body::from_stream(events.map(Ok::<_, std::convert::Infallible>));
+                return ([(http::header::CONTENT_TYPE, "text/event-stream")], body).into_response();
+            }
+            if front.breaks == Break::Json {
+                let answer = json!({
+                    "jsonrpc": "2.0",
+                    "id": body["id"],
+                    "result": { "content": [{ "type": "text", "text": "as JSON" }] },
+                });
+                return axum::Json(answer).into_response();
+            }
+            return event_stream(match front.breaks {
+                Break::AfterEvent => "id: e1\nretry: 10\ndata: \n\n".to_owned(),
+                _ => "retry: 10\n\n".to_owned(),
+            });
+        }
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
+}
+
+/// Fixture `f` over Streamable HTTP behind a recording front on 127.0.0.1:0, until `stop`.
+async fn front(f: Fixture, breaks: Break, stop: &CancellationToken) -> (String, Front) {
+    let fixture = handler(f).expect("in-process fixture");
+    let config = StreamableHttpServerConfig::default().with_cancellation_token(stop.clone());
+    let service = StreamableHttpService::new(
+        move || Ok(fixture.clone()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let front = Front {
+        seen: Arc::default(),
+        breaks,
+        call_id: Arc::default(),
+        pinged: Arc::default(),
+    };
+    let app = axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn_with_state(front.clone(), record));
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let url = format!("http://{}/mcp", listener.local_addr().expect("address"));
+    let stop = stop.clone();
+    tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(stop.cancelled_owned())
+            .await
+    });
+    (url, front)
+}
+
+/// A connection to `url` with its link knowing the server's tools, and the relay registry.
+async fn open(url: &str) -> (Connection, HttpLink, Arc<RelayRegistry>) {
+    let mut server = ServerConfig::new(
+        ServerId::new("up").expect("valid id"),
+        TransportConfig::Http(HttpConfig {
+            url: url.parse().expect("url"),
+            kind: HttpKind::Streamable,
+            headers: vec![("x-team".to_owned(), SecretTemplate::new("blue"))],
+        }),
+    );
+    server.allow_http = true;
+    server.allow_private = true;
+    let options = ConnectOptions {
+        env: Env::default(),
+        limits: Limits::default(),
+        supervisor: None,
+    };
+    let relays = RelayRegistry::new();
+    let watches = WatchRegistry::new(TaskTracker::new());
+    let connection = connect(
+        &server,
+        &options,
+        Arc::new(Notify::new()),
+        relays.clone(),
+        watches,
+    )
+    .await
+    .expect("connects");
+    let Some(CallLink::Http(link)) = connection.link.clone() else {
+        panic!("a 2026-07-28 HTTP connection has an HTTP link");
+    };
+    let tools = connection
+        .service
+        .peer()
+        .list_all_tools()
+        .await
+        .expect("tools");
+    link.listed(&tools);
+    (connection, link, relays)
+}
+
+fn echo(message: &str) -> CallToolRequestParams {
+    CallToolRequestParams::new("echo").with_arguments(
+        json!({ "message": message })
+            .as_object()
+            .expect("object")
+            .clone(),
+    )
+}
+
+/// Calls through `send_call`, on `link` or through rmcp when `None`.
+async fn call(
+    connection: &Connection,
+    link: Option<&CallLink>,
+    relays: &Arc<RelayRegistry>,
+    params: CallToolRequestParams,
+) -> Result<CallToolResult, ServiceError> {
+    let guard = relays.register(None, WAIT);
+    let capabilities = Some(ClientCapabilities::default());
+    let response = tokio::time::timeout(
+        WAIT,
+        send_call(
+            connection.service.peer(),
+            link,
+            params,
+            &guard,
+            capabilities,
+        ),
+    )
+    .await
+    .expect("answered within the bound")?;
+    match response {
+        CallToolResponse::Complete(result) => Ok(result),
+        other => panic!("not a complete result: {other:?}"),
+    }
+}
+
+fn text(result: &CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|part| part.as_text().map(|text| text.text.clone()))
+        .collect()
+}
+
+/// `body` without what differs between two calls: the id and the progress token.
+fn without_ids(mut body: Value) -> Value {
+    body["id"] = Value::Null;
+    body["params"]["_meta"]["progressToken"] = Value::Null;
+    body
+}
+
+#[tokio::test]
+async fn a_call_is_posted_as_rmcp_posts_it_and_answered() {
+    let stop = CancellationToken::new();
+    let (url, front) = front(Fixture::Bench, Break::No, &stop).await;
+    let (connection, link, relays) = open(&url).await;
+    let through_rmcp = call(&connection, None, &relays, echo("hi")).await;
+    let direct = CallLink::Http(link);
+    let posted = call(&connection, Some(&direct), &relays, echo("hi")).await;
+    let (through_rmcp, posted) = (through_rmcp.expect("rmcp's"), posted.expect("direct"));
+    assert_eq!(text(&posted), text(&through_rmcp));
+    assert_eq!(posted, through_rmcp);
+
+    let calls = front.calls();
+    assert_eq!(calls.len(), 2, "{calls:?}");
+    let (rmcp, ours) = (&calls[0], &calls[1]);
+    let body = ours.body.clone().expect("JSON body");
+    assert_eq!(body["id"], "mcpgate-0");
+    assert_eq!(body["params"]["_meta"]["progressToken"], "mcpgate-0");
+    assert_eq!(
+        without_ids(body),
+        without_ids(rmcp.body.clone().expect("JSON body"))
+    );
+    let headers = |seen: &Seen| {
+        let mut headers: Vec<(String, String)> = seen
+            .headers
+            .iter()
+            .filter(|(name, _)| *name != http::header::CONTENT_LENGTH)
+            .map(|(name, value)| {
+                let value = value.to_str().expect("text").to_owned();
+                (name.as_str().to_owned(), value)
+            })
+            .collect();
+        headers.sort();
+        headers
+    };
+    assert_eq!(headers(ours), headers(rmcp));
+    let ours = headers(ours);
+    for expected in [
+        ("mcp-method", "tools/call"),
+        ("mcp-name", "echo"),
+        ("x-team", "blue"),
+    ] {
+        assert!(
+            ours.iter()
+                .any(|(n, v)| (n.as_str(), v.as_str()) == expected),
+            "{expected:?} in {ours:?}"
+        );
+    }
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn an_upstream_error_comes_back_as_the_error() {
+    let stop = CancellationToken::new();
+    let (url, _front) = front(Fixture::Bench, Break::No, &stop).await;
+    let (connection, link, relays) = open(&url).await;
+    link.listed(&[Tool::new(
+        "no_such_tool",
+        "listed here only",
+        Arc::new(serde_json::Map::new()),
+    )]);
+    let direct = CallLink::Http(link);
+    let params = CallToolRequestParams::new("no_such_tool");
+    let through_rmcp = call(&connection, None, &relays, params.clone()).await;
+    let posted = call(&connection, Some(&direct), &relays, params).await;
+    match (through_rmcp, posted) {
+        (Err(ServiceError::McpError(rmcp)), Err(ServiceError::McpError(ours))) => {
+            assert_eq!(ours, rmcp);
+        }
+        other => panic!("both refused as the server refused: {other:?}"),
+    }
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn an_answer_as_a_json_body_is_read() {
+    let stop = CancellationToken::new();
+    let (url, _front) = front(Fixture::Bench, Break::Json, &stop).await;
+    let (connection, link, relays) = open(&url).await;
+    let direct = CallLink::Http(link);
+    let result = call(&connection, Some(&direct), &relays, echo("hi"))
+        .await
+        .expect("answered");
+    assert_eq!(text(&result), "as JSON");
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn a_stream_broken_after_an_event_resumes_from_it() {
+    let stop = CancellationToken::new();
+    let (url, front) = front(Fixture::Bench, Break::AfterEvent, &stop).await;
+    let (connection, link, relays) = open(&url).await;
+    let direct = CallLink::Http(link);
+    let result = call(&connection, Some(&direct), &relays, echo("hi"))
+        .await
+        .expect("answered on the resumed stream");
+    assert_eq!(text(&result), "resumed");
+    let resumed: Vec<Seen> = front
+        .seen()
+        .into_iter()
+        .filter(|seen| seen.method == http::Method::GET)
+        .collect();
+    assert_eq!(resumed.len(), 1, "{resumed:?}");
+    let header = |name: &str| {
+        resumed[0]
+            .headers
+            .get(name)
+            .map(|value| value.to_str().expect("text").to_owned())
+    };
+    assert_eq!(header("last-event-id").as_deref(), Some("e1"));
+    assert_eq!(
+        header("mcp-protocol-version").as_deref(),
+        Some("2026-07-28")
+    );
+    assert_eq!(header("x-team").as_deref(), Some("blue"));
+    assert_eq!(header("mcp-method"), None);
+    stop.cancel();
+}
+
+/// A request the server sends on a call's stream is answered by the connection's handler
+/// and posted back, as rmcp's service would; the call's answer follows.
+#[tokio::test]
+async fn a_request_on_the_call_stream_is_answered() {
+    let stop = CancellationToken::new();
+    let (url, front) = front(Fixture::Bench, Break::AsksFirst, &stop).await;
+    let (connection, link, relays) = open(&url).await;
+    let direct = CallLink::Http(link);
+    let result = call(&connection, Some(&direct), &relays, echo("hi"))
+        .await
+        .expect("answered after the ping");
+    assert_eq!(text(&result), "after the ping");
+    let answers: Vec<Seen> = front
+        .seen()
+        .into_iter()
+        .filter(|seen| seen.body.as_ref().is_some_and(|body| body["id"] == "s1"))
+        .collect();
+    assert_eq!(answers.len(), 1, "{answers:?}");
+    let answer = answers[0].body.clone().expect("JSON");
+    assert_eq!(
+        answer,
+        json!({ "jsonrpc": "2.0", "id": "s1", "result": {} })
+    );
+    assert_eq!(answers[0].headers.get("mcp-method"), None);
+    assert_eq!(
+        answers[0]
+            .headers
+            .get("mcp-protocol-version")
+            .map(|v| v.as_bytes()),
+        Some(&b"2026-07-28"[..])
+    );
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn a_stream_that_ends_before_naming_an_event_fails_the_call() {
+    let stop = CancellationToken::new();
+    let (url, front) = front(Fixture::Bench, Break::BeforeEvent, &stop).await;
+    let (connection, link, relays) = open(&url).await;
+    let direct = CallLink::Http(link);
+    let outcome = call(&connection, Some(&direct), &relays, echo("hi")).await;
+    assert!(
+        matches!(outcome, Err(ServiceError::TransportClosed)),
+        "{outcome:?}"
+    );
+    assert!(
+        front
+            .seen()
+            .iter()
+            .all(|seen| seen.method != http::Method::GET),
+        "nothing to resume from"
+    );
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn tools_that_promote_arguments_to_headers_are_left_to_rmcp() {
+    let stop = CancellationToken::new();
+    let (url, _front) = front(Fixture::Bench, Break::No, &stop).await;
+    let (_connection, link, _relays) = open(&url).await;
+    assert!(link.sends("echo"));
+    let schema = |value: Value| Arc::new(value.as_object().expect("object").clone());
+    let tools = [
+        Tool::new("plain", "", schema(json!({ "type": "object" }))),
+        Tool::new(
+            "promotes",
+            "",
+            schema(json!({
+                "type": "object",
+                "properties": { "region": { "type": "string", "x-mcp-header": "Region" } },
+            })),
+        ),
+        Tool::new(
+            "promotes_deep",
+            "",
+            schema(json!({
+                "type": "object",
+                "properties": { "a": { "type": "object", "properties": {
+                    "b": { "type": "string", "x-mcp-header": "B" } } } },
+            })),
+        ),
+        Tool::new("spaced name", "", schema(json!({ "type": "object" }))),
+        Tool::new("naïve", "", schema(json!({ "type": "object" }))),
+        Tool::new("=?base64?x?=", "", schema(json!({ "type": "object" }))),
+    ];
+    link.listed(&tools);
+    let sent: Vec<&str> = tools
+        .iter()
+        .map(|tool| tool.name.as_ref())
+        .filter(|name| link.sends(name))
+        .collect();
+    assert_eq!(sent, ["plain"]);
+    assert!(!link.sends("echo"), "no longer listed");
+    stop.cancel();
+}
