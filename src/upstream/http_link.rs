@@ -47,6 +47,10 @@ use super::{
 const DIRECT_ID_PREFIX: &str = "mcpgate-";
 /// Reconnects in a row that may fail before a call's stream is given up.
 const MAX_RESUMES: usize = 5;
+/// How long the rest of a call's stream is read after its answer (rmcp's bound), and how
+/// much of that the caller waits.
+const DRAIN_TIMEOUT: Duration = Duration::from_millis(50);
+const DRAIN_INLINE: Duration = Duration::from_millis(5);
 /// Wait before resuming a stream when the server named none (`retry:`), doubled per failure.
 const RESUME_DELAY: Duration = Duration::from_secs(1);
 
@@ -237,9 +241,11 @@ impl HttpLink {
                 };
                 match message {
                     JsonRpcMessage::Response(ref answer) if answer.id == *id => {
+                        finish(stream).await;
                         return Ok(message);
                     }
                     JsonRpcMessage::Error(ref error) if error.id.as_ref() == Some(id) => {
+                        finish(stream).await;
                         return Ok(message);
                     }
                     JsonRpcMessage::Notification(notification) => {
@@ -327,6 +333,22 @@ impl HttpLink {
             tracing::debug!(error = %err, "posting an answer to the upstream failed");
         }
     }
+}
+
+/// Reads a call's stream to its end after the answer, so that its connection goes back to
+/// the pool, ready for the next call, rather than being closed. The end comes with the
+/// answer or just after it (2026-07-28 servers close the stream once they answered), so the
+/// caller waits for it, up to [`DRAIN_INLINE`]; a server that keeps the stream open gets the
+/// rest of [`DRAIN_TIMEOUT`] (rmcp's bound) in a task of its own.
+async fn finish(mut stream: SseStream) {
+    let drain = async move { while stream.next().await.is_some() {} };
+    let mut drain = Box::pin(drain);
+    if tokio::time::timeout(DRAIN_INLINE, &mut drain).await.is_ok() {
+        return;
+    }
+    tokio::spawn(async move {
+        let _ = tokio::time::timeout(DRAIN_TIMEOUT - DRAIN_INLINE, drain).await;
+    });
 }
 
 /// How rmcp reports a failed POST to a request's caller: the transport failed.
