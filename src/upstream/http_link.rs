@@ -5,10 +5,12 @@
 //! that carries its own `_meta` (protocol version, client info, capabilities) and the
 //! standard `Mcp-Method` / `Mcp-Name` headers, and is answered on that POST alone (as JSON,
 //! or as an event stream that may resume with `GET` and `Last-Event-ID`). rmcp's path hands
-//! each call across three tasks and serializes it twice; here the calling task posts it
-//! with rmcp's own HTTP client functions and reads the answer itself. Abandoning the call
-//! closes its stream, which is how 2026-07-28 cancels a request over HTTP (rmcp sends no
-//! notice either).
+//! each call across three tasks, parses the endpoint's URL and serializes the request twice
+//! per call; here the calling task posts the request, serialized once, and reads the answer
+//! as rmcp's client would (status, media type, bounds; `posted`). The rare ways (resuming
+//! a stream, answering the server) use rmcp's client functions. Abandoning the call closes
+//! its stream, which is how 2026-07-28 cancels a request over HTTP (rmcp sends no notice
+//! either).
 //!
 //! Tools whose input schema promotes arguments to headers (`x-mcp-header`) are left to rmcp,
 //! which builds those headers.
@@ -23,24 +25,23 @@ use std::{
 };
 
 use futures::{StreamExt, stream::BoxStream};
-use http::{HeaderName, HeaderValue};
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use rmcp::{
     RoleClient, Service,
     model::{
-        CallToolRequest, CallToolRequestParams, ClientCapabilities, ClientJsonRpcMessage,
-        ClientRequest, Implementation, JsonRpcMessage, NumberOrString, ProgressToken,
-        ProtocolVersion, RequestId, RequestMetaObject, ServerJsonRpcMessage, ServerRequest, Tool,
+        CallToolRequestParams, ClientCapabilities, ClientJsonRpcMessage, JsonRpcMessage,
+        NumberOrString, ProgressToken, ProtocolVersion, RequestId, RequestMetaObject,
+        ServerJsonRpcMessage, ServerRequest, Tool,
     },
     service::{InboundStreamOrigin, Peer, RequestContext, ServiceError},
-    transport::streamable_http_client::{
-        StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
-    },
+    transport::streamable_http_client::{StreamableHttpClient, StreamableHttpError},
 };
 use sse_stream::{Error as SseError, Sse};
 
 use super::{
     connect::UpstreamClient,
-    line_transport::{Decoded, decode},
+    line_transport::{Decoded, decode, request_json},
+    sse,
 };
 
 /// Prefix of the ids of the gateway's own requests (rmcp numbers its requests).
@@ -64,13 +65,17 @@ pub(crate) struct HttpLink {
 
 struct Inner {
     client: reqwest::Client,
+    /// The endpoint, for rmcp's client functions (resuming a stream, answering the server).
     uri: Arc<str>,
-    /// The configured headers, the protocol version and `Mcp-Method: tools/call`.
+    url: reqwest::Url,
+    /// The configured headers and the protocol version, for rmcp's client functions.
     headers: HashMap<HeaderName, HeaderValue>,
-    /// What every request's `_meta` names, as rmcp sets it.
-    protocol: ProtocolVersion,
-    client_info: Implementation,
-    capabilities: ClientCapabilities,
+    /// Every header of a `tools/call` POST but `Mcp-Name`: the accepted and sent media
+    /// types, the configured headers, the protocol version and `Mcp-Method`.
+    post_headers: HeaderMap,
+    /// What every request's `_meta` names, as rmcp sets it: the protocol version, the client
+    /// and its capabilities.
+    meta: RequestMetaObject,
     handler: UpstreamClient,
     next: AtomicU64,
     /// Tools sent here: listed, named without header encoding, and promoting no argument
@@ -109,23 +114,40 @@ impl HttpLink {
         if protocol.has_initialize() {
             return None;
         }
+        let url = reqwest::Url::parse(&uri).ok()?;
         headers.insert(
             HeaderName::from_static("mcp-protocol-version"),
             HeaderValue::from_str(protocol.as_str()).ok()?,
         );
-        headers.insert(
+        let mut post_headers: HeaderMap = headers
+            .iter()
+            .map(|(name, value)| (name.clone(), value.clone()))
+            .collect();
+        post_headers.insert(
+            http::header::ACCEPT,
+            HeaderValue::from_static("text/event-stream, application/json"),
+        );
+        post_headers.insert(
+            http::header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        post_headers.insert(
             HeaderName::from_static("mcp-method"),
             HeaderValue::from_static("tools/call"),
         );
         let info = rmcp::ClientHandler::get_info(&handler);
+        let mut meta = RequestMetaObject::new();
+        meta.set_protocol_version(protocol);
+        meta.set_client_info(info.client_info);
+        meta.set_client_capabilities(info.capabilities);
         Some(HttpLink {
             inner: Arc::new(Inner {
                 client,
                 uri,
+                url,
                 headers,
-                protocol,
-                client_info: info.client_info,
-                capabilities: info.capabilities,
+                post_headers,
+                meta,
                 handler,
                 next: AtomicU64::new(0),
                 plain: RwLock::new(Arc::default()),
@@ -172,28 +194,33 @@ impl HttpLink {
         let id = NumberOrString::String(format!("{DIRECT_ID_PREFIX}{key}").into());
         let token = ProgressToken(id.clone());
         let meta = params.meta.get_or_insert_with(RequestMetaObject::new);
-        meta.set_protocol_version(inner.protocol.clone());
-        meta.set_client_info(inner.client_info.clone());
-        meta.set_client_capabilities(capabilities.unwrap_or_else(|| inner.capabilities.clone()));
+        for (key, value) in inner.meta.iter() {
+            meta.insert(key.clone(), value.clone());
+        }
+        if let Some(capabilities) = capabilities {
+            meta.set_client_capabilities(capabilities);
+        }
         meta.set_progress_token(token.clone());
-        let mut headers = inner.headers.clone();
+        let body = request_json(&id, &params).map_err(|err| {
+            tracing::debug!(error = %err, "a tool call could not be serialized");
+            ServiceError::UnexpectedResponse
+        })?;
+        let mut headers = inner.post_headers.clone();
         if let Ok(name) = HeaderValue::from_str(&params.name) {
             headers.insert(HeaderName::from_static("mcp-name"), name);
         }
-        let message = ClientJsonRpcMessage::request(
-            ClientRequest::CallToolRequest(CallToolRequest::new(params)),
-            id.clone(),
-        );
         sent(id.clone(), token);
-        let posted = inner
+        let response = inner
             .client
-            .post_message(inner.uri.clone(), message, None, None, headers)
-            .await;
-        match posted.map_err(transport)? {
-            StreamableHttpPostResponse::Json(message, _) => Ok(message),
-            StreamableHttpPostResponse::Sse(stream, _) => self.read_stream(peer, &id, stream).await,
-            // A request is answered on its own POST from 2026-07-28; nothing else will come.
-            _ => Err(ServiceError::UnexpectedResponse),
+            .post(inner.url.clone())
+            .headers(headers)
+            .body(body)
+            .send()
+            .await
+            .map_err(failed)?;
+        match posted(response).await? {
+            Posted::Answer(message) => Ok(message),
+            Posted::Stream(stream) => self.read_stream(peer, &id, stream).await,
         }
     }
 
@@ -269,7 +296,7 @@ impl HttpLink {
                 let delay = retry.unwrap_or(RESUME_DELAY.saturating_mul(1 << failures.min(4)));
                 failures += 1;
                 tokio::time::sleep(delay).await;
-                let headers = self.stream_headers();
+                let headers = inner.headers.clone();
                 match inner
                     .client
                     .get_stream(
@@ -298,13 +325,6 @@ impl HttpLink {
         }
     }
 
-    /// The headers of a `GET` that resumes a stream: the configured ones and the version.
-    fn stream_headers(&self) -> HashMap<HeaderName, HeaderValue> {
-        let mut headers = self.inner.headers.clone();
-        headers.remove(&HeaderName::from_static("mcp-method"));
-        headers
-    }
-
     /// Answers a request the server sent on call `call`'s stream, with the connection's
     /// handler, as rmcp's service would (the request belongs to that call), and posts the
     /// answer back.
@@ -324,7 +344,7 @@ impl HttpLink {
             Ok(result) => ClientJsonRpcMessage::response(result, id),
             Err(error) => ClientJsonRpcMessage::error(error, Some(id)),
         };
-        let headers = self.stream_headers();
+        let headers = inner.headers.clone();
         if let Err(err) = inner
             .client
             .post_message(inner.uri.clone(), message, None, None, headers)
@@ -351,8 +371,105 @@ async fn finish(mut stream: SseStream) {
     });
 }
 
+/// What the POST of a call brought.
+#[expect(
+    clippy::large_enum_variant,
+    reason = "made and taken apart at once; boxing would add an allocation per call"
+)]
+enum Posted {
+    /// The answer, in a JSON body.
+    Answer(ServerJsonRpcMessage),
+    /// The call's event stream.
+    Stream(SseStream),
+}
+
+/// Reads a call's POST response as rmcp's client does. A JSON-RPC error in a JSON body is the
+/// server's answer whatever the status (but 401, 403 and 429); any other failure is the
+/// transport's, as rmcp reports it to a request's caller. 202 or 204 means no answer will
+/// come: from 2026-07-28 a request is answered on its own POST.
+async fn posted(response: reqwest::Response) -> Result<Posted, ServiceError> {
+    let status = response.status();
+    if matches!(status, StatusCode::ACCEPTED | StatusCode::NO_CONTENT) {
+        return Err(ServiceError::UnexpectedResponse);
+    }
+    let media = media_type(response.headers());
+    let is = |expected: &str| {
+        media
+            .as_deref()
+            .is_some_and(|m| m.eq_ignore_ascii_case(expected))
+    };
+    let (json, events) = (is("application/json"), is("text/event-stream"));
+    if !status.is_success() {
+        let refused = matches!(
+            status,
+            StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN | StatusCode::TOO_MANY_REQUESTS
+        );
+        if json
+            && !refused
+            && let Ok(body) = read_body(response).await
+            && let Decoded::Message(error @ JsonRpcMessage::Error(_)) = decode(&body)
+        {
+            return Ok(Posted::Answer(error));
+        }
+        tracing::debug!(%status, "an upstream refused a tool call's POST");
+        return Err(ServiceError::TransportClosed);
+    }
+    if events {
+        return Ok(Posted::Stream(sse::bounded_events(
+            response,
+            sse::DEFAULT_MAX_EVENT_BYTES,
+        )));
+    }
+    if json {
+        let body = read_body(response).await?;
+        if let Decoded::Message(message) = decode(&body) {
+            return Ok(Posted::Answer(message));
+        }
+        tracing::debug!("an upstream answered a tool call with JSON that is no message");
+        return Err(ServiceError::TransportClosed);
+    }
+    tracing::debug!(media = ?media, "an upstream answered a tool call with an unexpected type");
+    Err(ServiceError::TransportClosed)
+}
+
+/// The media type of a response (`Content-Type` without parameters).
+fn media_type(headers: &HeaderMap) -> Option<String> {
+    let value = headers.get(http::header::CONTENT_TYPE)?.to_str().ok()?;
+    Some(
+        value
+            .split(';')
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .to_owned(),
+    )
+}
+
+/// A JSON body, bounded as rmcp bounds one (the same bound as an event).
+async fn read_body(mut response: reqwest::Response) -> Result<Vec<u8>, ServiceError> {
+    let limit = sse::DEFAULT_MAX_EVENT_BYTES;
+    let too_large = || {
+        tracing::debug!(limit, "an upstream's JSON answer is too large");
+        ServiceError::TransportClosed
+    };
+    if response
+        .content_length()
+        .is_some_and(|length| length > limit as u64)
+    {
+        return Err(too_large());
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(failed)? {
+        if body.len() + chunk.len() > limit {
+            return Err(too_large());
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
 /// How rmcp reports a failed POST to a request's caller: the transport failed.
-fn transport(err: StreamableHttpError<reqwest::Error>) -> ServiceError {
+fn failed(err: reqwest::Error) -> ServiceError {
     tracing::debug!(error = %err, "posting a tool call to the upstream failed");
     ServiceError::TransportClosed
 }

@@ -31,7 +31,7 @@ use crate::{
     },
     fixtures::{Fixture, handler},
     upstream::{
-        ConnectOptions, Connection, connect,
+        ConnectOptions, Connection, UpstreamError, connect,
         relay::RelayRegistry,
         tool_call::{CallLink, send_call},
         watch::WatchRegistry,
@@ -55,6 +55,12 @@ enum Break {
     No,
     /// A JSON body rather than an event stream.
     Json,
+    /// 500 with a JSON-RPC error in a JSON body.
+    RpcError500,
+    /// 503 with a text body.
+    Unavailable,
+    /// 202 and nothing else.
+    Accepted,
     /// A stream that names event `e1` and ends; the answer comes to the `GET` resuming it.
     AfterEvent,
     /// A stream that ends before naming any event.
@@ -158,6 +164,26 @@ async fn record(State(front): State<Front>, request: Request, next: Next) -> Res
                 );
                 let body = Body::from_stream(events.map(Ok::<_, std::convert::Infallible>));
                 return ([(http::header::CONTENT_TYPE, "text/event-stream")], body).into_response();
+            }
+            match front.breaks {
+                Break::RpcError500 => {
+                    let error = json!({
+                        "jsonrpc": "2.0",
+                        "id": body["id"],
+                        "error": { "code": -32603, "message": "the tool broke" },
+                    });
+                    return (http::StatusCode::INTERNAL_SERVER_ERROR, axum::Json(error))
+                        .into_response();
+                }
+                Break::Unavailable => {
+                    return (
+                        http::StatusCode::SERVICE_UNAVAILABLE,
+                        "down for maintenance",
+                    )
+                        .into_response();
+                }
+                Break::Accepted => return http::StatusCode::ACCEPTED.into_response(),
+                _ => {}
             }
             if front.breaks == Break::Json {
                 let answer = json!({
@@ -382,6 +408,45 @@ async fn an_answer_as_a_json_body_is_read() {
         .await
         .expect("answered");
     assert_eq!(text(&result), "as JSON");
+    stop.cancel();
+}
+
+/// A refused POST ends the call as it does through rmcp: a JSON-RPC error in the body is the
+/// server's answer, whatever the status; anything else is the connection failing.
+#[tokio::test]
+async fn refused_posts_end_the_call_as_through_rmcp() {
+    for (breaks, expected) in [
+        (Break::RpcError500, "the tool broke"),
+        (Break::Unavailable, "connection"),
+    ] {
+        let stop = CancellationToken::new();
+        let (url, _front) = front(Fixture::Bench, breaks, &stop).await;
+        let (connection, link, relays) = open(&url).await;
+        let direct = CallLink::Http(link);
+        let through_rmcp = call(&connection, None, &relays, echo("hi")).await;
+        let posted = call(&connection, Some(&direct), &relays, echo("hi")).await;
+        let (through_rmcp, posted) = (
+            UpstreamError::from_service(through_rmcp.expect_err("refused")).to_string(),
+            UpstreamError::from_service(posted.expect_err("refused")).to_string(),
+        );
+        assert_eq!(posted, through_rmcp, "{breaks:?}");
+        assert!(posted.contains(expected), "{breaks:?}: {posted}");
+        stop.cancel();
+    }
+}
+
+/// 202 to a call's POST: on 2026-07-28 no answer can follow, so the call ends at once.
+#[tokio::test]
+async fn an_accepted_call_ends_at_once() {
+    let stop = CancellationToken::new();
+    let (url, _front) = front(Fixture::Bench, Break::Accepted, &stop).await;
+    let (connection, link, relays) = open(&url).await;
+    let direct = CallLink::Http(link);
+    let outcome = call(&connection, Some(&direct), &relays, echo("hi")).await;
+    assert!(
+        matches!(outcome, Err(ServiceError::UnexpectedResponse)),
+        "{outcome:?}"
+    );
     stop.cancel();
 }
 

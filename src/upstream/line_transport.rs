@@ -271,13 +271,23 @@ impl LineLink {
 
 /// A `tools/call` line, as rmcp would write it with id `id`.
 fn request_line(id: &RequestId, params: &CallToolRequestParams) -> std::io::Result<Vec<u8>> {
-    let mut line = Vec::with_capacity(256);
-    line.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
-    serde_json::to_writer(&mut line, id)?;
-    line.extend_from_slice(br#","method":"tools/call","params":"#);
-    serde_json::to_writer(&mut line, params)?;
-    line.extend_from_slice(b"}\n");
+    let mut line = request_json(id, params)?;
+    line.push(b'\n');
     Ok(line)
+}
+
+/// A `tools/call` request with id `id`, serialized as rmcp would.
+pub(super) fn request_json(
+    id: &RequestId,
+    params: &CallToolRequestParams,
+) -> std::io::Result<Vec<u8>> {
+    let mut json = Vec::with_capacity(256);
+    json.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    serde_json::to_writer(&mut json, id)?;
+    json.extend_from_slice(br#","method":"tools/call","params":"#);
+    serde_json::to_writer(&mut json, params)?;
+    json.push(b'}');
+    Ok(json)
 }
 
 /// One of the gateway's own calls, registered until its answer comes or it is dropped.

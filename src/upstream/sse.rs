@@ -132,7 +132,7 @@ impl From<sse_stream::Error> for SseError {
     }
 }
 
-type Events = BoxStream<'static, Result<Sse, sse_stream::Error>>;
+pub(super) type Events = BoxStream<'static, Result<Sse, sse_stream::Error>>;
 
 /// An open legacy SSE session; implements `Transport<RoleClient>`.
 pub struct SseTransport {
@@ -215,23 +215,7 @@ async fn open(
         return Err(SseError::NotEventStream { content_type });
     }
 
-    let mut budget = EventBudget::new(config.max_event_bytes);
-    let limit = config.max_event_bytes;
-    let bytes = response.bytes_stream().flat_map(move |chunk| {
-        // Events before the oversized one in the same chunk still go through.
-        let items = match chunk.map(|chunk| (budget.admit(&chunk), chunk)) {
-            Err(error) => vec![Err(SseError::from(error))],
-            Ok((Ok(()), chunk)) => vec![Ok(chunk)],
-            Ok((Err(admitted), chunk)) => {
-                vec![
-                    Ok(chunk.slice(..admitted)),
-                    Err(SseError::EventTooLarge { limit }),
-                ]
-            }
-        };
-        futures::stream::iter(items)
-    });
-    let mut events: Events = SseStream::from_bytes_stream(bytes).boxed();
+    let mut events = bounded_events(response, config.max_event_bytes);
     while let Some(event) = events.next().await {
         let event = event?;
         if event.event.as_deref() != Some("endpoint") {
@@ -253,6 +237,26 @@ async fn open(
         return Ok((events, endpoint));
     }
     Err(SseError::NoEndpoint)
+}
+
+/// `response`'s body as SSE events, each refused once it passes `limit` bytes on the wire.
+pub(super) fn bounded_events(response: reqwest::Response, limit: usize) -> Events {
+    let mut budget = EventBudget::new(limit);
+    let bytes = response.bytes_stream().flat_map(move |chunk| {
+        // Events before the oversized one in the same chunk still go through.
+        let items = match chunk.map(|chunk| (budget.admit(&chunk), chunk)) {
+            Err(error) => vec![Err(SseError::from(error))],
+            Ok((Ok(()), chunk)) => vec![Ok(chunk)],
+            Ok((Err(admitted), chunk)) => {
+                vec![
+                    Ok(chunk.slice(..admitted)),
+                    Err(SseError::EventTooLarge { limit }),
+                ]
+            }
+        };
+        futures::stream::iter(items)
+    });
+    SseStream::from_bytes_stream(bytes).boxed()
 }
 
 /// Forwards server messages to `receive` until the stream ends, fails or is cancelled.
