@@ -25,7 +25,7 @@ use rmcp::{
     RoleClient,
     model::{
         CallToolRequestParams, CallToolResult, ContentBlock, ErrorData, JsonRpcMessage,
-        JsonRpcResponse, JsonRpcVersion2_0, NumberOrString, RequestId, ServerResult,
+        JsonRpcResponse, JsonRpcVersion2_0, NumberOrString, RequestId, ResultType, ServerResult,
     },
     service::{RxJsonRpcMessage, TxJsonRpcMessage},
     transport::Transport,
@@ -483,6 +483,14 @@ struct CallResultFields<'a> {
 struct TextResult {
     content: Vec<TextPart>,
     is_error: Option<bool>,
+    /// `complete` only (every 2026-07-28 result names its type); any other is left to rmcp.
+    result_type: Option<Complete>,
+}
+
+#[derive(Deserialize)]
+enum Complete {
+    #[serde(rename = "complete")]
+    Complete,
 }
 
 #[derive(Deserialize)]
@@ -500,7 +508,8 @@ enum TextKind {
 }
 
 impl TextResult {
-    /// The result exactly as rmcp decodes it: no result type, metadata or structured content.
+    /// The result exactly as rmcp decodes it: the result type if named, no metadata or
+    /// structured content.
     fn into_result(self) -> CallToolResult {
         let content = self
             .content
@@ -508,7 +517,9 @@ impl TextResult {
             .map(|part| ContentBlock::text(part.text))
             .collect();
         let mut result = CallToolResult::success(content);
-        result.result_type = None;
+        result.result_type = self
+            .result_type
+            .map(|Complete::Complete| ResultType::COMPLETE);
         result.is_error = self.is_error;
         result
     }

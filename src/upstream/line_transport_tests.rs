@@ -27,6 +27,7 @@ const LINES: &[&str] = &[
     r#"{"jsonrpc":"2.0","id":"t-2","result":{"content":[{"type":"text","text":"x"}],"isError":null}}"#,
     r#"{"jsonrpc":"2.0","id":"t-3","result":{"content":[{"type":"text","text":"x","annotations":{"priority":0.5}}]}}"#,
     r#"{"jsonrpc":"2.0","id":"t-4","result":{"content":[{"type":"text","text":"x","_meta":{"k":1}}]}}"#,
+    r#"{"jsonrpc":"2.0","id":"t-5","result":{"resultType":"complete","content":[{"type":"text","text":"Echo: hello"}],"isError":false}}"#,
     // Not plainly a tool call's result: left to rmcp.
     r#"{"jsonrpc":"2.0","id":6,"result":{"content":[],"resultType":"input_required","inputRequests":{}}}"#,
     r#"{"jsonrpc":"2.0","id":7,"result":{"content":[],"vendorExtra":1}}"#,
@@ -66,8 +67,12 @@ fn plain_tool_call_results_take_the_short_path() {
         .iter()
         .map(|line| call_result(line.as_bytes()).is_some())
         .collect();
-    assert_eq!(&short[..10], &[true; 10], "the first ten are plain results");
-    assert!(short[10..].iter().all(|s| !s), "the rest are not");
+    assert_eq!(
+        &short[..11],
+        &[true; 11],
+        "the first eleven are plain results"
+    );
+    assert!(short[11..].iter().all(|s| !s), "the rest are not");
     let Some(ServerJsonRpcMessage::Response(response)) = call_result(LINES[0].as_bytes()) else {
         panic!("a response");
     };
@@ -78,7 +83,7 @@ fn plain_tool_call_results_take_the_short_path() {
 /// way, with the same outcome (`every_message_decodes_as_rmcp_decodes_it`).
 #[test]
 fn text_only_results_take_the_shortest_path() {
-    let text_only: Vec<bool> = LINES[..10]
+    let text_only: Vec<bool> = LINES[..11]
         .iter()
         .map(|line| {
             let value: serde_json::Value = serde_json::from_str(line).expect("JSON");
@@ -88,7 +93,7 @@ fn text_only_results_take_the_shortest_path() {
     assert_eq!(
         text_only,
         [
-            true, true, false, false, false, false, true, true, false, false
+            true, true, false, false, false, false, true, true, false, false, true
         ]
     );
 }
