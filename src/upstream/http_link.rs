@@ -85,9 +85,8 @@ struct Inner {
 
 impl std::fmt::Debug for HttpLink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HttpLink")
-            .field("uri", &self.inner.uri)
-            .finish_non_exhaustive()
+        // Not the endpoint: its query may carry a credential.
+        f.debug_struct("HttpLink").finish_non_exhaustive()
     }
 }
 
@@ -242,7 +241,9 @@ impl HttpLink {
                 let event = match event {
                     Ok(event) => event,
                     Err(err) => {
-                        tracing::debug!(error = %err, "an upstream call's event stream failed");
+                        // Not the error itself: reqwest's name the endpoint.
+                        let body = matches!(err, SseError::Body(_));
+                        tracing::debug!(body, "an upstream call's event stream failed");
                         break;
                     }
                 };
@@ -318,7 +319,7 @@ impl HttpLink {
                         | StreamableHttpError::InsufficientScope(_),
                     ) => return Err(ServiceError::TransportClosed),
                     Err(err) => {
-                        tracing::debug!(error = %err, "resuming an upstream call's stream failed");
+                        tracing::debug!(error = %quiet(err), "resuming an upstream call's stream failed");
                     }
                 }
             }
@@ -350,7 +351,7 @@ impl HttpLink {
             .post_message(inner.uri.clone(), message, None, None, headers)
             .await
         {
-            tracing::debug!(error = %err, "posting an answer to the upstream failed");
+            tracing::debug!(error = %quiet(err), "posting an answer to the upstream failed");
         }
     }
 }
@@ -470,8 +471,19 @@ async fn read_body(mut response: reqwest::Response) -> Result<Vec<u8>, ServiceEr
 
 /// How rmcp reports a failed POST to a request's caller: the transport failed.
 fn failed(err: reqwest::Error) -> ServiceError {
+    let err = err.without_url();
     tracing::debug!(error = %err, "posting a tool call to the upstream failed");
     ServiceError::TransportClosed
+}
+
+/// An error of rmcp's client as logged: without the endpoint, which reqwest's errors name
+/// and whose query may carry a credential.
+fn quiet(err: StreamableHttpError<reqwest::Error>) -> String {
+    match err {
+        StreamableHttpError::Client(err) => err.without_url().to_string(),
+        StreamableHttpError::Sse(_) => "the event stream failed".to_owned(),
+        other => other.to_string(),
+    }
 }
 
 /// A tool name rmcp sends in `Mcp-Name` as it is (it Base64-encodes others).
