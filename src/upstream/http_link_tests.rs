@@ -88,16 +88,18 @@ impl Front {
             .clone()
     }
 
+    /// The requests seen that `keep` keeps, in order.
+    fn seen_where(&self, keep: impl Fn(&Seen) -> bool) -> Vec<Seen> {
+        self.seen().into_iter().filter(|seen| keep(seen)).collect()
+    }
+
     /// The `tools/call` POSTs seen, in order.
     fn calls(&self) -> Vec<Seen> {
-        self.seen()
-            .into_iter()
-            .filter(|seen| {
-                seen.body
-                    .as_ref()
-                    .is_some_and(|body| body["method"] == "tools/call")
-            })
-            .collect()
+        self.seen_where(|seen| {
+            seen.body
+                .as_ref()
+                .is_some_and(|body| body["method"] == "tools/call")
+        })
     }
 }
 
@@ -204,7 +206,7 @@ async fn record(State(front): State<Front>, request: Request, next: Next) -> Res
 }
 
 /// Fixture `f` over Streamable HTTP behind a recording front on 127.0.0.1:0, until `stop`.
-async fn front(f: Fixture, breaks: Break, stop: &CancellationToken) -> (String, Front) {
+async fn serve_front(f: Fixture, breaks: Break, stop: &CancellationToken) -> (String, Front) {
     let fixture = handler(f).expect("in-process fixture");
     let config = StreamableHttpServerConfig::default().with_cancellation_token(stop.clone());
     let service = StreamableHttpService::new(
@@ -282,30 +284,54 @@ fn echo(message: &str) -> CallToolRequestParams {
     )
 }
 
-/// Calls through `send_call`, on `link` or through rmcp when `None`.
-async fn call(
-    connection: &Connection,
-    link: Option<&CallLink>,
-    relays: &Arc<RelayRegistry>,
-    params: CallToolRequestParams,
-) -> Result<CallToolResult, ServiceError> {
-    let guard = relays.register(None, WAIT);
-    let capabilities = Some(ClientCapabilities::default());
-    let response = tokio::time::timeout(
-        WAIT,
-        send_call(
-            connection.service.peer(),
+/// The bench fixture behind a front, and a connection to it whose HTTP link knows the
+/// server's tools. Dropping it stops the fixture.
+struct Rig {
+    stop: CancellationToken,
+    front: Front,
+    connection: Connection,
+    link: HttpLink,
+    relays: Arc<RelayRegistry>,
+}
+
+impl Rig {
+    async fn start(breaks: Break) -> Rig {
+        let stop = CancellationToken::new();
+        let (url, front) = serve_front(Fixture::Bench, breaks, &stop).await;
+        let (connection, link, relays) = open(&url).await;
+        Rig {
+            stop,
+            front,
+            connection,
             link,
-            params,
-            &guard,
-            capabilities,
-        ),
-    )
-    .await
-    .expect("answered within the bound")?;
-    match response {
-        CallToolResponse::Complete(result) => Ok(result),
-        other => panic!("not a complete result: {other:?}"),
+            relays,
+        }
+    }
+
+    /// Calls through `send_call`: posted on the link when `direct`, else through rmcp.
+    async fn call(
+        &self,
+        direct: bool,
+        params: CallToolRequestParams,
+    ) -> Result<CallToolResult, ServiceError> {
+        let link = CallLink::Http(self.link.clone());
+        let guard = self.relays.register(None, WAIT);
+        let capabilities = Some(ClientCapabilities::default());
+        let peer = self.connection.service.peer();
+        let sent = send_call(peer, direct.then_some(&link), params, &guard, capabilities);
+        let response = tokio::time::timeout(WAIT, sent)
+            .await
+            .expect("answered within the bound")?;
+        match response {
+            CallToolResponse::Complete(result) => Ok(result),
+            other => panic!("not a complete result: {other:?}"),
+        }
+    }
+}
+
+impl Drop for Rig {
+    fn drop(&mut self) {
+        self.stop.cancel();
     }
 }
 
@@ -326,17 +352,14 @@ fn without_ids(mut body: Value) -> Value {
 
 #[tokio::test]
 async fn a_call_is_posted_as_rmcp_posts_it_and_answered() {
-    let stop = CancellationToken::new();
-    let (url, front) = front(Fixture::Bench, Break::No, &stop).await;
-    let (connection, link, relays) = open(&url).await;
-    let through_rmcp = call(&connection, None, &relays, echo("hi")).await;
-    let direct = CallLink::Http(link);
-    let posted = call(&connection, Some(&direct), &relays, echo("hi")).await;
+    let rig = Rig::start(Break::No).await;
+    let through_rmcp = rig.call(false, echo("hi")).await;
+    let posted = rig.call(true, echo("hi")).await;
     let (through_rmcp, posted) = (through_rmcp.expect("rmcp's"), posted.expect("direct"));
     assert_eq!(text(&posted), text(&through_rmcp));
     assert_eq!(posted, through_rmcp);
 
-    let calls = front.calls();
+    let calls = rig.front.calls();
     assert_eq!(calls.len(), 2, "{calls:?}");
     let (rmcp, ours) = (&calls[0], &calls[1]);
     let body = ours.body.clone().expect("JSON body");
@@ -372,43 +395,32 @@ async fn a_call_is_posted_as_rmcp_posts_it_and_answered() {
             "{expected:?} in {ours:?}"
         );
     }
-    stop.cancel();
 }
 
 #[tokio::test]
 async fn an_upstream_error_comes_back_as_the_error() {
-    let stop = CancellationToken::new();
-    let (url, _front) = front(Fixture::Bench, Break::No, &stop).await;
-    let (connection, link, relays) = open(&url).await;
-    link.listed(&[Tool::new(
+    let rig = Rig::start(Break::No).await;
+    rig.link.listed(&[Tool::new(
         "no_such_tool",
         "listed here only",
         Arc::new(serde_json::Map::new()),
     )]);
-    let direct = CallLink::Http(link);
     let params = CallToolRequestParams::new("no_such_tool");
-    let through_rmcp = call(&connection, None, &relays, params.clone()).await;
-    let posted = call(&connection, Some(&direct), &relays, params).await;
+    let through_rmcp = rig.call(false, params.clone()).await;
+    let posted = rig.call(true, params).await;
     match (through_rmcp, posted) {
         (Err(ServiceError::McpError(rmcp)), Err(ServiceError::McpError(ours))) => {
             assert_eq!(ours, rmcp);
         }
         other => panic!("both refused as the server refused: {other:?}"),
     }
-    stop.cancel();
 }
 
 #[tokio::test]
 async fn an_answer_as_a_json_body_is_read() {
-    let stop = CancellationToken::new();
-    let (url, _front) = front(Fixture::Bench, Break::Json, &stop).await;
-    let (connection, link, relays) = open(&url).await;
-    let direct = CallLink::Http(link);
-    let result = call(&connection, Some(&direct), &relays, echo("hi"))
-        .await
-        .expect("answered");
+    let rig = Rig::start(Break::Json).await;
+    let result = rig.call(true, echo("hi")).await.expect("answered");
     assert_eq!(text(&result), "as JSON");
-    stop.cancel();
 }
 
 /// A refused POST ends the call as it does through rmcp: a JSON-RPC error in the body is the
@@ -419,52 +431,40 @@ async fn refused_posts_end_the_call_as_through_rmcp() {
         (Break::RpcError500, "the tool broke"),
         (Break::Unavailable, "connection"),
     ] {
-        let stop = CancellationToken::new();
-        let (url, _front) = front(Fixture::Bench, breaks, &stop).await;
-        let (connection, link, relays) = open(&url).await;
-        let direct = CallLink::Http(link);
-        let through_rmcp = call(&connection, None, &relays, echo("hi")).await;
-        let posted = call(&connection, Some(&direct), &relays, echo("hi")).await;
+        let rig = Rig::start(breaks).await;
+        let through_rmcp = rig.call(false, echo("hi")).await;
+        let posted = rig.call(true, echo("hi")).await;
         let (through_rmcp, posted) = (
             UpstreamError::from_service(through_rmcp.expect_err("refused")).to_string(),
             UpstreamError::from_service(posted.expect_err("refused")).to_string(),
         );
         assert_eq!(posted, through_rmcp, "{breaks:?}");
         assert!(posted.contains(expected), "{breaks:?}: {posted}");
-        stop.cancel();
     }
 }
 
 /// 202 to a call's POST: on 2026-07-28 no answer can follow, so the call ends at once.
 #[tokio::test]
 async fn an_accepted_call_ends_at_once() {
-    let stop = CancellationToken::new();
-    let (url, _front) = front(Fixture::Bench, Break::Accepted, &stop).await;
-    let (connection, link, relays) = open(&url).await;
-    let direct = CallLink::Http(link);
-    let outcome = call(&connection, Some(&direct), &relays, echo("hi")).await;
+    let rig = Rig::start(Break::Accepted).await;
+    let outcome = rig.call(true, echo("hi")).await;
     assert!(
         matches!(outcome, Err(ServiceError::UnexpectedResponse)),
         "{outcome:?}"
     );
-    stop.cancel();
 }
 
 #[tokio::test]
 async fn a_stream_broken_after_an_event_resumes_from_it() {
-    let stop = CancellationToken::new();
-    let (url, front) = front(Fixture::Bench, Break::AfterEvent, &stop).await;
-    let (connection, link, relays) = open(&url).await;
-    let direct = CallLink::Http(link);
-    let result = call(&connection, Some(&direct), &relays, echo("hi"))
+    let rig = Rig::start(Break::AfterEvent).await;
+    let result = rig
+        .call(true, echo("hi"))
         .await
         .expect("answered on the resumed stream");
     assert_eq!(text(&result), "resumed");
-    let resumed: Vec<Seen> = front
-        .seen()
-        .into_iter()
-        .filter(|seen| seen.method == http::Method::GET)
-        .collect();
+    let resumed: Vec<Seen> = rig
+        .front
+        .seen_where(|seen| seen.method == http::Method::GET);
     assert_eq!(resumed.len(), 1, "{resumed:?}");
     let header = |name: &str| {
         resumed[0]
@@ -479,26 +479,21 @@ async fn a_stream_broken_after_an_event_resumes_from_it() {
     );
     assert_eq!(header("x-team").as_deref(), Some("blue"));
     assert_eq!(header("mcp-method"), None);
-    stop.cancel();
 }
 
 /// A request the server sends on a call's stream is answered by the connection's handler
 /// and posted back, as rmcp's service would; the call's answer follows.
 #[tokio::test]
 async fn a_request_on_the_call_stream_is_answered() {
-    let stop = CancellationToken::new();
-    let (url, front) = front(Fixture::Bench, Break::AsksFirst, &stop).await;
-    let (connection, link, relays) = open(&url).await;
-    let direct = CallLink::Http(link);
-    let result = call(&connection, Some(&direct), &relays, echo("hi"))
+    let rig = Rig::start(Break::AsksFirst).await;
+    let result = rig
+        .call(true, echo("hi"))
         .await
         .expect("answered after the ping");
     assert_eq!(text(&result), "after the ping");
-    let answers: Vec<Seen> = front
-        .seen()
-        .into_iter()
-        .filter(|seen| seen.body.as_ref().is_some_and(|body| body["id"] == "s1"))
-        .collect();
+    let answers: Vec<Seen> = rig
+        .front
+        .seen_where(|seen| seen.body.as_ref().is_some_and(|body| body["id"] == "s1"));
     assert_eq!(answers.len(), 1, "{answers:?}");
     let answer = answers[0].body.clone().expect("JSON");
     assert_eq!(
@@ -513,36 +508,29 @@ async fn a_request_on_the_call_stream_is_answered() {
             .map(|v| v.as_bytes()),
         Some(&b"2026-07-28"[..])
     );
-    stop.cancel();
 }
 
 #[tokio::test]
 async fn a_stream_that_ends_before_naming_an_event_fails_the_call() {
-    let stop = CancellationToken::new();
-    let (url, front) = front(Fixture::Bench, Break::BeforeEvent, &stop).await;
-    let (connection, link, relays) = open(&url).await;
-    let direct = CallLink::Http(link);
-    let outcome = call(&connection, Some(&direct), &relays, echo("hi")).await;
+    let rig = Rig::start(Break::BeforeEvent).await;
+    let outcome = rig.call(true, echo("hi")).await;
     assert!(
         matches!(outcome, Err(ServiceError::TransportClosed)),
         "{outcome:?}"
     );
     assert!(
-        front
+        rig.front
             .seen()
             .iter()
             .all(|seen| seen.method != http::Method::GET),
         "nothing to resume from"
     );
-    stop.cancel();
 }
 
 #[tokio::test]
 async fn tools_that_promote_arguments_to_headers_are_left_to_rmcp() {
-    let stop = CancellationToken::new();
-    let (url, _front) = front(Fixture::Bench, Break::No, &stop).await;
-    let (_connection, link, _relays) = open(&url).await;
-    assert!(link.sends("echo"));
+    let rig = Rig::start(Break::No).await;
+    assert!(rig.link.sends("echo"));
     let schema = |value: Value| Arc::new(value.as_object().expect("object").clone());
     let tools = [
         Tool::new("plain", "", schema(json!({ "type": "object" }))),
@@ -567,13 +555,12 @@ async fn tools_that_promote_arguments_to_headers_are_left_to_rmcp() {
         Tool::new("naïve", "", schema(json!({ "type": "object" }))),
         Tool::new("=?base64?x?=", "", schema(json!({ "type": "object" }))),
     ];
-    link.listed(&tools);
+    rig.link.listed(&tools);
     let sent: Vec<&str> = tools
         .iter()
         .map(|tool| tool.name.as_ref())
-        .filter(|name| link.sends(name))
+        .filter(|name| rig.link.sends(name))
         .collect();
     assert_eq!(sent, ["plain"]);
-    assert!(!link.sends("echo"), "no longer listed");
-    stop.cancel();
+    assert!(!rig.link.sends("echo"), "no longer listed");
 }
