@@ -58,7 +58,8 @@ struct SlotState {
     last_error: Option<String>,
     transport: Option<&'static str>,
     peer: Option<Peer<RoleClient>>,
-    /// The peer's line connection, if it is one (tool calls are written on it directly).
+    /// The connection's own way to send tool calls beside rmcp (a line connection, or
+    /// Streamable HTTP at 2026-07-28), if it has one.
     link: Option<CallLink>,
     tools: Option<Arc<Vec<Tool>>>,
     stale: bool,
@@ -471,7 +472,7 @@ impl Manager {
             .map(|(peer, connection, _)| (peer, connection))
     }
 
-    /// [`Manager::peer`], with the connection's line link if it has one.
+    /// [`Manager::peer`], with the connection's call link if it has one.
     fn call_target(
         &self,
         id: &ServerId,
