@@ -250,7 +250,8 @@ async fn connect_once(
         TransportConfig::Http(http) => connect_http(server, http, options, client).await,
         TransportConfig::InProcess(factory) => {
             let (read, write) = tokio::io::split((factory.0)());
-            let transport = LineTransport::new(read, write, options.limits.max_line_bytes);
+            let transport = LineTransport::new(read, write, options.limits.max_line_bytes)
+                .announcing(client.relays.clone());
             let link = transport.link();
             let service = serve(client, transport).await?;
             Ok(Connection {
@@ -273,7 +274,8 @@ async fn connect_stdio(
         stdio::spawn(launch, env).map_err(|e| UpstreamError::Connect(e.to_string()))?;
     // The transport's own bound sits just above ours so that ours, which fails the
     // connection with a clear reason, is the one that fires.
-    let transport = LineTransport::new(stdout, stdin, launch.max_line_bytes.saturating_add(1));
+    let transport = LineTransport::new(stdout, stdin, launch.max_line_bytes.saturating_add(1))
+        .announcing(client.relays.clone());
     let link = transport.link();
     match serve(client, transport).await {
         Ok(service) => Ok(Connection {
@@ -407,7 +409,8 @@ async fn connect_sse(
     };
     let transport = sse::connect(reqwest, config)
         .await
-        .map_err(|e| UpstreamError::Connect(e.to_string()))?;
+        .map_err(|e| UpstreamError::Connect(e.to_string()))?
+        .announcing(client.relays.clone());
     // Legacy SSE servers speak 2024-11-05 only: no discovery probe.
     let service = client
         .serve(transport)

@@ -37,6 +37,8 @@ use tokio::{
     sync::oneshot,
 };
 
+use super::relay::RelayRegistry;
+
 /// Reads lines of at most `max_line` bytes (longer ones are dropped, as rmcp drops them) and
 /// writes through the shared [`LineLink`].
 pub(super) struct LineTransport<R> {
@@ -47,6 +49,8 @@ pub(super) struct LineTransport<R> {
     /// Dropping the rest of a line that was too long.
     discarding: bool,
     link: LineLink,
+    /// Where notifications are counted as they are read ([`RelayRegistry::announce`]).
+    relays: Option<Arc<RelayRegistry>>,
 }
 
 impl<R> LineTransport<R>
@@ -74,7 +78,15 @@ where
                     waiting: Mutex::new(Some(HashMap::new())),
                 }),
             },
+            relays: None,
         }
+    }
+
+    /// Counts each notification as being relayed from when it is read, for the call it
+    /// belongs to in `relays`, so that the call's answer read after it waits for it.
+    pub(super) fn announcing(mut self, relays: Arc<RelayRegistry>) -> LineTransport<R> {
+        self.relays = Some(relays);
+        self
     }
 
     /// The connection's shared side, for tool calls sent without rmcp's service loop.
@@ -188,7 +200,10 @@ where
             let decoded = decode(trim(&self.line));
             self.line.clear();
             match decoded {
-                Decoded::Message(message) => {
+                Decoded::Message(mut message) => {
+                    if let Some(relays) = &self.relays {
+                        relays.announce_in(&mut message);
+                    }
                     if let Some(message) = self.link.calls.answer(message) {
                         return Some(message);
                     }

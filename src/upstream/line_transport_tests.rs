@@ -1,11 +1,11 @@
 //! The line transport decodes every message as rmcp does (a tool call's result by a shorter
 //! path), skips what rmcp skips, and answers JSON that is no message.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use rmcp::{
-    RoleClient,
-    model::{ServerJsonRpcMessage, ServerResult},
+    ErrorData, RoleClient,
+    model::{GetExtensions, JsonRpcMessage, NumberOrString, ServerJsonRpcMessage, ServerResult},
     service::RxJsonRpcMessage,
     transport::Transport,
 };
@@ -385,4 +385,90 @@ async fn writing_to_a_closed_upstream_fails() {
         .await
         .expect("within the bound");
     assert!(written.is_err(), "{written:?}");
+}
+
+/// A relay that ignores what it is given: the test looks at the call's guard only.
+struct Quiet;
+
+#[expect(
+    deprecated,
+    reason = "sampling and logging are deprecated by SEP-2577; the relay trait still has them"
+)]
+impl crate::upstream::CallRelay for Quiet {
+    fn progress(
+        &self,
+        _params: rmcp::model::ProgressNotificationParam,
+    ) -> futures::future::BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+
+    fn log(
+        &self,
+        _params: rmcp::model::LoggingMessageNotificationParam,
+    ) -> futures::future::BoxFuture<'_, ()> {
+        Box::pin(async {})
+    }
+
+    fn create_message(
+        &self,
+        _params: rmcp::model::CreateMessageRequestParams,
+    ) -> futures::future::BoxFuture<'_, Result<rmcp::model::CreateMessageResult, ErrorData>> {
+        Box::pin(async { Err(ErrorData::internal_error("not in this test", None)) })
+    }
+
+    fn elicit(
+        &self,
+        _params: rmcp::model::ElicitRequestParams,
+    ) -> futures::future::BoxFuture<'_, Result<rmcp::model::ElicitResult, ErrorData>> {
+        Box::pin(async { Err(ErrorData::internal_error("not in this test", None)) })
+    }
+}
+
+/// rmcp hands each notification to a task of its own, which may start after the call's
+/// answer (read next) has reached the call. A progress notification is therefore counted
+/// for its call as the transport reads it, and the call's answer waits until the
+/// notification, carried to the handler, is dropped there.
+#[tokio::test(start_paused = true)]
+async fn a_notification_read_holds_its_calls_answer_until_handled() {
+    let relays = super::RelayRegistry::new();
+    let relay: Arc<dyn crate::upstream::CallRelay> = Arc::new(Quiet);
+    let guard = relays.register(Some(relay), Duration::from_secs(60));
+    let token = rmcp::model::ProgressToken(NumberOrString::String("p-1".into()));
+    guard.sent(NumberOrString::Number(7), token);
+    let (ours, mut theirs) = tokio::io::duplex(1024);
+    let (read, write) = tokio::io::split(ours);
+    let mut transport = LineTransport::new(read, write, 4096).announcing(relays.clone());
+    theirs
+        .write_all(
+            br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"p-1","progress":1}}
+{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"other","progress":1}}
+"#,
+        )
+        .await
+        .expect("write");
+    let ours = transport.receive().await.expect("a notification");
+    let other = transport.receive().await.expect("another");
+    let announced = |message: &RxJsonRpcMessage<RoleClient>| match message {
+        JsonRpcMessage::Notification(n) => n
+            .notification
+            .extensions()
+            .get::<super::super::relay::Announced>()
+            .is_some(),
+        other => panic!("not a notification: {other:?}"),
+    };
+    assert!(
+        announced(&ours),
+        "counted for the call whose token it names"
+    );
+    assert!(
+        !announced(&other),
+        "no call of this connection has that token"
+    );
+    // Held: the answer waits (the drain's own bound is 5 s; paused time runs to 1 s first).
+    let held = tokio::time::timeout(Duration::from_secs(1), guard.drain()).await;
+    assert!(held.is_err(), "the answer went before the notification");
+    drop(ours);
+    tokio::time::timeout(Duration::from_secs(1), guard.drain())
+        .await
+        .expect("handled: the answer goes at once");
 }

@@ -36,8 +36,9 @@ use rmcp::{
     ErrorData,
     model::{
         ClientCapabilities, CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams,
-        ElicitResult, InputResponses, ListRootsResult, LoggingMessageNotificationParam,
-        ProgressNotificationParam, ProgressToken, RequestId,
+        ElicitResult, GetExtensions, InputResponses, JsonRpcMessage, ListRootsResult,
+        LoggingMessageNotificationParam, ProgressNotificationParam, ProgressToken, RequestId,
+        ServerJsonRpcMessage, ServerNotification,
     },
 };
 use tokio::sync::Notify;
@@ -147,6 +148,12 @@ struct Busy {
     count: AtomicU64,
     idle: Notify,
 }
+
+/// A notification read and not yet relayed ([`RelayRegistry::announce`]); it travels in the
+/// notification's extensions to the handler, which drops it once the notification is
+/// relayed.
+#[derive(Clone)]
+pub(super) struct Announced(#[expect(dead_code, reason = "held for its drop")] Arc<Relaying>);
 
 /// One notification being relayed; ending it may let the call's answer go.
 struct Relaying(Arc<Busy>);
@@ -293,6 +300,30 @@ impl RelayRegistry {
     /// The relay of the call (running or lingering) whose upstream request carries `token`.
     pub fn by_token(&self, token: &ProgressToken) -> Option<Routed> {
         self.find(|e| e.request.as_ref().is_some_and(|(_, t)| t == token))
+    }
+
+    /// Counts `notification` as being relayed, for the call it will be relayed to, until the
+    /// returned value is dropped. The transport calls this as it reads the notification:
+    /// rmcp hands each notification to a task of its own, which may start only after the
+    /// call's answer, read next, has reached the call; counted from the read, the answer
+    /// waits for it ([`CallGuard::drain`]).
+    pub(super) fn announce(&self, notification: &ServerNotification) -> Option<Announced> {
+        let route = match notification {
+            ServerNotification::ProgressNotification(n) => self.by_token(&n.params.progress_token),
+            ServerNotification::LoggingMessageNotification(_) => self.for_log(),
+            _ => None,
+        }?;
+        Some(Announced(Arc::new(Relaying::start(&route.busy))))
+    }
+
+    /// [`RelayRegistry::announce`] for `message` if it is a notification, the count carried in
+    /// its extensions to the handler.
+    pub(super) fn announce_in(&self, message: &mut ServerJsonRpcMessage) {
+        if let JsonRpcMessage::Notification(notification) = message
+            && let Some(announced) = self.announce(&notification.notification)
+        {
+            notification.notification.extensions_mut().insert(announced);
+        }
     }
 
     /// The relay of the running call whose upstream request has id `id`.

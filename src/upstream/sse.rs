@@ -18,6 +18,8 @@ use tokio::{sync::Semaphore, task::JoinHandle};
 use tokio_util::sync::{CancellationToken, DropGuard};
 use url::Url;
 
+use super::relay::RelayRegistry;
+
 /// Largest SSE event accepted, in bytes on the wire. sse-stream 0.2 buffers an event without
 /// limit, so a server that never ends an event would otherwise grow our memory without bound;
 /// 16 MiB matches the cap rmcp puts on its own Streamable HTTP events.
@@ -143,6 +145,9 @@ pub struct SseTransport {
     posts: Arc<Semaphore>,
     cancel: CancellationToken,
     reader: Option<JoinHandle<()>>,
+    /// Where notifications are counted as they are received
+    /// ([`super::relay::RelayRegistry::announce`]).
+    relays: Option<Arc<RelayRegistry>>,
     // Stops the reader and in-flight POSTs when the transport is dropped without `close`.
     _cancel_on_drop: DropGuard,
 }
@@ -182,7 +187,17 @@ pub async fn connect(
         _cancel_on_drop: cancel.clone().drop_guard(),
         cancel,
         reader: Some(reader),
+        relays: None,
     })
+}
+
+impl SseTransport {
+    /// Counts each notification as being relayed from when it is received, for the call it
+    /// belongs to in `relays`, so that the call's answer received after it waits for it.
+    pub(super) fn announcing(mut self, relays: Arc<RelayRegistry>) -> SseTransport {
+        self.relays = Some(relays);
+        self
+    }
 }
 
 /// Sends the GET, checks it is an event stream and reads up to the endpoint event.
@@ -335,7 +350,11 @@ impl Transport<RoleClient> for SseTransport {
     }
 
     async fn receive(&mut self) -> Option<ServerJsonRpcMessage> {
-        self.inbound.recv().await
+        let mut message = self.inbound.recv().await?;
+        if let Some(relays) = &self.relays {
+            relays.announce_in(&mut message);
+        }
+        Some(message)
     }
 
     async fn close(&mut self) -> Result<(), SseError> {
