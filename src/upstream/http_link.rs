@@ -30,8 +30,8 @@ use rmcp::{
     RoleClient, Service,
     model::{
         CallToolRequestParams, ClientCapabilities, ClientJsonRpcMessage, JsonRpcMessage,
-        NumberOrString, ProgressToken, ProtocolVersion, RequestId, RequestMetaObject,
-        ServerJsonRpcMessage, ServerRequest, Tool,
+        ProgressToken, ProtocolVersion, RequestId, RequestMetaObject, ServerJsonRpcMessage,
+        ServerRequest, Tool,
     },
     service::{InboundStreamOrigin, Peer, RequestContext, ServiceError},
     transport::streamable_http_client::{StreamableHttpClient, StreamableHttpError},
@@ -40,12 +40,11 @@ use sse_stream::{Error as SseError, Sse};
 
 use super::{
     connect::UpstreamClient,
-    line_transport::{Decoded, decode, request_json},
+    line_transport::{Decoded, decode, direct_id, request_json},
     sse,
 };
+use crate::net::{self, NetError};
 
-/// Prefix of the ids of the gateway's own requests (rmcp numbers its requests).
-const DIRECT_ID_PREFIX: &str = "mcpgate-";
 /// Reconnects in a row that may fail before a call's stream is given up.
 const MAX_RESUMES: usize = 5;
 /// How long the rest of a call's stream is read after its answer (rmcp's bound), and how
@@ -190,7 +189,7 @@ impl HttpLink {
     ) -> Result<ServerJsonRpcMessage, ServiceError> {
         let inner = &*self.inner;
         let key = inner.next.fetch_add(1, Ordering::Relaxed);
-        let id = NumberOrString::String(format!("{DIRECT_ID_PREFIX}{key}").into());
+        let id = direct_id(key);
         let token = ProgressToken(id.clone());
         let meta = params.meta.get_or_insert_with(RequestMetaObject::new);
         for (key, value) in inner.meta.iter() {
@@ -447,31 +446,19 @@ fn media_type(headers: &HeaderMap) -> Option<String> {
 }
 
 /// A JSON body, bounded as rmcp bounds one (the same bound as an event).
-async fn read_body(mut response: reqwest::Response) -> Result<Vec<u8>, ServiceError> {
-    let limit = sse::DEFAULT_MAX_EVENT_BYTES;
-    let too_large = || {
-        tracing::debug!(limit, "an upstream's JSON answer is too large");
-        ServiceError::TransportClosed
-    };
-    if response
-        .content_length()
-        .is_some_and(|length| length > limit as u64)
-    {
-        return Err(too_large());
-    }
-    let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(failed)? {
-        if body.len() + chunk.len() > limit {
-            return Err(too_large());
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body)
+async fn read_body(response: reqwest::Response) -> Result<bytes::Bytes, ServiceError> {
+    net::read_capped(response, sse::DEFAULT_MAX_EVENT_BYTES)
+        .await
+        .map_err(|err| {
+            tracing::debug!(error = %err, "reading an upstream's JSON answer failed");
+            ServiceError::TransportClosed
+        })
 }
 
 /// How rmcp reports a failed POST to a request's caller: the transport failed.
 fn failed(err: reqwest::Error) -> ServiceError {
-    let err = err.without_url();
+    // `NetError` keeps the causes but not the URL, whose query may carry a credential.
+    let err = NetError::from(err);
     tracing::debug!(error = %err, "posting a tool call to the upstream failed");
     ServiceError::TransportClosed
 }
@@ -480,7 +467,7 @@ fn failed(err: reqwest::Error) -> ServiceError {
 /// and whose query may carry a credential.
 fn quiet(err: StreamableHttpError<reqwest::Error>) -> String {
     match err {
-        StreamableHttpError::Client(err) => err.without_url().to_string(),
+        StreamableHttpError::Client(err) => NetError::from(err).to_string(),
         StreamableHttpError::Sse(_) => "the event stream failed".to_owned(),
         other => other.to_string(),
     }

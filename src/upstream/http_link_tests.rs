@@ -63,6 +63,8 @@ enum Break {
     Accepted,
     /// A stream that names event `e1` and ends; the answer comes to the `GET` resuming it.
     AfterEvent,
+    /// A stream that names event `e1` and ends; the `GET` resuming it is refused (503).
+    AfterEventGone,
     /// A stream that ends before naming any event.
     BeforeEvent,
     /// A stream that first asks the client a `ping`, and answers once the client did.
@@ -128,6 +130,9 @@ async fn record(State(front): State<Front>, request: Request, next: Next) -> Res
                 .headers
                 .get("last-event-id")
                 .is_some_and(|id| id == "e1");
+        if resumes && front.breaks == Break::AfterEventGone {
+            return http::StatusCode::SERVICE_UNAVAILABLE.into_response();
+        }
         if resumes {
             let id = front
                 .call_id
@@ -196,7 +201,9 @@ async fn record(State(front): State<Front>, request: Request, next: Next) -> Res
                 return axum::Json(answer).into_response();
             }
             return event_stream(match front.breaks {
-                Break::AfterEvent => "id: e1\nretry: 10\ndata: \n\n".to_owned(),
+                Break::AfterEvent | Break::AfterEventGone => {
+                    "id: e1\nretry: 10\ndata: \n\n".to_owned()
+                }
                 _ => "retry: 10\n\n".to_owned(),
             });
         }
@@ -508,6 +515,21 @@ async fn a_request_on_the_call_stream_is_answered() {
             .map(|v| v.as_bytes()),
         Some(&b"2026-07-28"[..])
     );
+}
+
+/// Resuming is bounded: after five refused tries in a row the call fails.
+#[tokio::test]
+async fn a_stream_that_cannot_be_resumed_fails_the_call_after_five_tries() {
+    let rig = Rig::start(Break::AfterEventGone).await;
+    let outcome = rig.call(true, echo("hi")).await;
+    assert!(
+        matches!(outcome, Err(ServiceError::TransportClosed)),
+        "{outcome:?}"
+    );
+    let tries = rig
+        .front
+        .seen_where(|seen| seen.method == http::Method::GET);
+    assert_eq!(tries.len(), 5, "{tries:?}");
 }
 
 #[tokio::test]

@@ -257,6 +257,12 @@ impl std::fmt::Debug for LineLink {
 /// Prefix of the ids of the gateway's own requests (rmcp numbers its requests).
 const DIRECT_ID_PREFIX: &str = "mcpgate-";
 
+/// The id of the gateway's own request number `key` (a string: rmcp numbers its own), which
+/// is also its progress token.
+pub(super) fn direct_id(key: u64) -> RequestId {
+    NumberOrString::String(format!("{DIRECT_ID_PREFIX}{key}").into())
+}
+
 impl LineLink {
     /// A call about to be sent: its id, and where its answer will come. `None` once the
     /// connection has ended.
@@ -265,7 +271,7 @@ impl LineLink {
         let (answer, receiver) = oneshot::channel();
         self.calls.lock().as_mut()?.insert(key, answer);
         Some(DirectCall {
-            id: NumberOrString::String(format!("{DIRECT_ID_PREFIX}{key}").into()),
+            id: direct_id(key),
             key,
             calls: self.calls.clone(),
             receiver,
