@@ -3,6 +3,8 @@
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
+use http_body::Body;
+use http_body_util::BodyExt;
 use reqwest::redirect::{Attempt, Policy};
 use url::Url;
 
@@ -81,22 +83,33 @@ fn check_redirect(policy: &NetPolicy, next: &Url, previous: &[Url]) -> Result<()
 
 /// Reads a whole response body, failing with [`NetError::TooLarge`] as soon as it would
 /// exceed `max` bytes (a declared `Content-Length` over the cap fails before reading).
-pub async fn read_capped(mut resp: reqwest::Response, max: usize) -> Result<Bytes, NetError> {
+pub async fn read_capped(resp: reqwest::Response, max: usize) -> Result<Bytes, NetError> {
+    read_capped_body(http::Response::from(resp).into_body(), max).await
+}
+
+/// [`read_capped`] for any response body whose errors are, or convert to, [`NetError`].
+pub async fn read_capped_body<B>(body: B, max: usize) -> Result<Bytes, NetError>
+where
+    B: Body<Data = Bytes>,
+    NetError: From<B::Error>,
+{
     let too_large = NetError::TooLarge { limit: max };
-    if resp
-        .content_length()
-        .is_some_and(|len| u64::try_from(max).is_ok_and(|max| len > max))
-    {
+    // A declared length is the body's lower bound.
+    if u64::try_from(max).is_ok_and(|max| body.size_hint().lower() > max) {
         return Err(too_large);
     }
-    let mut body = BytesMut::new();
-    while let Some(chunk) = resp.chunk().await? {
-        if chunk.len() > max - body.len() {
+    let mut body = std::pin::pin!(body);
+    let mut read = BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let Ok(chunk) = frame?.into_data() else {
+            continue;
+        };
+        if chunk.len() > max - read.len() {
             return Err(too_large);
         }
-        body.extend_from_slice(&chunk);
+        read.extend_from_slice(&chunk);
     }
-    Ok(body.freeze())
+    Ok(read.freeze())
 }
 
 #[cfg(test)]

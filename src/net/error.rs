@@ -38,9 +38,6 @@ impl From<reqwest::Error> for NetError {
     /// Recovers our own refusal (resolver, connect guard, redirect policy) from inside the
     /// reqwest error, so callers see `Blocked` rather than a generic connect error.
     fn from(err: reqwest::Error) -> Self {
-        if let Some(ours) = find_ours(&err) {
-            return ours;
-        }
         let kind = if err.is_timeout() {
             "timeout"
         } else if err.is_connect() {
@@ -61,19 +58,27 @@ impl From<reqwest::Error> for NetError {
             "other"
         };
         // The URL may carry credentials in its query string: drop it, keep the causes.
-        let err = err.without_url();
-        let mut detail = err.to_string();
-        let mut source = err.source();
-        while let Some(cause) = source {
-            detail.push_str(": ");
-            detail.push_str(&cause.to_string());
-            source = cause.source();
-        }
-        NetError::Request { kind, detail }
+        described(kind, &err.without_url())
     }
 }
 
-fn find_ours(err: &reqwest::Error) -> Option<NetError> {
+/// `err` as a `NetError`: our own refusal when one is among its causes, else a `Request` of
+/// `kind` naming `err` and its causes. `err` and its causes must not name a URL.
+pub(super) fn described(kind: &'static str, err: &(dyn StdError + 'static)) -> NetError {
+    if let Some(ours) = find_ours(err) {
+        return ours;
+    }
+    let mut detail = err.to_string();
+    let mut source = err.source();
+    while let Some(cause) = source {
+        detail.push_str(": ");
+        detail.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    NetError::Request { kind, detail }
+}
+
+fn find_ours(err: &(dyn StdError + 'static)) -> Option<NetError> {
     let mut source = err.source();
     while let Some(cause) = source {
         if let Some(ours) = cause.downcast_ref::<NetError>() {

@@ -34,10 +34,7 @@ impl<S> Layer<S> for ConnectGuardLayer {
     type Service = ConnectGuard<S>;
 
     fn layer(&self, inner: S) -> ConnectGuard<S> {
-        ConnectGuard {
-            inner,
-            policy: Arc::clone(&self.policy),
-        }
+        ConnectGuard::new(inner, Arc::clone(&self.policy))
     }
 }
 
@@ -46,6 +43,12 @@ impl<S> Layer<S> for ConnectGuardLayer {
 pub(super) struct ConnectGuard<S> {
     inner: S,
     policy: Arc<NetPolicy>,
+}
+
+impl<S> ConnectGuard<S> {
+    pub(super) fn new(inner: S, policy: Arc<NetPolicy>) -> Self {
+        ConnectGuard { inner, policy }
+    }
 }
 
 impl<S, Req> Service<Req> for ConnectGuard<S>

@@ -38,7 +38,7 @@ use super::{
 };
 use crate::{
     config::{Env, HttpConfig, HttpKind, Limits, ServerConfig, TransportConfig},
-    net::{self, NetPolicy},
+    net::{self, NetPolicy, PlainClient, SystemLookup},
 };
 
 /// The client side of one upstream connection: reports `tools/list_changed`, relays
@@ -316,12 +316,17 @@ async fn connect_http(
     };
     net::check_url(&http.url, &policy).map_err(|e| UpstreamError::Connect(e.to_string()))?;
     let reqwest = net::client(&policy).map_err(|e| UpstreamError::Connect(e.to_string()))?;
+    let clients = HttpClients {
+        plain: PlainClient::new(&policy, Arc::new(SystemLookup)),
+        reqwest,
+    };
     let headers = resolve_headers(http, &options.env)?;
     match http.kind {
-        HttpKind::Streamable => connect_streamable(reqwest, http, headers, client).await,
-        HttpKind::Sse => connect_sse(reqwest, http, headers, options, client).await,
+        HttpKind::Streamable => connect_streamable(clients, http, headers, client).await,
+        HttpKind::Sse => connect_sse(clients.reqwest, http, headers, options, client).await,
         HttpKind::Auto => {
-            match connect_streamable(reqwest.clone(), http, headers.clone(), client.clone()).await {
+            let reqwest = clients.reqwest.clone();
+            match connect_streamable(clients, http, headers.clone(), client.clone()).await {
                 Ok(connection) => Ok(connection),
                 Err(streamable) => {
                     tracing::info!(server = %server.id, error = %streamable,
@@ -360,8 +365,15 @@ fn resolve_headers(http: &HttpConfig, env: &Env) -> Result<Headers, UpstreamErro
 /// under load most of a call's time went to that queue.
 const MAX_POSTS_IN_FLIGHT: usize = 1024;
 
-async fn connect_streamable(
+/// The clients of one HTTP upstream, built from its policy: reqwest for everything, and
+/// hyper alone for tool calls to a plain `http` endpoint (`HttpLink`).
+struct HttpClients {
     reqwest: reqwest::Client,
+    plain: Option<PlainClient>,
+}
+
+async fn connect_streamable(
+    clients: HttpClients,
     http: &HttpConfig,
     headers: Headers,
     client: UpstreamClient,
@@ -371,11 +383,13 @@ async fn connect_streamable(
     config.max_concurrent_requests = MAX_POSTS_IN_FLIGHT;
     let uri: Arc<str> = http.url.as_str().into();
     let link_headers = config.custom_headers.clone();
+    let HttpClients { reqwest, plain } = clients;
     let transport = StreamableHttpClientTransport::with_client(reqwest.clone(), config);
     let service = serve(client.clone(), transport).await?;
     let link = service.peer().peer_info().and_then(|info| {
         HttpLink::new(HttpLinkParts {
             client: reqwest,
+            plain,
             uri,
             headers: link_headers,
             protocol: info.protocol_version.clone(),

@@ -12,6 +12,11 @@
 //! its stream, which is how 2026-07-28 cancels a request over HTTP (rmcp sends no notice
 //! either).
 //!
+//! To a plain `http` endpoint (a local or sidecar server) the POST goes through hyper alone
+//! ([`PlainClient`], under the same guards as reqwest's client); reqwest's layers above hyper
+//! cost about a fifth of a call's CPU in the gateway. `https` endpoints are posted to with
+//! reqwest and its TLS stack.
+//!
 //! Tools whose input schema promotes arguments to headers (`x-mcp-header`) are left to rmcp,
 //! which builds those headers.
 
@@ -24,8 +29,11 @@ use std::{
     time::Duration,
 };
 
-use futures::{StreamExt, stream::BoxStream};
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt, stream::BoxStream};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
+use http_body::Body;
+use http_body_util::{BodyDataStream, Full};
 use rmcp::{
     RoleClient, Service,
     model::{
@@ -43,7 +51,7 @@ use super::{
     line_transport::{Decoded, decode, direct_id, request_json},
     sse,
 };
-use crate::net::{self, NetError};
+use crate::net::{self, NetError, PlainClient};
 
 /// Reconnects in a row that may fail before a call's stream is given up.
 const MAX_RESUMES: usize = 5;
@@ -63,10 +71,12 @@ pub(crate) struct HttpLink {
 }
 
 struct Inner {
+    /// For rmcp's client functions (resuming a stream, answering the server).
     client: reqwest::Client,
-    /// The endpoint, for rmcp's client functions (resuming a stream, answering the server).
+    /// The endpoint, for rmcp's client functions.
     uri: Arc<str>,
-    url: reqwest::Url,
+    /// What posts the calls.
+    poster: Poster,
     /// The configured headers and the protocol version, for rmcp's client functions.
     headers: HashMap<HeaderName, HeaderValue>,
     /// Every header of a `tools/call` POST but `Mcp-Name`: the accepted and sent media
@@ -89,9 +99,24 @@ impl std::fmt::Debug for HttpLink {
     }
 }
 
+/// What posts a call: hyper alone for a plain `http` endpoint, else reqwest.
+enum Poster {
+    Plain {
+        /// Boxed: hyper's client is about 450 bytes, reqwest's one pointer.
+        client: Box<PlainClient>,
+        uri: http::Uri,
+    },
+    Reqwest {
+        client: reqwest::Client,
+        url: reqwest::Url,
+    },
+}
+
 /// What a direct HTTP call needs from its connection.
 pub(super) struct HttpLinkParts {
     pub client: reqwest::Client,
+    /// The client for a plain `http` endpoint, when the connection's policy allows one.
+    pub plain: Option<PlainClient>,
     pub uri: Arc<str>,
     pub headers: HashMap<HeaderName, HeaderValue>,
     pub protocol: ProtocolVersion,
@@ -104,6 +129,7 @@ impl HttpLink {
     pub(super) fn new(parts: HttpLinkParts) -> Option<HttpLink> {
         let HttpLinkParts {
             client,
+            plain,
             uri,
             mut headers,
             protocol,
@@ -113,6 +139,16 @@ impl HttpLink {
             return None;
         }
         let url = reqwest::Url::parse(&uri).ok()?;
+        let poster = match plain {
+            Some(plain) if url.scheme() == "http" => Poster::Plain {
+                client: Box::new(plain),
+                uri: uri.parse().ok()?,
+            },
+            _ => Poster::Reqwest {
+                client: client.clone(),
+                url,
+            },
+        };
         headers.insert(
             HeaderName::from_static("mcp-protocol-version"),
             HeaderValue::from_str(protocol.as_str()).ok()?,
@@ -142,7 +178,7 @@ impl HttpLink {
             inner: Arc::new(Inner {
                 client,
                 uri,
-                url,
+                poster,
                 headers,
                 post_headers,
                 meta,
@@ -151,6 +187,40 @@ impl HttpLink {
                 plain: RwLock::new(Arc::default()),
             }),
         })
+    }
+
+    /// Whether calls are posted by hyper alone (a plain `http` endpoint).
+    #[cfg(test)]
+    pub(super) fn posts_plain(&self) -> bool {
+        matches!(self.inner.poster, Poster::Plain { .. })
+    }
+
+    /// This link posting with reqwest, as for an `https` endpoint.
+    #[cfg(test)]
+    pub(super) fn posting_with_reqwest(&self) -> HttpLink {
+        let inner = &*self.inner;
+        HttpLink {
+            inner: Arc::new(Inner {
+                client: inner.client.clone(),
+                uri: inner.uri.clone(),
+                poster: Poster::Reqwest {
+                    client: inner.client.clone(),
+                    url: reqwest::Url::parse(&inner.uri).expect("a parsed endpoint"),
+                },
+                headers: inner.headers.clone(),
+                post_headers: inner.post_headers.clone(),
+                meta: inner.meta.clone(),
+                handler: inner.handler.clone(),
+                next: AtomicU64::new(inner.next.load(Ordering::Relaxed)),
+                plain: RwLock::new(
+                    inner
+                        .plain
+                        .read()
+                        .unwrap_or_else(|poisoned| poisoned.into_inner())
+                        .clone(),
+                ),
+            }),
+        }
     }
 
     /// Learns the server's tools (after each `tools/list`).
@@ -208,15 +278,27 @@ impl HttpLink {
             headers.insert(HeaderName::from_static("mcp-name"), name);
         }
         sent(id.clone(), token);
-        let response = inner
-            .client
-            .post(inner.url.clone())
-            .headers(headers)
-            .body(body)
-            .send()
-            .await
-            .map_err(failed)?;
-        match posted(response).await? {
+        let posted = match &inner.poster {
+            Poster::Plain { client, uri } => {
+                let mut request = http::Request::new(Full::new(Bytes::from(body)));
+                *request.method_mut() = http::Method::POST;
+                *request.uri_mut() = uri.clone();
+                *request.headers_mut() = headers;
+                let response = client.send(request).await.map_err(failed)?;
+                posted(response).await?
+            }
+            Poster::Reqwest { client, url } => {
+                let response = client
+                    .post(url.clone())
+                    .headers(headers)
+                    .body(body)
+                    .send()
+                    .await
+                    .map_err(|err| failed(NetError::from(err)))?;
+                posted(http::Response::from(response)).await?
+            }
+        };
+        match posted {
             Posted::Answer(message) => Ok(message),
             Posted::Stream(stream) => self.read_stream(peer, &id, stream).await,
         }
@@ -387,7 +469,11 @@ enum Posted {
 /// server's answer whatever the status (but 401, 403 and 429); any other failure is the
 /// transport's, as rmcp reports it to a request's caller. 202 or 204 means no answer will
 /// come: from 2026-07-28 a request is answered on its own POST.
-async fn posted(response: reqwest::Response) -> Result<Posted, ServiceError> {
+async fn posted<B>(response: http::Response<B>) -> Result<Posted, ServiceError>
+where
+    B: Body<Data = Bytes> + Send + 'static,
+    NetError: From<B::Error>,
+{
     let status = response.status();
     if matches!(status, StatusCode::ACCEPTED | StatusCode::NO_CONTENT) {
         return Err(ServiceError::UnexpectedResponse);
@@ -415,8 +501,9 @@ async fn posted(response: reqwest::Response) -> Result<Posted, ServiceError> {
         return Err(ServiceError::TransportClosed);
     }
     if events {
+        let bytes = BodyDataStream::new(response.into_body()).map_err(NetError::from);
         return Ok(Posted::Stream(sse::bounded_events(
-            response,
+            bytes,
             sse::DEFAULT_MAX_EVENT_BYTES,
         )));
     }
@@ -446,8 +533,12 @@ fn media_type(headers: &HeaderMap) -> Option<String> {
 }
 
 /// A JSON body, bounded as rmcp bounds one (the same bound as an event).
-async fn read_body(response: reqwest::Response) -> Result<bytes::Bytes, ServiceError> {
-    net::read_capped(response, sse::DEFAULT_MAX_EVENT_BYTES)
+async fn read_body<B>(response: http::Response<B>) -> Result<Bytes, ServiceError>
+where
+    B: Body<Data = Bytes>,
+    NetError: From<B::Error>,
+{
+    net::read_capped_body(response.into_body(), sse::DEFAULT_MAX_EVENT_BYTES)
         .await
         .map_err(|err| {
             tracing::debug!(error = %err, "reading an upstream's JSON answer failed");
@@ -456,9 +547,8 @@ async fn read_body(response: reqwest::Response) -> Result<bytes::Bytes, ServiceE
 }
 
 /// How rmcp reports a failed POST to a request's caller: the transport failed.
-fn failed(err: reqwest::Error) -> ServiceError {
+fn failed(err: NetError) -> ServiceError {
     // `NetError` keeps the causes but not the URL, whose query may carry a credential.
-    let err = NetError::from(err);
     tracing::debug!(error = %err, "posting a tool call to the upstream failed");
     ServiceError::TransportClosed
 }

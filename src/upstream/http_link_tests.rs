@@ -360,6 +360,24 @@ fn without_ids(mut body: Value) -> Value {
 #[tokio::test]
 async fn a_call_is_posted_as_rmcp_posts_it_and_answered() {
     let rig = Rig::start(Break::No).await;
+    assert!(
+        rig.link.posts_plain(),
+        "an http endpoint is posted to by hyper alone"
+    );
+    posted_as_rmcp_posts_it(rig).await;
+}
+
+#[tokio::test]
+async fn a_call_posted_with_reqwest_is_posted_as_rmcp_posts_it() {
+    let mut rig = Rig::start(Break::No).await;
+    rig.link = rig.link.posting_with_reqwest();
+    assert!(!rig.link.posts_plain());
+    posted_as_rmcp_posts_it(rig).await;
+}
+
+/// A call through rmcp and one posted on the link get the same answer, and the two POSTs
+/// carry the same headers and body but for id and token.
+async fn posted_as_rmcp_posts_it(rig: Rig) {
     let through_rmcp = rig.call(false, echo("hi")).await;
     let posted = rig.call(true, echo("hi")).await;
     let (through_rmcp, posted) = (through_rmcp.expect("rmcp's"), posted.expect("direct"));

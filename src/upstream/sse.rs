@@ -6,7 +6,8 @@
 
 use std::{sync::Arc, time::Duration};
 
-use futures::{StreamExt, stream::BoxStream};
+use bytes::Bytes;
+use futures::{Stream, StreamExt, stream::BoxStream};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use rmcp::{
     RoleClient,
@@ -19,6 +20,7 @@ use tokio_util::sync::{CancellationToken, DropGuard};
 use url::Url;
 
 use super::relay::RelayRegistry;
+use crate::net::NetError;
 
 /// Largest SSE event accepted, in bytes on the wire. sse-stream 0.2 buffers an event without
 /// limit, so a server that never ends an event would otherwise grow our memory without bound;
@@ -112,6 +114,8 @@ pub enum SseError {
     Closed,
     #[error("HTTP request failed: {0}")]
     Http(reqwest::Error),
+    #[error("HTTP request failed: {0}")]
+    Net(#[from] NetError),
 }
 
 impl From<reqwest::Error> for SseError {
@@ -230,7 +234,7 @@ async fn open(
         return Err(SseError::NotEventStream { content_type });
     }
 
-    let mut events = bounded_events(response, config.max_event_bytes);
+    let mut events = bounded_events(response.bytes_stream(), config.max_event_bytes);
     while let Some(event) = events.next().await {
         let event = event?;
         if event.event.as_deref() != Some("endpoint") {
@@ -254,10 +258,15 @@ async fn open(
     Err(SseError::NoEndpoint)
 }
 
-/// `response`'s body as SSE events, each refused once it passes `limit` bytes on the wire.
-pub(super) fn bounded_events(response: reqwest::Response, limit: usize) -> Events {
+/// A response body's `bytes` as SSE events, each refused once it passes `limit` bytes on the
+/// wire.
+pub(super) fn bounded_events<S, E>(bytes: S, limit: usize) -> Events
+where
+    S: Stream<Item = Result<Bytes, E>> + Send + 'static,
+    SseError: From<E>,
+{
     let mut budget = EventBudget::new(limit);
-    let bytes = response.bytes_stream().flat_map(move |chunk| {
+    let bytes = bytes.flat_map(move |chunk| {
         // Events before the oversized one in the same chunk still go through.
         let items = match chunk.map(|chunk| (budget.admit(&chunk), chunk)) {
             Err(error) => vec![Err(SseError::from(error))],
