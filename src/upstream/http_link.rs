@@ -30,7 +30,7 @@ use std::{
 };
 
 use bytes::Bytes;
-use futures::{StreamExt, TryStreamExt, stream::BoxStream};
+use futures::{FutureExt, StreamExt, TryStreamExt, stream::BoxStream};
 use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use http_body::Body;
 use http_body_util::{BodyDataStream, Full};
@@ -59,6 +59,8 @@ const MAX_RESUMES: usize = 5;
 /// much of that the caller waits.
 const DRAIN_TIMEOUT: Duration = Duration::from_millis(50);
 const DRAIN_INLINE: Duration = Duration::from_millis(5);
+/// Events after the answer read at once before the drain waits with a deadline.
+const DRAIN_READY: usize = 4;
 /// Wait before resuming a stream when the server named none (`retry:`), doubled per failure.
 const RESUME_DELAY: Duration = Duration::from_secs(1);
 
@@ -443,6 +445,15 @@ impl HttpLink {
 /// caller waits for it, up to [`DRAIN_INLINE`]; a server that keeps the stream open gets the
 /// rest of [`DRAIN_TIMEOUT`] (rmcp's bound) in a task of its own.
 async fn finish(mut stream: SseStream) {
+    // Mostly the end came in the same read as the answer: no timer for that. Bounded, as a
+    // server may keep sending.
+    for _ in 0..DRAIN_READY {
+        match stream.next().now_or_never() {
+            Some(Some(_)) => {}
+            Some(None) => return,
+            None => break,
+        }
+    }
     let drain = async move { while stream.next().await.is_some() {} };
     let mut drain = Box::pin(drain);
     if tokio::time::timeout(DRAIN_INLINE, &mut drain).await.is_ok() {
