@@ -48,7 +48,7 @@ use sse_stream::{Error as SseError, Sse};
 
 use super::{
     connect::UpstreamClient,
-    line_transport::{Decoded, decode, direct_id, request_json},
+    line_transport::{CallMeta, Decoded, decode, direct_id, request_json},
     sse,
 };
 use crate::net::{self, NetError, PlainClient};
@@ -84,9 +84,9 @@ struct Inner {
     /// Every header of a `tools/call` POST but `Mcp-Name`: the accepted and sent media
     /// types, the configured headers, the protocol version and `Mcp-Method`.
     post_headers: HeaderMap,
-    /// What every request's `_meta` names, as rmcp sets it: the protocol version, the client
-    /// and its capabilities.
-    meta: RequestMetaObject,
+    /// What every call's `_meta` names, as rmcp sets it: the protocol version, the client
+    /// and its capabilities (unless the call brings its own), and the progress token.
+    meta: CallMeta,
     handler: UpstreamClient,
     next: AtomicU64,
     /// Tools sent here: listed, named without header encoding, and promoting no argument
@@ -176,6 +176,7 @@ impl HttpLink {
         meta.set_protocol_version(protocol);
         meta.set_client_info(info.client_info);
         meta.set_client_capabilities(info.capabilities);
+        let meta = CallMeta::new(&meta);
         Some(HttpLink {
             inner: Arc::new(Inner {
                 client,
@@ -255,23 +256,14 @@ impl HttpLink {
     pub(super) async fn call(
         &self,
         peer: &Peer<RoleClient>,
-        mut params: CallToolRequestParams,
-        capabilities: Option<ClientCapabilities>,
+        params: &mut CallToolRequestParams,
+        capabilities: Option<&ClientCapabilities>,
         sent: impl FnOnce(RequestId, ProgressToken),
     ) -> Result<ServerJsonRpcMessage, ServiceError> {
         let inner = &*self.inner;
         let key = inner.next.fetch_add(1, Ordering::Relaxed);
         let id = direct_id(key);
-        let token = ProgressToken(id.clone());
-        let meta = params.meta.get_or_insert_with(RequestMetaObject::new);
-        for (key, value) in inner.meta.iter() {
-            meta.insert(key.clone(), value.clone());
-        }
-        if let Some(capabilities) = capabilities {
-            meta.set_client_capabilities(capabilities);
-        }
-        meta.set_progress_token(token.clone());
-        let body = request_json(&id, &params).map_err(|err| {
+        let body = request_json(&id, params, &inner.meta, capabilities).map_err(|err| {
             tracing::debug!(error = %err, "a tool call could not be serialized");
             ServiceError::UnexpectedResponse
         })?;
@@ -279,7 +271,7 @@ impl HttpLink {
         if let Ok(name) = HeaderValue::from_str(&params.name) {
             headers.insert(HeaderName::from_static("mcp-name"), name);
         }
-        sent(id.clone(), token);
+        sent(id.clone(), ProgressToken(id.clone()));
         let posted = match &inner.poster {
             Poster::Plain { client, uri } => {
                 let mut request = http::Request::new(Full::new(Bytes::from(body)));

@@ -319,13 +319,19 @@ impl Rig {
     async fn call(
         &self,
         direct: bool,
-        params: CallToolRequestParams,
+        mut params: CallToolRequestParams,
     ) -> Result<CallToolResult, ServiceError> {
         let link = CallLink::Http(self.link.clone());
         let guard = self.relays.register(None, WAIT);
-        let capabilities = Some(ClientCapabilities::default());
+        let capabilities = ClientCapabilities::default();
         let peer = self.connection.service.peer();
-        let sent = send_call(peer, direct.then_some(&link), params, &guard, capabilities);
+        let sent = send_call(
+            peer,
+            direct.then_some(&link),
+            &mut params,
+            &guard,
+            Some(&capabilities),
+        );
         let response = tokio::time::timeout(WAIT, sent)
             .await
             .expect("answered within the bound")?;

@@ -61,7 +61,7 @@ pub(super) async fn call_tool(
     }
     let mut quiet_rounds = 0u32;
     for _ in 0..MAX_ROUNDS {
-        let response = send_call(peer, link, params.clone(), guard, per_call.clone())
+        let response = send_call(peer, link, &mut params, guard, per_call.as_ref())
             .await
             .map_err(UpstreamError::from_service)?;
         let round = match response {

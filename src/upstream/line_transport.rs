@@ -24,8 +24,9 @@ use std::{
 use rmcp::{
     RoleClient,
     model::{
-        CallToolRequestParams, CallToolResult, ContentBlock, ErrorData, JsonRpcMessage,
-        JsonRpcResponse, JsonRpcVersion2_0, NumberOrString, RequestId, ResultType, ServerResult,
+        CallToolRequestParams, CallToolResult, ClientCapabilities, ContentBlock, ErrorData,
+        JsonRpcMessage, JsonRpcResponse, JsonRpcVersion2_0, NumberOrString, ProgressToken,
+        RequestId, RequestMetaObject, ResultType, ServerResult,
     },
     service::{RxJsonRpcMessage, TxJsonRpcMessage},
     transport::Transport,
@@ -282,32 +283,132 @@ impl LineLink {
     pub(super) async fn send(
         &self,
         call: &DirectCall,
-        params: &CallToolRequestParams,
+        params: &mut CallToolRequestParams,
     ) -> std::io::Result<()> {
-        self.writer
-            .write_line(&request_line(&call.id, params)?)
-            .await
+        let mut line = request_json(&call.id, params, &CallMeta::default(), None)?;
+        line.push(b'\n');
+        self.writer.write_line(&line).await
     }
 }
 
-/// A `tools/call` line, as rmcp would write it with id `id`.
-fn request_line(id: &RequestId, params: &CallToolRequestParams) -> std::io::Result<Vec<u8>> {
-    let mut line = request_json(id, params)?;
-    line.push(b'\n');
-    Ok(line)
+/// What the gateway writes into the `_meta` of each of its calls on one connection, beside
+/// the caller's own entries: the progress token (the call's id), and on 2026-07-28 the
+/// protocol version, the client and its capabilities. Serialized once per connection; they
+/// replace the caller's entries of the same keys, as rmcp's setters do.
+#[derive(Debug, Clone)]
+pub(super) struct CallMeta {
+    /// The progress token's key.
+    token: String,
+    /// The capabilities' key.
+    capabilities: String,
+    /// Each fixed entry's key and its `"key":value`.
+    fixed: Vec<(String, Vec<u8>)>,
 }
 
-/// A `tools/call` request with id `id`, serialized as rmcp would.
+impl Default for CallMeta {
+    /// No fixed entries: the progress token only.
+    fn default() -> Self {
+        CallMeta::new(&RequestMetaObject::new())
+    }
+}
+
+impl CallMeta {
+    /// Writes `fixed`'s entries (as its setters made them) into every call.
+    pub(super) fn new(fixed: &RequestMetaObject) -> CallMeta {
+        let key_of = |set: &dyn Fn(&mut RequestMetaObject)| {
+            let mut meta = RequestMetaObject::new();
+            set(&mut meta);
+            meta.keys().next().cloned().unwrap_or_default()
+        };
+        let token =
+            key_of(&|meta| meta.set_progress_token(ProgressToken(NumberOrString::Number(0))));
+        let capabilities =
+            key_of(&|meta| meta.set_client_capabilities(ClientCapabilities::default()));
+        let fixed = fixed
+            .iter()
+            .filter(|(key, _)| **key != token)
+            .filter_map(|(key, value)| {
+                let mut entry = serde_json::to_vec(key).ok()?;
+                entry.push(b':');
+                serde_json::to_writer(&mut entry, value).ok()?;
+                Some((key.clone(), entry))
+            })
+            .collect();
+        CallMeta {
+            token,
+            capabilities,
+            fixed,
+        }
+    }
+
+    fn writes(&self, key: &str, capabilities: bool) -> bool {
+        key == self.token
+            || (capabilities && key == self.capabilities)
+            || self.fixed.iter().any(|(fixed, _)| fixed == key)
+    }
+}
+
+/// A `tools/call` request with id `id`, serialized as rmcp would send `params` after setting
+/// `meta`'s entries, the progress token `id` and `capabilities` (when given) in its `_meta`,
+/// but without changing or cloning `params`.
 pub(super) fn request_json(
     id: &RequestId,
+    params: &mut CallToolRequestParams,
+    meta: &CallMeta,
+    capabilities: Option<&ClientCapabilities>,
+) -> std::io::Result<Vec<u8>> {
+    // The caller's `_meta` is written after the rest, merged with ours.
+    let callers = params.meta.take();
+    let json = write_request(id, params, callers.as_ref(), meta, capabilities);
+    params.meta = callers;
+    json
+}
+
+fn write_request(
+    id: &RequestId,
     params: &CallToolRequestParams,
+    callers: Option<&RequestMetaObject>,
+    meta: &CallMeta,
+    capabilities: Option<&ClientCapabilities>,
 ) -> std::io::Result<Vec<u8>> {
     let mut json = Vec::with_capacity(256);
     json.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
     serde_json::to_writer(&mut json, id)?;
     json.extend_from_slice(br#","method":"tools/call","params":"#);
     serde_json::to_writer(&mut json, params)?;
-    json.push(b'}');
+    // Reopen the params object (it always has a name) to add `_meta`.
+    if json.pop() != Some(b'}') {
+        return Err(std::io::Error::other(
+            "tool call parameters are not an object",
+        ));
+    }
+    json.extend_from_slice(br#","_meta":{"#);
+    serde_json::to_writer(&mut json, &meta.token)?;
+    json.push(b':');
+    serde_json::to_writer(&mut json, id)?;
+    for (key, entry) in &meta.fixed {
+        if capabilities.is_some() && *key == meta.capabilities {
+            continue;
+        }
+        json.push(b',');
+        json.extend_from_slice(entry);
+    }
+    if let Some(capabilities) = capabilities {
+        json.push(b',');
+        serde_json::to_writer(&mut json, &meta.capabilities)?;
+        json.push(b':');
+        serde_json::to_writer(&mut json, capabilities)?;
+    }
+    for (key, value) in callers.iter().flat_map(|callers| callers.iter()) {
+        if meta.writes(key, capabilities.is_some()) {
+            continue;
+        }
+        json.push(b',');
+        serde_json::to_writer(&mut json, key)?;
+        json.push(b':');
+        serde_json::to_writer(&mut json, value)?;
+    }
+    json.extend_from_slice(b"}}}");
     Ok(json)
 }
 

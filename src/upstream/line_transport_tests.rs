@@ -11,7 +11,7 @@ use rmcp::{
 };
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
-use super::{Decoded, LineTransport, call_result, decode, trim};
+use super::{CallMeta, Decoded, LineTransport, call_result, decode, request_json, trim};
 
 const WAIT: Duration = Duration::from_secs(10);
 
@@ -162,16 +162,21 @@ async fn lines_are_read_whole_and_bad_ones_dropped_or_answered() {
     transport.close().await.expect("close");
 }
 
-/// The gateway's own `tools/call` line is the request rmcp would write with that id.
+/// The gateway's own `tools/call` is the request rmcp would write with that id, after
+/// setting the connection's `_meta` entries, the progress token and the call's capabilities
+/// in the caller's `_meta`; and the caller's parameters are left as they were.
 #[test]
 fn a_direct_request_is_written_as_rmcp_writes_it() {
     use rmcp::model::{
-        CallToolRequest, CallToolRequestParams, ClientJsonRpcMessage, ClientRequest,
-        NumberOrString, ProgressToken, RequestMetaObject,
+        CallToolRequest, CallToolRequestParams, ClientCapabilities, ClientJsonRpcMessage,
+        ClientRequest, Implementation, NumberOrString, ProgressToken, ProtocolVersion,
+        RequestMetaObject,
     };
     let id = NumberOrString::String("mcpgate-7".into());
-    let mut meta = RequestMetaObject::new();
-    meta.set_progress_token(ProgressToken(id.clone()));
+    let mut callers = RequestMetaObject::new();
+    callers.set_progress_token(ProgressToken(NumberOrString::Number(3)));
+    callers.set_protocol_version(ProtocolVersion::V_2025_06_18);
+    callers.insert("trace".to_owned(), serde_json::json!({"id": "t-1"}));
     let arguments = serde_json::json!({"text": "a \"quoted\" line\nand é", "n": [1, 2.5, null]});
     let shapes = [
         CallToolRequestParams::new("echo"),
@@ -179,25 +184,53 @@ fn a_direct_request_is_written_as_rmcp_writes_it() {
             .with_arguments(arguments.as_object().cloned().unwrap_or_default()),
         {
             let mut params = CallToolRequestParams::new("with-meta");
-            params.meta = Some(meta);
+            params.meta = Some(callers);
             params.request_state = Some("state-1".to_owned());
             params
         },
     ];
-    for params in shapes {
-        let ours = super::request_line(&id, &params).expect("serializable");
-        assert_eq!(ours.last(), Some(&b'\n'));
-        assert!(!ours[..ours.len() - 1].contains(&b'\n'), "one line");
-        let theirs = ClientJsonRpcMessage::request(
-            ClientRequest::CallToolRequest(CallToolRequest::new(params.clone())),
-            id.clone(),
-        );
-        let ours: serde_json::Value = serde_json::from_slice(&ours).expect("JSON");
-        assert_eq!(
-            ours,
-            serde_json::to_value(&theirs).expect("serializable"),
-            "{params:?}"
-        );
+    let mut connection = RequestMetaObject::new();
+    connection.set_protocol_version(ProtocolVersion::V_2026_07_28);
+    connection.set_client_info(Implementation::new("mcpgate", "1.0.0"));
+    let mut declared = ClientCapabilities::default();
+    declared.roots = Some(Default::default());
+    connection.set_client_capabilities(declared);
+    let mut asked = ClientCapabilities::default();
+    asked.sampling = Some(Default::default());
+    // A line connection before 2026-07-28, then an HTTP one with and without the call's own
+    // capabilities.
+    let cases = [
+        (RequestMetaObject::new(), None),
+        (connection.clone(), Some(&asked)),
+        (connection, None),
+    ];
+    for (fixed, capabilities) in &cases {
+        let meta = CallMeta::new(fixed);
+        for params in &shapes {
+            let mut sent = params.clone();
+            let ours = request_json(&id, &mut sent, &meta, *capabilities).expect("serializable");
+            assert_eq!(&sent, params, "the parameters are left as they were");
+            assert!(!ours.contains(&b'\n'), "one line");
+            let mut expected = params.clone();
+            let set = expected.meta.get_or_insert_with(RequestMetaObject::new);
+            for (key, value) in fixed.iter() {
+                set.insert(key.clone(), value.clone());
+            }
+            if let Some(capabilities) = capabilities {
+                set.set_client_capabilities((*capabilities).clone());
+            }
+            set.set_progress_token(ProgressToken(id.clone()));
+            let theirs = ClientJsonRpcMessage::request(
+                ClientRequest::CallToolRequest(CallToolRequest::new(expected)),
+                id.clone(),
+            );
+            let ours: serde_json::Value = serde_json::from_slice(&ours).expect("JSON");
+            assert_eq!(
+                ours,
+                serde_json::to_value(&theirs).expect("serializable"),
+                "{params:?} {capabilities:?}"
+            );
+        }
     }
 }
 
@@ -224,7 +257,7 @@ async fn direct_calls_are_answered_beside_rmcp() {
         panic!("a string id");
     };
     drop(abandoned);
-    link.send(&call, &CallToolRequestParams::new("echo"))
+    link.send(&call, &mut CallToolRequestParams::new("echo"))
         .await
         .expect("written");
     let mut request = String::new();
@@ -293,13 +326,13 @@ async fn concurrent_writers_write_whole_lines() {
     let writers = futures::future::join_all(calls.iter().map(|call| {
         let link = link.clone();
         async move {
-            let params = CallToolRequestParams::new("echo").with_arguments(
+            let mut params = CallToolRequestParams::new("echo").with_arguments(
                 serde_json::json!({"pad": "y".repeat(150)})
                     .as_object()
                     .cloned()
                     .unwrap_or_default(),
             );
-            link.send(call, &params).await
+            link.send(call, &mut params).await
         }
     }));
     let reader = async {
@@ -332,7 +365,7 @@ async fn a_line_cut_short_is_finished_by_the_next_writer() {
     let link = transport.link();
     let first = link.register().expect("open");
     let second = link.register().expect("open");
-    let big = CallToolRequestParams::new("echo").with_arguments(
+    let mut big = CallToolRequestParams::new("echo").with_arguments(
         serde_json::json!({"pad": "z".repeat(300)})
             .as_object()
             .cloned()
@@ -340,7 +373,7 @@ async fn a_line_cut_short_is_finished_by_the_next_writer() {
     );
     {
         // Nobody reads yet: the pipe takes 64 bytes of the line and the write waits.
-        let mut cut = std::pin::pin!(link.send(&first, &big));
+        let mut cut = std::pin::pin!(link.send(&first, &mut big));
         assert!(
             futures::poll!(&mut cut).is_pending(),
             "the line fits no pipe"
@@ -356,9 +389,9 @@ async fn a_line_cut_short_is_finished_by_the_next_writer() {
         }
         ids
     };
-    let small = CallToolRequestParams::new("echo");
+    let mut small = CallToolRequestParams::new("echo");
     let (written, ids) = tokio::time::timeout(WAIT, async {
-        tokio::join!(link.send(&second, &small), reader)
+        tokio::join!(link.send(&second, &mut small), reader)
     })
     .await
     .expect("within the bound");
@@ -381,9 +414,12 @@ async fn writing_to_a_closed_upstream_fails() {
     let link = transport.link();
     let call = link.register().expect("open");
     drop(theirs);
-    let written = tokio::time::timeout(WAIT, link.send(&call, &CallToolRequestParams::new("echo")))
-        .await
-        .expect("within the bound");
+    let written = tokio::time::timeout(
+        WAIT,
+        link.send(&call, &mut CallToolRequestParams::new("echo")),
+    )
+    .await
+    .expect("within the bound");
     assert!(written.is_err(), "{written:?}");
 }
 

@@ -40,9 +40,9 @@ pub(crate) enum CallLink {
 pub(super) async fn send_call(
     peer: &Peer<RoleClient>,
     link: Option<&CallLink>,
-    params: CallToolRequestParams,
+    params: &mut CallToolRequestParams,
     guard: &CallGuard,
-    capabilities: Option<ClientCapabilities>,
+    capabilities: Option<&ClientCapabilities>,
 ) -> Result<CallToolResponse, ServiceError> {
     match link {
         Some(CallLink::Line(link))
@@ -63,11 +63,11 @@ pub(super) async fn send_call(
         }
         _ => {}
     }
-    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+    let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
     let mut options = PeerRequestOptions::no_options();
     if let Some(capabilities) = capabilities {
         let mut meta = RequestMetaObject::new();
-        meta.set_client_capabilities(capabilities);
+        meta.set_client_capabilities(capabilities.clone());
         options = options.with_meta(meta);
     }
     let handle = peer.send_request_with_option(request, options).await?;
@@ -86,21 +86,16 @@ pub(super) async fn send_call(
 async fn send_direct(
     peer: &Peer<RoleClient>,
     link: &LineLink,
-    mut params: CallToolRequestParams,
+    params: &mut CallToolRequestParams,
     guard: &CallGuard,
 ) -> Result<CallToolResponse, ServiceError> {
     let mut call = link.register().ok_or(ServiceError::TransportClosed)?;
-    let token = ProgressToken(call.id.clone());
-    params
-        .meta
-        .get_or_insert_with(RequestMetaObject::new)
-        .set_progress_token(token.clone());
-    guard.sent(call.id.clone(), token);
+    guard.sent(call.id.clone(), ProgressToken(call.id.clone()));
     let abandoned = CancelOnDrop {
         peer: Some(peer.clone()),
         id: call.id.clone(),
     };
-    let sent = link.send(&call, &params).await;
+    let sent = link.send(&call, params).await;
     let answer = match sent {
         Ok(()) => call.answer().await,
         Err(err) => {
