@@ -113,7 +113,8 @@ impl PlainClient {
         let read_timeout = self.read_timeout;
         Ok(response.map(|body| PlainBody {
             body,
-            idle: Box::pin(tokio::time::sleep(read_timeout)),
+            idle: None,
+            read: true,
             read_timeout,
         }))
     }
@@ -127,10 +128,14 @@ fn timed_out(after: Duration) -> NetError {
 }
 
 /// A response body from [`PlainClient`]: fails once no bytes came for the read deadline.
+/// The deadline's timer is armed only when the body has to wait: a small answer that came
+/// whole with its head sets none.
 #[derive(Debug)]
 pub struct PlainBody {
     body: Incoming,
-    idle: Pin<Box<Sleep>>,
+    idle: Option<Pin<Box<Sleep>>>,
+    /// A frame came since the timer was last armed.
+    read: bool,
     read_timeout: Duration,
 }
 
@@ -143,16 +148,21 @@ impl Body for PlainBody {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, NetError>>> {
         let this = &mut *self;
-        match Pin::new(&mut this.body).poll_frame(cx) {
-            Poll::Ready(frame) => {
-                let deadline = Instant::now() + this.read_timeout;
-                this.idle.as_mut().reset(deadline);
-                Poll::Ready(frame.map(|frame| frame.map_err(|err| described("body", &err))))
+        if let Poll::Ready(frame) = Pin::new(&mut this.body).poll_frame(cx) {
+            this.read = true;
+            return Poll::Ready(frame.map(|frame| frame.map_err(|err| described("body", &err))));
+        }
+        // Waiting: the deadline runs from the first wait after the last frame.
+        if std::mem::take(&mut this.read) {
+            let deadline = Instant::now() + this.read_timeout;
+            match &mut this.idle {
+                Some(idle) => idle.as_mut().reset(deadline),
+                None => this.idle = Some(Box::pin(tokio::time::sleep_until(deadline))),
             }
-            Poll::Pending => match this.idle.as_mut().poll(cx) {
-                Poll::Ready(()) => Poll::Ready(Some(Err(timed_out(this.read_timeout)))),
-                Poll::Pending => Poll::Pending,
-            },
+        }
+        match this.idle.as_mut().map(|idle| idle.as_mut().poll(cx)) {
+            Some(Poll::Ready(())) => Poll::Ready(Some(Err(timed_out(this.read_timeout)))),
+            _ => Poll::Pending,
         }
     }
 
