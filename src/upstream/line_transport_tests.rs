@@ -211,6 +211,8 @@ fn a_direct_request_is_written_as_rmcp_writes_it() {
             let ours = request_json(&id, &mut sent, &meta, *capabilities).expect("serializable");
             assert_eq!(&sent, params, "the parameters are left as they were");
             assert!(!ours.contains(&b'\n'), "one line");
+            let metas = ours.windows(8).filter(|w| *w == br#""_meta":"#).count();
+            assert_eq!(metas, 1, "one `_meta`, not the caller's beside ours");
             let mut expected = params.clone();
             let set = expected.meta.get_or_insert_with(RequestMetaObject::new);
             for (key, value) in fixed.iter() {
