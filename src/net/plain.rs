@@ -49,6 +49,10 @@ use super::{
 
 /// How long an idle pooled connection is kept (reqwest's default).
 const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(90);
+/// TCP keep-alive probes: idle time before the first, the interval, and how many may go
+/// unanswered (reqwest's defaults).
+const TCP_KEEPALIVE: Duration = Duration::from_secs(15);
+const TCP_KEEPALIVE_RETRIES: u32 = 3;
 
 type Connector = ConnectGuard<HttpConnector<Resolver>>;
 
@@ -82,6 +86,10 @@ impl PlainClient {
         http.enforce_http(true);
         http.set_nodelay(true);
         http.set_connect_timeout(Some(policy.connect_timeout));
+        // TCP keep-alive as reqwest sets it: a peer gone silent under a long call is found.
+        http.set_keepalive(Some(TCP_KEEPALIVE));
+        http.set_keepalive_interval(Some(TCP_KEEPALIVE));
+        http.set_keepalive_retries(Some(TCP_KEEPALIVE_RETRIES));
         let connector = ConnectGuard::new(http, Arc::clone(&policy));
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(POOL_IDLE_TIMEOUT)
