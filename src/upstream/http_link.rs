@@ -141,10 +141,13 @@ impl HttpLink {
             return None;
         }
         let url = reqwest::Url::parse(&uri).ok()?;
-        let poster = match plain {
-            Some(plain) if url.scheme() == "http" => Poster::Plain {
+        // A URL that `http::Uri` cannot hold (reqwest's parser is more lenient) is posted
+        // with reqwest.
+        let plain_uri = (url.scheme() == "http").then(|| uri.parse::<http::Uri>().ok());
+        let poster = match (plain, plain_uri.flatten()) {
+            (Some(plain), Some(uri)) => Poster::Plain {
                 client: Box::new(plain),
-                uri: uri.parse().ok()?,
+                uri,
             },
             _ => Poster::Reqwest {
                 client: client.clone(),

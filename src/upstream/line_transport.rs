@@ -16,7 +16,7 @@ use std::{
     collections::HashMap,
     pin::Pin,
     sync::{
-        Arc, Mutex, MutexGuard,
+        Arc, LazyLock, Mutex, MutexGuard,
         atomic::{AtomicU64, Ordering},
     },
 };
@@ -285,7 +285,9 @@ impl LineLink {
         call: &DirectCall,
         params: &mut CallToolRequestParams,
     ) -> std::io::Result<()> {
-        let mut line = request_json(&call.id, params, &CallMeta::default(), None)?;
+        // Before 2026-07-28 a request's `_meta` carries only the progress token.
+        static TOKEN_ONLY: LazyLock<CallMeta> = LazyLock::new(CallMeta::default);
+        let mut line = request_json(&call.id, params, &TOKEN_ONLY, None)?;
         line.push(b'\n');
         self.writer.write_line(&line).await
     }
