@@ -37,6 +37,15 @@ impl Lookup for OneAddress {
 
 const LOOPBACK: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
+/// Never answers.
+struct Silent;
+
+impl Lookup for Silent {
+    fn lookup(&self, _host: &str) -> LookupFuture {
+        Box::pin(std::future::pending())
+    }
+}
+
 /// How the test server answers each request.
 #[derive(Clone, Copy)]
 enum Answer {
@@ -322,4 +331,22 @@ async fn errors_never_name_the_url() {
         .expect_err("nothing listens there");
     let text = err.to_string();
     assert!(!text.contains("secret") && !text.contains("/mcp"), "{text}");
+}
+
+/// A name whose lookup never answers fails within the connect deadline.
+#[tokio::test]
+async fn a_lookup_that_never_answers_fails_within_the_connect_deadline() {
+    let policy = NetPolicy {
+        connect_timeout: Duration::from_millis(100),
+        ..policy()
+    };
+    let client = PlainClient::new(&policy, Arc::new(Silent)).expect("plain http allowed");
+    let uri: http::Uri = "http://mcp.test:8080/mcp".parse().expect("uri");
+    match send(&client, post(uri, "{}")).await {
+        Err(NetError::Resolve { host, reason }) => {
+            assert_eq!(host, "mcp.test");
+            assert!(reason.contains("no answer"), "{reason}");
+        }
+        other => panic!("not a resolve failure: {other:?}"),
+    }
 }
