@@ -112,16 +112,15 @@ pub enum SseError {
     Encode(#[from] serde_json::Error),
     #[error("SSE transport closed")]
     Closed,
-    #[error("HTTP request failed: {0}")]
-    Http(reqwest::Error),
-    #[error("HTTP request failed: {0}")]
+    /// The request failed or was refused (`NetError` names no URL: the endpoint's session
+    /// id lets anyone post into the session).
+    #[error(transparent)]
     Net(#[from] NetError),
 }
 
 impl From<reqwest::Error> for SseError {
-    /// Strips the URL: the endpoint's session id lets anyone post into the session.
     fn from(error: reqwest::Error) -> Self {
-        Self::Http(error.without_url())
+        Self::Net(NetError::from(error))
     }
 }
 

@@ -472,3 +472,25 @@ async fn talks_to_server_everything_over_legacy_sse() {
     client.cancel().await.expect("close");
     node.kill().await.expect("kill server-everything");
 }
+
+/// A refusal of the guarded client comes back as itself, not as an opaque HTTP failure.
+#[tokio::test]
+async fn a_refused_connection_is_the_refusal() {
+    let (url, _server) = scripted(endpoint_event("/message"), true).await;
+    let strict = crate::net::NetPolicy {
+        allow_http: true,
+        ..crate::net::NetPolicy::default()
+    };
+    let client = crate::net::client(&strict).expect("client");
+    let error = bounded(connect(client, config(url))).await.err();
+    assert!(
+        matches!(
+            error,
+            Some(SseError::Net(crate::net::NetError::Blocked {
+                range: "loopback",
+                ..
+            }))
+        ),
+        "{error:?}"
+    );
+}
