@@ -354,11 +354,13 @@ impl HttpLink {
                         finish(stream).await;
                         return Ok(message);
                     }
+                    // Boxed, as the resume below: these futures are large and rare, and
+                    // every call's future would otherwise carry (and move) their room.
                     JsonRpcMessage::Notification(notification) => {
-                        inner.handler.notified(notification.notification).await;
+                        Box::pin(inner.handler.notified(notification.notification)).await;
                     }
                     JsonRpcMessage::Request(request) => {
-                        self.answer(peer, id, request.id, request.request).await;
+                        Box::pin(self.answer(peer, id, request.id, request.request)).await;
                     }
                     // An answer to some other request has no one waiting here.
                     JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_) => {}
@@ -376,16 +378,14 @@ impl HttpLink {
                 failures += 1;
                 tokio::time::sleep(delay).await;
                 let headers = inner.headers.clone();
-                match inner
-                    .client
-                    .get_stream(
-                        inner.uri.clone(),
-                        None,
-                        Some(resume_from.clone()),
-                        None,
-                        headers,
-                    )
-                    .await
+                match Box::pin(inner.client.get_stream(
+                    inner.uri.clone(),
+                    None,
+                    Some(resume_from.clone()),
+                    None,
+                    headers,
+                ))
+                .await
                 {
                     Ok(resumed) => {
                         stream = resumed;

@@ -63,6 +63,18 @@ pub(super) async fn send_call(
         }
         _ => {}
     }
+    // Boxed: rmcp's request and response futures are several KiB, which the direct paths
+    // above would otherwise carry and move with every call.
+    Box::pin(send_through_rmcp(peer, params, guard, capabilities)).await
+}
+
+/// Sends a `tools/call` through rmcp's service loop.
+async fn send_through_rmcp(
+    peer: &Peer<RoleClient>,
+    params: &CallToolRequestParams,
+    guard: &CallGuard,
+    capabilities: Option<&ClientCapabilities>,
+) -> Result<CallToolResponse, ServiceError> {
     let request = ClientRequest::CallToolRequest(CallToolRequest::new(params.clone()));
     let mut options = PeerRequestOptions::no_options();
     if let Some(capabilities) = capabilities {

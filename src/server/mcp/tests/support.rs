@@ -163,10 +163,8 @@ impl Endpoint {
             listen: addr,
             ..ServiceConfig::default()
         });
-        let state = AppState {
-            shutdown: Arc::new(shutdown.clone()),
-            ..AppState::new(gateway.clone(), Arc::new(auth), service)
-        };
+        let state =
+            AppState::new(gateway.clone(), Arc::new(auth), service).with_shutdown(shutdown.clone());
         let api = rest::routes().layer(middleware::from_fn_with_state(
             state.clone(),
             super::super::super::authenticate,
