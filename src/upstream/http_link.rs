@@ -55,11 +55,9 @@ use crate::net::{self, NetError, PlainClient};
 
 /// Reconnects in a row that may fail before a call's stream is given up.
 const MAX_RESUMES: usize = 5;
-/// How long the rest of a call's stream is read after its answer (rmcp's bound), and how
-/// much of that the caller waits.
+/// How long the rest of a call's stream is read after its answer (rmcp's bound).
 const DRAIN_TIMEOUT: Duration = Duration::from_millis(50);
-const DRAIN_INLINE: Duration = Duration::from_millis(5);
-/// Events after the answer read at once before the drain waits with a deadline.
+/// Events after the answer read at once before the rest is left to a task.
 const DRAIN_READY: usize = 4;
 /// Wait before resuming a stream when the server named none (`retry:`), doubled per failure.
 const RESUME_DELAY: Duration = Duration::from_secs(1);
@@ -347,11 +345,11 @@ impl HttpLink {
                 };
                 match message {
                     JsonRpcMessage::Response(ref answer) if answer.id == *id => {
-                        finish(stream).await;
+                        finish(stream);
                         return Ok(message);
                     }
                     JsonRpcMessage::Error(ref error) if error.id.as_ref() == Some(id) => {
-                        finish(stream).await;
+                        finish(stream);
                         return Ok(message);
                     }
                     // Boxed, as the resume below: these futures are large and rare, and
@@ -436,12 +434,13 @@ impl HttpLink {
 
 /// Reads a call's stream to its end after the answer, so that its connection goes back to
 /// the pool, ready for the next call, rather than being closed. The end comes with the
-/// answer or just after it (2026-07-28 servers close the stream once they answered), so the
-/// caller waits for it, up to [`DRAIN_INLINE`]; a server that keeps the stream open gets the
-/// rest of [`DRAIN_TIMEOUT`] (rmcp's bound) in a task of its own.
-async fn finish(mut stream: SseStream) {
-    // Mostly the end came in the same read as the answer: no timer for that. Bounded, as a
-    // server may keep sending.
+/// answer or just after it (2026-07-28 servers close the stream once they answered): what
+/// already came is read at once, and the rest in a task of its own, bounded by
+/// [`DRAIN_TIMEOUT`] (rmcp's bound), so that the answer goes back without waiting for it.
+/// Waiting in the call cost a wake-up per call for the end's write and, for its deadline
+/// (the earliest of all timers), one of the thread that waits for the timers.
+fn finish(mut stream: SseStream) {
+    // Bounded, as a server may keep sending.
     for _ in 0..DRAIN_READY {
         match stream.next().now_or_never() {
             Some(Some(_)) => {}
@@ -449,13 +448,9 @@ async fn finish(mut stream: SseStream) {
             None => break,
         }
     }
-    let drain = async move { while stream.next().await.is_some() {} };
-    let mut drain = Box::pin(drain);
-    if tokio::time::timeout(DRAIN_INLINE, &mut drain).await.is_ok() {
-        return;
-    }
     tokio::spawn(async move {
-        let _ = tokio::time::timeout(DRAIN_TIMEOUT - DRAIN_INLINE, drain).await;
+        let drain = async move { while stream.next().await.is_some() {} };
+        let _ = tokio::time::timeout(DRAIN_TIMEOUT, drain).await;
     });
 }
 

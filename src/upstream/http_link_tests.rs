@@ -3,11 +3,11 @@
 //! stream, a broken stream resumes from its last event, and tools that promote arguments
 //! to headers are left to rmcp.
 
-use std::sync::Mutex;
+use std::{net::SocketAddr, sync::Mutex};
 
 use axum::{
     body::Body,
-    extract::{Request, State},
+    extract::{ConnectInfo, Request, State},
     middleware::Next,
     response::{IntoResponse, Response},
 };
@@ -43,6 +43,8 @@ const WAIT: Duration = Duration::from_secs(30);
 /// One request the front saw.
 #[derive(Debug, Clone)]
 struct Seen {
+    /// The client's end of the connection the request came on.
+    peer: Option<SocketAddr>,
     method: http::Method,
     headers: http::HeaderMap,
     body: Option<Value>,
@@ -69,6 +71,11 @@ enum Break {
     BeforeEvent,
     /// A stream that first asks the client a `ping`, and answers once the client did.
     AsksFirst,
+    /// The answer, and the end of the stream a millisecond later, in a write of its own.
+    EndsLater,
+    /// The answer, then a stream that never ends (a comment every few milliseconds); the
+    /// front is told when it is dropped.
+    KeptOpen,
 }
 
 /// A front to an rmcp fixture that records every request and may break call streams.
@@ -80,6 +87,17 @@ struct Front {
     call_id: Arc<Mutex<Option<Value>>>,
     /// Told when the client answered the front's `ping`.
     pinged: Arc<Notify>,
+    /// Told when a stream kept open was dropped (its connection closed).
+    dropped: Arc<Notify>,
+}
+
+/// Tells its `Notify` when dropped.
+struct OnDrop(Arc<Notify>);
+
+impl Drop for OnDrop {
+    fn drop(&mut self) {
+        self.0.notify_one();
+    }
 }
 
 impl Front {
@@ -111,6 +129,10 @@ fn event_stream(body: String) -> Response {
 
 async fn record(State(front): State<Front>, request: Request, next: Next) -> Response {
     let (parts, body) = request.into_parts();
+    let peer = parts
+        .extensions
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|info| info.0);
     let bytes = axum::body::to_bytes(body, usize::MAX)
         .await
         .unwrap_or_default();
@@ -120,6 +142,7 @@ async fn record(State(front): State<Front>, request: Request, next: Next) -> Res
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
         .push(Seen {
+            peer,
             method: parts.method.clone(),
             headers: parts.headers.clone(),
             body: body.clone(),
@@ -190,6 +213,43 @@ async fn record(State(front): State<Front>, request: Request, next: Next) -> Res
                         .into_response();
                 }
                 Break::Accepted => return http::StatusCode::ACCEPTED.into_response(),
+                Break::EndsLater => {
+                    let answer = json!({
+                        "jsonrpc": "2.0",
+                        "id": body["id"],
+                        "result": { "content": [{ "type": "text", "text": "ends later" }] },
+                    });
+                    let events = futures::stream::iter([format!("data: {answer}\n\n")]).chain(
+                        futures::stream::once(tokio::time::sleep(Duration::from_millis(1)))
+                            .filter_map(|()| async { None }),
+                    );
+                    let body = Body::from_stream(events.map(Ok::<_, std::convert::Infallible>));
+                    return ([(http::header::CONTENT_TYPE, "text/event-stream")], body)
+                        .into_response();
+                }
+                Break::KeptOpen => {
+                    let answer = json!({
+                        "jsonrpc": "2.0",
+                        "id": body["id"],
+                        "result": { "content": [{ "type": "text", "text": "kept open" }] },
+                    });
+                    let dropped = OnDrop(front.dropped.clone());
+                    // A comment every few milliseconds: a write is how the server finds the
+                    // connection closed.
+                    let ticks = futures::stream::unfold((), |()| async {
+                        tokio::time::sleep(Duration::from_millis(5)).await;
+                        Some((": still here\n\n".to_owned(), ()))
+                    });
+                    let events = futures::stream::iter([format!("data: {answer}\n\n")])
+                        .chain(ticks)
+                        .map(move |event| {
+                            let _ = &dropped;
+                            Ok::<_, std::convert::Infallible>(event)
+                        });
+                    let body = Body::from_stream(events);
+                    return ([(http::header::CONTENT_TYPE, "text/event-stream")], body)
+                        .into_response();
+                }
                 _ => {}
             }
             if front.breaks == Break::Json {
@@ -226,6 +286,7 @@ async fn serve_front(f: Fixture, breaks: Break, stop: &CancellationToken) -> (St
         breaks,
         call_id: Arc::default(),
         pinged: Arc::default(),
+        dropped: Arc::default(),
     };
     let app = axum::Router::new()
         .nest_service("/mcp", service)
@@ -234,9 +295,12 @@ async fn serve_front(f: Fixture, breaks: Break, stop: &CancellationToken) -> (St
     let url = format!("http://{}/mcp", listener.local_addr().expect("address"));
     let stop = stop.clone();
     tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(stop.cancelled_owned())
-            .await
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(stop.cancelled_owned())
+        .await
     });
     (url, front)
 }
@@ -445,6 +509,49 @@ async fn an_upstream_error_comes_back_as_the_error() {
         }
         other => panic!("both refused as the server refused: {other:?}"),
     }
+}
+
+/// The end of a call's stream, coming after the answer, is read: the connection goes back
+/// to the pool and a later call comes on it.
+#[tokio::test]
+async fn the_next_call_comes_on_the_same_connection() {
+    let rig = Rig::start(Break::EndsLater).await;
+    let first = rig.call(true, echo("one")).await.expect("answered");
+    assert_eq!(text(&first), "ends later");
+    // The end of the first call's stream is read after its answer, in a task of its own: a
+    // call that starts before that task ran takes another connection, so try a few.
+    for round in 0..20 {
+        rig.call(true, echo("again")).await.expect("answered");
+        let calls = rig.front.calls();
+        let first_peer = calls[0].peer.expect("peer recorded");
+        if calls[1..].iter().any(|seen| seen.peer == Some(first_peer)) {
+            return;
+        }
+        assert!(
+            round < 19,
+            "no call came on the first one's connection: {calls:?}"
+        );
+    }
+}
+
+/// A stream the server keeps open after the answer does not hold the call, and is given up
+/// (its connection closed) once the drain's bound passed.
+#[tokio::test]
+async fn a_stream_kept_open_after_the_answer_is_given_up() {
+    let rig = Rig::start(Break::KeptOpen).await;
+    let dropped = rig.front.dropped.notified();
+    let result = rig.call(true, echo("hi")).await.expect("answered");
+    assert_eq!(text(&result), "kept open");
+    tokio::time::timeout(WAIT, dropped)
+        .await
+        .expect("the stream is given up and its connection closed");
+    let again = rig.call(true, echo("hi")).await.expect("answered again");
+    assert_eq!(text(&again), "kept open");
+    let calls = rig.front.calls();
+    assert_ne!(
+        calls[0].peer, calls[1].peer,
+        "a connection whose stream was given up is not reused"
+    );
 }
 
 #[tokio::test]
