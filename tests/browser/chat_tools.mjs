@@ -73,6 +73,10 @@ await withPage('chat-tools', async (page) => {
     assert.equal(await page.evaluate(() => document.activeElement?.textContent), 'Deny');
     await page.keyboard.press('Space');
     await inState(drop, 'denied');
+    // The card shows the denial as soon as it is sent; the call's error (what the model is
+    // told) follows on the turn's stream.
+    await drop.locator('.outcome', { hasText: 'denied_by_user' })
+      .waitFor({ state: 'attached' });
     assert.match(await drop.locator('.outcome').textContent(), /denied_by_user/);
     assert.equal(await drop.locator('.text-part').count(), 0, 'no result: it did not run');
   });
