@@ -141,8 +141,11 @@ impl HttpLink {
         let url = reqwest::Url::parse(&uri).ok()?;
         // A URL that `http::Uri` cannot hold (reqwest's parser is more lenient) is posted
         // with reqwest.
-        let plain_uri = (url.scheme() == "http").then(|| uri.parse::<http::Uri>().ok());
-        let poster = match (plain, plain_uri.flatten()) {
+        let plain_uri = match url.scheme() {
+            "http" => uri.parse::<http::Uri>().ok(),
+            _ => None,
+        };
+        let poster = match (plain, plain_uri) {
             (Some(plain), Some(uri)) => Poster::Plain {
                 client: Box::new(plain),
                 uri,
