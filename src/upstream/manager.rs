@@ -70,6 +70,22 @@ struct SlotState {
     connection: u64,
 }
 
+impl SlotState {
+    fn new() -> SlotState {
+        SlotState {
+            state: ServerState::Connecting,
+            last_error: None,
+            transport: None,
+            peer: None,
+            link: None,
+            tools: None,
+            stale: false,
+            settled: false,
+            connection: 0,
+        }
+    }
+}
+
 struct Slot {
     config: ServerConfig,
     /// The cache key: server identity plus a hash of its resolved credentials.
@@ -138,17 +154,7 @@ impl Manager {
                 Arc::new(Slot {
                     key: CacheKey::for_server(&config, &options.env),
                     config,
-                    state: Mutex::new(SlotState {
-                        state: ServerState::Connecting,
-                        last_error: None,
-                        transport: None,
-                        peer: None,
-                        link: None,
-                        tools: None,
-                        stale: false,
-                        settled: false,
-                        connection: 0,
-                    }),
+                    state: Mutex::new(SlotState::new()),
                     tools_changed: Arc::new(Notify::new()),
                     relays: RelayRegistry::new(),
                     watches: WatchRegistry::new(tracker.clone()),
@@ -613,7 +619,7 @@ async fn serve(inner: &Inner, slot: &Slot, connection: super::Connection) -> Opt
         s.transport = Some(transport);
         s.connection += 1;
     }
-    relist(inner, slot, &peer).await;
+    relist(inner, slot, &peer, true).await;
     slot.watches
         .renew(&peer, inner.options.limits.list_timeout)
         .await;
@@ -627,16 +633,16 @@ async fn serve(inner: &Inner, slot: &Slot, connection: super::Connection) -> Opt
             _ = &mut waiting => break true,
             () = slot.tools_changed.notified() => {
                 inner.lists().invalidate_server(&slot.config.id);
-                relist(inner, slot, &peer).await;
+                relist(inner, slot, &peer, false).await;
             }
             () = slot.refresh.notified() => {
                 inner.lists().invalidate(&slot.key);
-                relist(inner, slot, &peer).await;
+                relist(inner, slot, &peer, false).await;
             }
             _ = ttl.tick() => {
                 let fresh = inner.lists().get(&slot.key, Instant::now().into_std()).is_some();
                 if !fresh {
-                    relist(inner, slot, &peer).await;
+                    relist(inner, slot, &peer, false).await;
                 }
             }
             () = inner.cancel.cancelled() => {
@@ -657,18 +663,19 @@ async fn serve(inner: &Inner, slot: &Slot, connection: super::Connection) -> Opt
 }
 
 /// Lists all pages of tools, bounded by the list deadline; a failure keeps the last good
-/// list and marks it stale.
-async fn relist(inner: &Inner, slot: &Slot, peer: &Peer<RoleClient>) {
+/// list and marks it stale. Announces a change (and so a catalog rebuild) only when the
+/// listing changed the server's tools or state, or when `connected` (a new connection is a
+/// change in itself, which [`Manager::wait_connected`] waits for).
+async fn relist(inner: &Inner, slot: &Slot, peer: &Peer<RoleClient>, connected: bool) {
     let deadline = inner.options.limits.list_timeout;
     let result = match tokio::time::timeout(deadline, peer.list_all_tools()).await {
         Err(_) => Err(format!("tools/list did not answer within {deadline:?}")),
         Ok(Err(err)) => Err(UpstreamError::from_service(err).to_string()),
         Ok(Ok(tools)) => Ok(tools),
     };
-    {
+    let changed = {
         let mut s = slot.lock();
-        s.settled = true;
-        match result {
+        let listed = match result {
             Ok(tools) => {
                 if let Some(CallLink::Http(link)) = &s.link {
                     link.listed(&tools);
@@ -677,20 +684,43 @@ async fn relist(inner: &Inner, slot: &Slot, peer: &Peer<RoleClient>) {
                 inner
                     .lists()
                     .insert(slot.key.clone(), tools.clone(), Instant::now().into_std());
-                s.tools = Some(tools);
-                s.stale = false;
-                s.state = ServerState::Ready;
-                s.last_error = None;
+                Ok(tools)
             }
             Err(reason) => {
                 tracing::warn!(server = %slot.config.id, error = %reason, "listing tools failed");
-                s.stale = s.tools.is_some();
-                s.state = ServerState::Degraded;
-                s.last_error = Some(reason);
+                Err(reason)
             }
+        };
+        record_listing(&mut s, listed)
+    };
+    if changed || connected {
+        inner.bump();
+    }
+}
+
+/// Records a listing's outcome in the slot: the new tools, or why listing failed (the last
+/// good tools kept, marked stale). Returns whether anything shown of the server changed.
+fn record_listing(s: &mut SlotState, listed: Result<Arc<Vec<Tool>>, String>) -> bool {
+    s.settled = true;
+    let before = (s.state, s.stale, s.last_error.take());
+    match listed {
+        Ok(tools) => {
+            let same_tools = s.tools.as_deref() == Some(&*tools);
+            if !same_tools {
+                s.tools = Some(tools);
+            }
+            s.stale = false;
+            s.state = ServerState::Ready;
+            !same_tools || before != (s.state, s.stale, None)
+        }
+        Err(reason) => {
+            s.stale = s.tools.is_some();
+            s.state = ServerState::Degraded;
+            let changed = before != (s.state, s.stale, Some(reason.clone()));
+            s.last_error = Some(reason);
+            changed
         }
     }
-    inner.bump();
 }
 
 #[cfg(test)]
@@ -707,5 +737,69 @@ mod tests {
         let delays: Vec<_> = (1..=6).map(|n| backoff(&config, n).as_millis()).collect();
         assert_eq!(delays, [100, 200, 400, 800, 1000, 1000]);
         assert_eq!(backoff(&config, 200), Duration::from_secs(1));
+    }
+
+    fn tools(names: &[&str]) -> Arc<Vec<Tool>> {
+        let schema = Arc::new(serde_json::Map::new());
+        Arc::new(
+            names
+                .iter()
+                .map(|name| Tool::new(name.to_string(), "A tool.", schema.clone()))
+                .collect(),
+        )
+    }
+
+    #[test]
+    fn a_listing_that_changes_nothing_is_not_announced() {
+        let mut slot = SlotState::new();
+        assert!(record_listing(&mut slot, Ok(tools(&["a", "b"]))));
+        assert!(slot.settled);
+        assert_eq!(slot.state, ServerState::Ready);
+
+        // The same tools again (a TTL or manual re-list): nothing to rebuild.
+        assert!(!record_listing(&mut slot, Ok(tools(&["a", "b"]))));
+        assert_eq!(slot.tools.as_deref(), Some(&*tools(&["a", "b"])));
+
+        // A changed list, in any way, is announced.
+        assert!(record_listing(&mut slot, Ok(tools(&["a", "c"]))));
+        assert_eq!(slot.tools.as_deref(), Some(&*tools(&["a", "c"])));
+        let mut described = (*tools(&["a", "c"])).clone();
+        described[1].description = Some("A changed tool.".into());
+        assert!(record_listing(&mut slot, Ok(Arc::new(described))));
+    }
+
+    #[test]
+    fn a_failed_listing_is_announced_once_and_its_recovery_too() {
+        let mut slot = SlotState::new();
+        assert!(record_listing(&mut slot, Ok(tools(&["a"]))));
+
+        assert!(record_listing(&mut slot, Err("no answer".into())));
+        assert_eq!(slot.state, ServerState::Degraded);
+        assert!(slot.stale);
+        assert_eq!(slot.last_error.as_deref(), Some("no answer"));
+        assert_eq!(
+            slot.tools.as_deref(),
+            Some(&*tools(&["a"])),
+            "the last good list is kept"
+        );
+
+        // The same failure again changes nothing shown; another reason does.
+        assert!(!record_listing(&mut slot, Err("no answer".into())));
+        assert!(record_listing(&mut slot, Err("refused".into())));
+
+        // The same tools as before the failure: the server is ready and fresh again.
+        assert!(record_listing(&mut slot, Ok(tools(&["a"]))));
+        assert_eq!(slot.state, ServerState::Ready);
+        assert!(!slot.stale);
+        assert_eq!(slot.last_error, None);
+    }
+
+    #[test]
+    fn a_first_listing_that_fails_is_announced() {
+        let mut slot = SlotState::new();
+        assert!(record_listing(&mut slot, Err("no answer".into())));
+        assert!(slot.settled);
+        assert_eq!(slot.state, ServerState::Degraded);
+        assert!(!slot.stale, "no tools to be stale");
     }
 }

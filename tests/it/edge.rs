@@ -3,10 +3,14 @@
 
 use std::time::Duration;
 
-use mcpgate::upstream::ServerState;
+use mcpgate::{
+    config::Env,
+    upstream::{ConnectOptions, Manager, ServerState},
+};
+use rmcp::model::CallToolRequestParams;
 use serde_json::json;
 
-use crate::support::{CallExt as _, config, fixture, gateway, wait_for};
+use crate::support::{CallExt as _, WAIT, config, fixture, gateway, id, options, wait_for};
 
 #[tokio::test]
 async fn lists_every_page() {
@@ -58,6 +62,66 @@ async fn list_changed_swaps_in_a_new_snapshot() {
     .await;
     assert_ne!(changed, alpha_before);
     gw.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_relist_that_finds_the_same_tools_announces_no_change() {
+    let config = config(vec![fixture("shifty", "changing")]);
+    let manager = Manager::start(
+        config.servers.clone(),
+        ConnectOptions {
+            env: Env::from_process(),
+            limits: config.limits.clone(),
+            supervisor: options().supervisor,
+        },
+        config.reconnect.clone(),
+        config.cache.clone(),
+    );
+    let mut changes = manager.changes();
+    let changed_to = async |changes: &mut tokio::sync::watch::Receiver<u64>, n: u64| {
+        tokio::time::timeout(WAIT, changes.wait_for(|g| *g >= n))
+            .await
+            .expect("the manager announces the change")
+            .map(|g| *g)
+            .expect("the manager is running")
+    };
+    // The first listing is the one change of a new connection.
+    assert_eq!(changed_to(&mut changes, 1).await, 1);
+
+    let shifty = id("shifty");
+    let call = async |name: &str, arguments: serde_json::Value| {
+        let params = CallToolRequestParams::new(name.to_owned())
+            .with_arguments(serde_json::from_value(arguments).expect("an object"));
+        let result = manager
+            .call_tool(&shifty, params, WAIT)
+            .await
+            .expect("the call");
+        let text = result.content.first().and_then(|c| c.as_text());
+        text.expect("a text answer").text.clone()
+    };
+
+    // Two manual re-lists of the same tools. The server's third listing is asked for only
+    // after the second one is recorded, as a server is re-listed one listing at a time.
+    for listings in ["2", "3"] {
+        assert!(manager.refresh(&shifty));
+        let start = std::time::Instant::now();
+        while call("listings", json!({})).await != listings {
+            assert!(start.elapsed() < WAIT, "no listing number {listings}");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+    let seen = *changes.borrow();
+    assert_eq!(seen, 1, "a listing that changed nothing was announced");
+
+    // A real change is still announced.
+    assert_eq!(
+        call("mutate", json!({ "what": "add_tool" })).await,
+        "mutated: add_tool"
+    );
+    assert_eq!(changed_to(&mut changes, 2).await, 2);
+    let tools = manager.statuses()[0].tools.clone().expect("listed");
+    assert!(tools.iter().any(|t| t.name == "gamma"));
+    manager.shutdown().await;
 }
 
 #[tokio::test]
