@@ -197,28 +197,32 @@ impl Gateway {
         attempt: &mut Attempt,
     ) -> Result<Map<String, Value>, GatewayError> {
         let invalid = |reason: String| GatewayError::InvalidArguments { reason };
-        let arguments = match arguments {
-            Value::Object(map) => map,
-            Value::Null => Map::new(),
-            other => {
-                return Err(invalid(format!(
-                    "arguments must be a JSON object, not {}",
-                    crate::policy::type_name(&other)
-                )));
-            }
+        let not_an_object = |other: &Value| {
+            invalid(format!(
+                "arguments must be a JSON object, not {}",
+                crate::policy::type_name(other)
+            ))
         };
-        let size = crate::policy::check_value(&arguments, config.call_limits.max_argument_bytes)
+        // Kept as a `Value` until validated: the validator takes one.
+        let arguments = match arguments {
+            Value::Null => Value::Object(Map::new()),
+            other => other,
+        };
+        let Value::Object(map) = &arguments else {
+            return Err(not_an_object(&arguments));
+        };
+        let size = crate::policy::check_value(map, config.call_limits.max_argument_bytes)
             .map_err(|e| invalid(e.to_string()))?;
         attempt.argument_bytes(size);
         // Argument values are kept only for tools named for it (and only if the tool reads,
         // which `finish` checks): no canonical copy on the hot path otherwise.
         if config.audit.log_arguments_for.contains(&tool.canonical) {
-            attempt.arguments(&arguments);
+            attempt.arguments(map);
         }
         let schema = self.schema_for(tool);
         match schema.as_ref() {
             Ok(compiled) => compiled
-                .validate(&arguments)
+                .validate_value(&arguments)
                 .map_err(|e| invalid(e.to_string()))?,
             Err(reason) => {
                 return Err(invalid(format!(
@@ -226,7 +230,10 @@ impl Gateway {
                 )));
             }
         }
-        Ok(arguments)
+        match arguments {
+            Value::Object(map) => Ok(map),
+            other => Err(not_an_object(&other)),
+        }
     }
 
     /// Stores a pending confirmation and returns the error that tells the caller about it.

@@ -271,7 +271,12 @@ impl HttpLink {
             tracing::debug!(error = %err, "a tool call could not be serialized");
             ServiceError::UnexpectedResponse
         })?;
-        let mut headers = inner.post_headers.clone();
+        // Room for `Mcp-Name` and what hyper adds (`Host`, `Content-Length`): a clone of the
+        // map, exactly as full as the original, grew twice per call.
+        let mut headers = HeaderMap::with_capacity(inner.post_headers.len() + 3);
+        for (name, value) in &inner.post_headers {
+            headers.append(name.clone(), value.clone());
+        }
         if let Ok(name) = HeaderValue::from_str(&params.name) {
             headers.insert(HeaderName::from_static("mcp-name"), name);
         }

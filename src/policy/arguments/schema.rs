@@ -64,11 +64,16 @@ impl CompiledSchema {
     /// [`MAX_REPORTED_ERRORS`] violations, each as `pointer: problem`.
     pub fn validate(&self, args: &Map<String, Value>) -> Result<(), ArgumentError> {
         // The validator takes a `Value`; the copy is bounded by the argument size cap.
-        let instance = Value::Object(args.clone());
-        if self.validator.is_valid(&instance) {
+        self.validate_value(&Value::Object(args.clone()))
+    }
+
+    /// [`CompiledSchema::validate`] for arguments still held as a `Value` (an object), which
+    /// spares the copy.
+    pub fn validate_value(&self, instance: &Value) -> Result<(), ArgumentError> {
+        if self.validator.is_valid(instance) {
             return Ok(());
         }
-        let mut errors = self.validator.iter_errors(&instance);
+        let mut errors = self.validator.iter_errors(instance);
         let mut listed: Vec<String> = errors
             .by_ref()
             .take(MAX_REPORTED_ERRORS)
