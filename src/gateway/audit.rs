@@ -25,7 +25,12 @@ const MAX_ARGUMENTS_CHARS: usize = 4096;
 pub(super) struct Attempt {
     started: Instant,
     time: SystemTime,
-    ctx: CallContext,
+    /// Who asked, cleaned for the record when the attempt starts (the roles are not kept).
+    request_id: String,
+    tenant: String,
+    user: String,
+    session: String,
+    /// Cleaned for the record once the tool is resolved.
     server: String,
     tool: String,
     fingerprint: Option<String>,
@@ -44,7 +49,10 @@ impl Attempt {
         Attempt {
             started: Instant::now(),
             time: now,
-            ctx: ctx.clone(),
+            request_id: clean(&ctx.request_id, MAX_FIELD_CHARS),
+            tenant: clean(&ctx.tenant, MAX_FIELD_CHARS),
+            user: clean(&ctx.user, MAX_FIELD_CHARS),
+            session: clean(&ctx.session, MAX_FIELD_CHARS),
             server: String::new(),
             tool: requested.to_owned(),
             fingerprint: None,
@@ -67,7 +75,7 @@ impl Attempt {
     }
 
     pub fn tool(&mut self, tool: &CatalogTool) {
-        self.server = tool.server.to_string();
+        self.server = clean(tool.server.as_str(), MAX_FIELD_CHARS);
         self.tool = tool.canonical.clone();
         self.fingerprint = Some(tool.fingerprint.as_str().to_owned());
     }
@@ -115,11 +123,11 @@ impl Attempt {
         };
         AuditRecord {
             time: self.time,
-            request_id: clean(&self.ctx.request_id, MAX_FIELD_CHARS),
-            tenant: clean(&self.ctx.tenant, MAX_FIELD_CHARS),
-            user: clean(&self.ctx.user, MAX_FIELD_CHARS),
-            session: clean(&self.ctx.session, MAX_FIELD_CHARS),
-            server: clean(&self.server, MAX_FIELD_CHARS),
+            request_id: self.request_id,
+            tenant: self.tenant,
+            user: self.user,
+            session: self.session,
+            server: self.server,
             tool: clean(&self.tool, MAX_FIELD_CHARS),
             decision: decision(self.allowed, outcome).to_owned(),
             confirmation_id: self.confirmation_id,
@@ -267,5 +275,28 @@ mod tests {
         assert_eq!(clean("a\u{7f}b", 10), "a\\u{7f}b");
         let printable: String = (0x20u8..0x7f).map(char::from).collect();
         assert_eq!(clean(&printable, printable.len()), printable);
+    }
+
+    #[test]
+    fn a_record_names_the_caller_cleaned() {
+        let ctx = CallContext {
+            tenant: "acme\r\n".to_owned(),
+            user: "ann\u{202E}".to_owned(),
+            session: "s".repeat(MAX_FIELD_CHARS + 1),
+            roles: vec!["admin".to_owned()],
+            request_id: "req\x1b[2K".to_owned(),
+        };
+        let attempt = Attempt::start(&ctx, "no.such\ntool", SystemTime::now());
+        let outcome = Err(GatewayError::NotFound {
+            name: "no.such".to_owned(),
+        });
+        let record = attempt.finish(&outcome, &AuditConfig::default());
+        assert_eq!(record.tenant, "acme\\u{d}\\u{a}");
+        assert_eq!(record.user, "ann\\u{202e}");
+        assert_eq!(record.session.chars().count(), MAX_FIELD_CHARS + 1);
+        assert!(record.session.ends_with('…'));
+        assert_eq!(record.request_id, "req\\u{1b}[2K");
+        assert_eq!(record.tool, "no.such\\u{a}tool");
+        assert_eq!(record.outcome, "not_found");
     }
 }

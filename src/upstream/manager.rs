@@ -680,18 +680,22 @@ async fn relist(inner: &Inner, slot: &Slot, peer: &Peer<RoleClient>, connected: 
                 if let Some(CallLink::Http(link)) = &s.link {
                     link.listed(&tools);
                 }
-                let tools = Arc::new(tools);
-                inner
-                    .lists()
-                    .insert(slot.key.clone(), tools.clone(), Instant::now().into_std());
-                Ok(tools)
+                Ok(Arc::new(tools))
             }
             Err(reason) => {
                 tracing::warn!(server = %slot.config.id, error = %reason, "listing tools failed");
                 Err(reason)
             }
         };
-        record_listing(&mut s, listed)
+        let fresh = listed.is_ok();
+        let changed = record_listing(&mut s, listed);
+        // The list kept (the earlier one when nothing changed) is the one cached.
+        if let (true, Some(tools)) = (fresh, &s.tools) {
+            inner
+                .lists()
+                .insert(slot.key.clone(), tools.clone(), Instant::now().into_std());
+        }
+        changed
     };
     if changed || connected {
         inner.bump();
