@@ -273,7 +273,7 @@ fn sampling(options: Option<Map<String, Value>>) -> Result<Map<String, Value>, A
 async fn start_turn(
     State(state): State<AppState>,
     Extension(hub): Extension<Arc<ChatHub>>,
-    Extension(ctx): Extension<CallContext>,
+    Extension(ctx): Extension<Arc<CallContext>>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let body: ChatBody = parse_body(&body)?;
@@ -304,7 +304,7 @@ async fn start_turn(
     let client = hub.client(&llm)?;
     let ctx = CallContext {
         session: session.clone(),
-        ..ctx
+        ..Arc::unwrap_or_clone(ctx)
     };
     let cancel = state.shutdown.child_token();
     let Some(slot) = hub.admit(&ctx, cancel.clone(), config.agent.max_running_turns) else {
@@ -367,7 +367,7 @@ fn sse_event(event: &AgentEvent) -> Event {
 
 async fn decide(
     Extension(hub): Extension<Arc<ChatHub>>,
-    Extension(ctx): Extension<CallContext>,
+    Extension(ctx): Extension<Arc<CallContext>>,
     Path((session, call_id)): Path<(String, String)>,
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
@@ -377,7 +377,10 @@ async fn decide(
         DecisionValue::Approve => (Decision::Approve, "approve"),
         DecisionValue::Deny => (Decision::Deny, "deny"),
     };
-    let ctx = CallContext { session, ..ctx };
+    let ctx = CallContext {
+        session,
+        ..Arc::unwrap_or_clone(ctx)
+    };
     hub.approvals
         .decide(&ctx, &call_id, decision)
         .map_err(|err| ApiError::new(StatusCode::NOT_FOUND, err.code(), err.to_string()))?;
@@ -386,11 +389,14 @@ async fn decide(
 
 async fn cancel(
     Extension(hub): Extension<Arc<ChatHub>>,
-    Extension(ctx): Extension<CallContext>,
+    Extension(ctx): Extension<Arc<CallContext>>,
     Path(session): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     valid_session(&session)?;
-    let ctx = CallContext { session, ..ctx };
+    let ctx = CallContext {
+        session,
+        ..Arc::unwrap_or_clone(ctx)
+    };
     let cancelled = hub.cancel(&ctx);
     Ok(Json(json!({ "ok": true, "cancelled": cancelled })))
 }

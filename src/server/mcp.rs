@@ -147,7 +147,7 @@ impl Scopes {
         };
         let visible = request
             .extensions()
-            .get::<CallContext>()
+            .get::<Arc<CallContext>>()
             .is_some_and(|ctx| self.state.gateway.current().sees_server(ctx, &id));
         if !visible {
             return not_found();

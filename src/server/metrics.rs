@@ -494,7 +494,7 @@ pub fn routes() -> Router<AppState> {
 /// them.
 async fn serve_metrics(
     State(state): State<AppState>,
-    Extension(ctx): Extension<CallContext>,
+    Extension(ctx): Extension<Arc<CallContext>>,
 ) -> Result<Response, ApiError> {
     if !(ctx.has_role(ADMIN_ROLE) || ctx.has_role(METRICS_ROLE)) {
         return Err(ApiError::new(

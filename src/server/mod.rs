@@ -282,7 +282,8 @@ async fn authenticate(State(state): State<AppState>, mut request: Request, next:
         .authenticate(request.headers(), request.uri(), &request_id)
     {
         Ok(ctx) => {
-            request.extensions_mut().insert(ctx);
+            // Shared: each handler's extractor clones what it takes from the extensions.
+            request.extensions_mut().insert(Arc::new(ctx));
             next.run(request).await
         }
         Err(failure) => {

@@ -6,7 +6,7 @@ use std::{
     net::SocketAddr,
     ops::Deref,
     path::PathBuf,
-    sync::{PoisonError, RwLock},
+    sync::{Arc, PoisonError, RwLock},
     time::Duration,
 };
 
@@ -299,7 +299,7 @@ pub fn routes() -> Router<AppState> {
 
 async fn reload_handler(
     State(state): State<AppState>,
-    Extension(ctx): Extension<CallContext>,
+    Extension(ctx): Extension<Arc<CallContext>>,
 ) -> Result<Response, ApiError> {
     if !ctx.has_role(ADMIN_ROLE) {
         return Err(ApiError::new(

@@ -1,7 +1,10 @@
 //! The REST API under `/api/v1`: tools, calls, confirmations, servers and the audit log. Every
 //! handler acts as the authenticated caller, through the gateway.
 
-use std::time::{Duration, UNIX_EPOCH};
+use std::{
+    sync::Arc,
+    time::{Duration, UNIX_EPOCH},
+};
 
 use axum::{
     Extension, Json, Router,
@@ -42,7 +45,7 @@ pub fn routes() -> Router<AppState> {
 
 async fn list_tools(
     State(state): State<AppState>,
-    Extension(ctx): Extension<CallContext>,
+    Extension(ctx): Extension<Arc<CallContext>>,
 ) -> Json<Value> {
     let gateway = state.gateway.current();
     let tools: Vec<Value> = gateway
@@ -57,7 +60,7 @@ async fn list_tools(
 /// parser, so duplicate keys anywhere in it are refused.
 async fn call_tool(
     State(state): State<AppState>,
-    Extension(ctx): Extension<CallContext>,
+    Extension(ctx): Extension<Arc<CallContext>>,
     Extension(overhead): Extension<Overhead>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
@@ -104,7 +107,7 @@ async fn call_tool(
 
 async fn list_confirmations(
     State(state): State<AppState>,
-    Extension(ctx): Extension<CallContext>,
+    Extension(ctx): Extension<Arc<CallContext>>,
 ) -> Result<Json<Value>, ApiError> {
     let pending = state.gateway.current().pending_confirmations(&ctx).await?;
     let list: Vec<Value> = pending
@@ -124,7 +127,7 @@ async fn list_confirmations(
 
 async fn approve(
     State(state): State<AppState>,
-    Extension(ctx): Extension<CallContext>,
+    Extension(ctx): Extension<Arc<CallContext>>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let approval = state.gateway.current().approve(&ctx, &id).await;
@@ -139,7 +142,7 @@ async fn approve(
 
 async fn deny(
     State(state): State<AppState>,
-    Extension(ctx): Extension<CallContext>,
+    Extension(ctx): Extension<Arc<CallContext>>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     let denied = state.gateway.current().deny(&ctx, &id).await;
@@ -150,7 +153,7 @@ async fn deny(
 
 async fn list_servers(
     State(state): State<AppState>,
-    Extension(ctx): Extension<CallContext>,
+    Extension(ctx): Extension<Arc<CallContext>>,
 ) -> Json<Value> {
     let gateway = state.gateway.current();
     let visible = gateway.list_tools(&ctx);
@@ -187,7 +190,7 @@ fn require_admin(ctx: &CallContext) -> Result<(), ApiError> {
 
 async fn refresh_server(
     State(state): State<AppState>,
-    Extension(ctx): Extension<CallContext>,
+    Extension(ctx): Extension<Arc<CallContext>>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
     require_admin(&ctx)?;
@@ -220,7 +223,7 @@ struct AuditParams {
 
 async fn audit(
     State(state): State<AppState>,
-    Extension(ctx): Extension<CallContext>,
+    Extension(ctx): Extension<Arc<CallContext>>,
     Query(params): Query<AuditParams>,
 ) -> Result<Json<Value>, ApiError> {
     require_admin(&ctx)?;

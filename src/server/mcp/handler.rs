@@ -109,8 +109,8 @@ impl GatewayServer {
 fn authenticated(extensions: &Extensions) -> Result<CallContext, ErrorData> {
     extensions
         .get::<http::request::Parts>()
-        .and_then(|parts| parts.extensions.get::<CallContext>())
-        .cloned()
+        .and_then(|parts| parts.extensions.get::<Arc<CallContext>>())
+        .map(|ctx| CallContext::clone(ctx))
         .ok_or_else(|| {
             ErrorData::internal_error("the request carries no authenticated caller", None)
         })
