@@ -690,7 +690,7 @@ async fn relist(inner: &Inner, slot: &Slot, peer: &Peer<RoleClient>, connected: 
         let fresh = listed.is_ok();
         let changed = record_listing(&mut s, listed);
         // The list kept (the earlier one when nothing changed) is the one cached.
-        if let (true, Some(tools)) = (fresh, &s.tools) {
+        if fresh && let Some(tools) = &s.tools {
             inner
                 .lists()
                 .insert(slot.key.clone(), tools.clone(), Instant::now().into_std());
@@ -707,24 +707,25 @@ async fn relist(inner: &Inner, slot: &Slot, peer: &Peer<RoleClient>, connected: 
 fn record_listing(s: &mut SlotState, listed: Result<Arc<Vec<Tool>>, String>) -> bool {
     s.settled = true;
     let before = (s.state, s.stale, s.last_error.take());
-    match listed {
+    let tools_changed = match listed {
         Ok(tools) => {
-            let same_tools = s.tools.as_deref() == Some(&*tools);
-            if !same_tools {
+            let changed = s.tools.as_deref() != Some(&*tools);
+            if changed {
                 s.tools = Some(tools);
             }
-            s.stale = false;
             s.state = ServerState::Ready;
-            !same_tools || before != (s.state, s.stale, None)
-        }
-        Err(reason) => {
-            s.stale = s.tools.is_some();
-            s.state = ServerState::Degraded;
-            let changed = before != (s.state, s.stale, Some(reason.clone()));
-            s.last_error = Some(reason);
+            s.stale = false;
             changed
         }
-    }
+        Err(reason) => {
+            s.state = ServerState::Degraded;
+            s.stale = s.tools.is_some();
+            s.last_error = Some(reason);
+            false
+        }
+    };
+    tools_changed
+        || (before.0, before.1, before.2.as_deref()) != (s.state, s.stale, s.last_error.as_deref())
 }
 
 #[cfg(test)]
