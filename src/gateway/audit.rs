@@ -20,6 +20,8 @@ const MAX_FIELD_CHARS: usize = 256;
 const SYSTEM_USER: &str = "mcpgate";
 /// Longest argument text kept for tools whose arguments may be logged.
 const MAX_ARGUMENTS_CHARS: usize = 4096;
+/// The outcome of an attempt whose caller went away before it finished.
+pub const ABANDONED: &str = "abandoned";
 
 /// What is known about a call attempt so far; becomes an [`AuditRecord`] at the end.
 pub(super) struct Attempt {
@@ -107,7 +109,7 @@ impl Attempt {
     }
 
     pub fn finish(
-        self,
+        &mut self,
         outcome: &Result<ToolOutput, GatewayError>,
         config: &AuditConfig,
     ) -> AuditRecord {
@@ -115,23 +117,45 @@ impl Attempt {
             self.effect == Some(Effect::Read) && config.log_arguments_for.contains(&self.tool);
         let arguments = self
             .arguments
+            .take()
             .filter(|_| may_log_arguments)
             .map(|a| clean(&a, MAX_ARGUMENTS_CHARS));
         let outcome_code = match outcome {
             Ok(_) => "ok",
             Err(err) => err.code(),
         };
+        let decision = decision(self.allowed, outcome);
+        self.record(decision, outcome_code, arguments, None)
+    }
+
+    /// The record of an attempt whose caller went away before it finished (its future was
+    /// dropped): `allowed` if it had reached the upstream, else `undecided`; outcome
+    /// `abandoned`. Argument values are never kept here.
+    pub fn abandoned(&mut self) -> AuditRecord {
+        let decision = if self.allowed { "allowed" } else { "undecided" };
+        let detail = "the caller went away before the call finished".to_owned();
+        self.record(decision, ABANDONED, None, Some(detail))
+    }
+
+    /// The record, taking what the attempt gathered.
+    fn record(
+        &mut self,
+        decision: &str,
+        outcome: &str,
+        arguments: Option<String>,
+        detail: Option<String>,
+    ) -> AuditRecord {
         AuditRecord {
             time: self.time,
-            request_id: self.request_id,
-            tenant: self.tenant,
-            user: self.user,
-            session: self.session,
-            server: self.server,
+            request_id: std::mem::take(&mut self.request_id),
+            tenant: std::mem::take(&mut self.tenant),
+            user: std::mem::take(&mut self.user),
+            session: std::mem::take(&mut self.session),
+            server: std::mem::take(&mut self.server),
             tool: clean(&self.tool, MAX_FIELD_CHARS),
-            decision: decision(self.allowed, outcome).to_owned(),
-            confirmation_id: self.confirmation_id,
-            outcome: outcome_code.to_owned(),
+            decision: decision.to_owned(),
+            confirmation_id: self.confirmation_id.take(),
+            outcome: outcome.to_owned(),
             duration_ms: self
                 .started
                 .elapsed()
@@ -140,9 +164,9 @@ impl Attempt {
                 .unwrap_or(u64::MAX),
             argument_bytes: self.argument_bytes,
             result_bytes: self.result_bytes,
-            fingerprint: self.fingerprint,
+            fingerprint: self.fingerprint.take(),
             arguments,
-            detail: None,
+            detail,
         }
     }
 }
@@ -286,7 +310,7 @@ mod tests {
             roles: vec!["admin".to_owned()],
             request_id: "req\x1b[2K".to_owned(),
         };
-        let attempt = Attempt::start(&ctx, "no.such\ntool", SystemTime::now());
+        let mut attempt = Attempt::start(&ctx, "no.such\ntool", SystemTime::now());
         let outcome = Err(GatewayError::NotFound {
             name: "no.such".to_owned(),
         });
@@ -298,5 +322,41 @@ mod tests {
         assert_eq!(record.request_id, "req\\u{1b}[2K");
         assert_eq!(record.tool, "no.such\\u{a}tool");
         assert_eq!(record.outcome, "not_found");
+    }
+
+    #[test]
+    fn an_abandoned_attempt_says_how_far_it_got_and_keeps_no_arguments() {
+        let ctx = CallContext {
+            tenant: "acme".to_owned(),
+            user: "ann".to_owned(),
+            session: "s1".to_owned(),
+            roles: Vec::new(),
+            request_id: "r1".to_owned(),
+        };
+        let mut early = Attempt::start(&ctx, "demo.echo", SystemTime::now());
+        let record = early.abandoned();
+        assert_eq!(
+            (record.decision.as_str(), record.outcome.as_str()),
+            ("undecided", ABANDONED)
+        );
+        assert_eq!(
+            (record.user.as_str(), record.request_id.as_str()),
+            ("ann", "r1")
+        );
+
+        let mut sent = Attempt::start(&ctx, "demo.echo", SystemTime::now());
+        sent.effect(Effect::Read);
+        sent.arguments(&serde_json::Map::from_iter([(
+            "message".to_owned(),
+            "hi".into(),
+        )]));
+        sent.allowed();
+        let record = sent.abandoned();
+        assert_eq!(
+            (record.decision.as_str(), record.outcome.as_str()),
+            ("allowed", ABANDONED)
+        );
+        assert_eq!(record.arguments, None);
+        assert!(record.detail.is_some_and(|d| d.contains("went away")));
     }
 }

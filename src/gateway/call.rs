@@ -11,12 +11,51 @@ use crate::{
     catalog::{CatalogTool, ToolStatus, args_hash},
     config::{Config, ServerConfig},
     policy::{CallContext, Effect, classify, needs_confirmation},
-    store::{Approved, Binding, Pending},
+    store::{Approved, AuditRecord, Binding, Pending},
     upstream::{CallRelay, UpstreamError},
 };
 
 /// How long a retried read waits for its server to come back before giving up.
 const RETRY_RECONNECT_WAIT: Duration = Duration::from_secs(5);
+
+/// A call's audit attempt while the call runs. The call's future may be dropped before it
+/// finished, when its caller goes away (an HTTP client disconnecting drops the request's
+/// handler); the attempt is audited then all the same, as `abandoned`, for the upstream may
+/// already have acted on it.
+struct Running<'a> {
+    gateway: &'a Gateway,
+    attempt: Attempt,
+    finished: bool,
+}
+
+impl Running<'_> {
+    /// The record of the call that finished with `outcome`.
+    fn finish(mut self, outcome: &Result<ToolOutput, GatewayError>) -> AuditRecord {
+        self.finished = true;
+        self.attempt
+            .finish(outcome, &self.gateway.inner.config.audit)
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        if self.finished {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::error!("an abandoned call could not be audited: no runtime");
+            return;
+        };
+        let record = self.attempt.abandoned();
+        let audit = self.gateway.inner.audit.clone();
+        // Drop cannot await; the record is appended as every other one is.
+        runtime.spawn(async move {
+            if let Err(err) = audit.append(record).await {
+                tracing::error!(error = %err, "audit record could not be written");
+            }
+        });
+    }
+}
 
 impl Gateway {
     /// Calls a tool by canonical id (`server.tool`) or function name (`server_tool`) as `ctx`,
@@ -70,7 +109,11 @@ impl Gateway {
         confirmation: Option<&str>,
         relay: Option<Arc<dyn CallRelay>>,
     ) -> (Result<ToolOutput, GatewayError>, Duration) {
-        let mut attempt = Attempt::start(ctx, name, self.inner.clock.now());
+        let mut running = Running {
+            gateway: self,
+            attempt: Attempt::start(ctx, name, self.inner.clock.now()),
+            finished: false,
+        };
         let call = Call {
             name,
             confirmation,
@@ -78,9 +121,9 @@ impl Gateway {
         };
         // Boxed: the gate's future is large (it holds the upstream call's), and the server
         // moves its handler's future several times before polling it.
-        let outcome = Box::pin(self.call_inner(ctx, call, arguments, &mut attempt)).await;
-        let upstream_time = attempt.upstream_time();
-        let record = attempt.finish(&outcome, &self.inner.config.audit);
+        let outcome = Box::pin(self.call_inner(ctx, call, arguments, &mut running.attempt)).await;
+        let upstream_time = running.attempt.upstream_time();
+        let record = running.finish(&outcome);
         let outcome = match self.inner.audit.append(record).await {
             Ok(()) => outcome,
             Err(err) => {

@@ -150,6 +150,54 @@ async fn schema_violations_name_the_field_and_never_reach_the_upstream() {
 }
 
 #[tokio::test]
+async fn a_call_whose_caller_goes_away_is_still_audited() {
+    let gw = gateway(config(vec![slow()])).await;
+    let sleeper = {
+        let gw = gw.clone();
+        tokio::spawn(async move { gw.call("slow.sleep", json!({ "ms": 10_000 })).await })
+    };
+    eventually("the upstream to start the sleep", || async {
+        (sleep_stats(&gw, &caller("bob")).await.started == 1).then_some(())
+    })
+    .await;
+    // The caller goes away (an HTTP client disconnecting drops the handler's future).
+    sleeper.abort();
+    assert!(sleeper.await.is_err_and(|e| e.is_cancelled()));
+
+    let records = eventually("the abandoned call's record", || async {
+        let records = gw
+            .audit_store()
+            .query(AuditQuery {
+                tool: Some("slow.sleep".into()),
+                ..AuditQuery::default()
+            })
+            .await
+            .expect("audit query");
+        (!records.is_empty()).then_some(records)
+    })
+    .await;
+    assert_eq!(records.len(), 1, "{records:?}");
+    let (_, record) = &records[0];
+    assert_eq!(
+        (record.outcome.as_str(), record.decision.as_str()),
+        ("abandoned", "allowed"),
+        "{record:?}"
+    );
+    assert_eq!(
+        (record.user.as_str(), record.server.as_str()),
+        (ctx().user.as_str(), "slow")
+    );
+    assert!(record.fingerprint.is_some(), "{record:?}");
+    let stats = eventually("the upstream to see the cancellation", || async {
+        let stats = sleep_stats(&gw, &caller("bob")).await;
+        (stats.cancelled == 1).then_some(stats)
+    })
+    .await;
+    assert_eq!((stats.completed, stats.in_flight), (0, 0), "{stats:?}");
+    gw.shutdown().await;
+}
+
+#[tokio::test]
 async fn a_per_tool_timeout_cancels_the_upstream_call_and_spares_the_server() {
     let mut server = slow();
     let deadline = Duration::from_millis(300);
