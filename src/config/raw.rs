@@ -93,6 +93,8 @@
 //! max_body_bytes = 1048576         # largest request body (1 KiB ..= 64 MiB)
 //! request_timeout = "120s"         # one request (1s ..= 1h)
 //! shutdown_grace = "10s"           # in-flight requests finish within it at exit (0 ..= 5m)
+//! mcp_session_idle = "5m"          # an MCP session that hears nothing this long is closed
+//!                                  # (1s ..= 24h)
 //! allowed_hosts = []               # Host header values accepted (DNS-rebinding protection);
 //!                                  # empty: loopback names only (localhost, 127.0.0.1, ::1)
 //! allowed_origins = []             # browser Origin values accepted, e.g.

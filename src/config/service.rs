@@ -18,6 +18,8 @@ pub struct ServiceConfig {
     pub request_timeout: Duration,
     /// How long shutdown waits for in-flight calls.
     pub shutdown_grace: Duration,
+    /// An MCP session that receives nothing for this long is closed.
+    pub mcp_session_idle: Duration,
     /// Host header values accepted (DNS-rebinding protection); empty: loopback names only.
     pub allowed_hosts: Vec<String>,
     /// Origin header values accepted on browser requests; empty: same origin only.
@@ -35,6 +37,7 @@ impl Default for ServiceConfig {
             max_body_bytes: 1024 * 1024,
             request_timeout: Duration::from_secs(120),
             shutdown_grace: Duration::from_secs(10),
+            mcp_session_idle: Duration::from_secs(300),
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
             log_json: false,

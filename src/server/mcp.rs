@@ -15,6 +15,8 @@
 //! - `relay`: what an upstream sends during a call (progress, logs, sampling, elicitation)
 //!   relayed to the calling client.
 //! - `sessions`: rmcp's in-memory sessions, capped.
+//! - `direct`: a session's `tools/call` that needs nothing of the client during the call,
+//!   answered on the request's own task rather than through rmcp's session loop.
 //! - `watches`: a session's resource subscriptions and the updates relayed to it.
 
 mod call;
@@ -22,6 +24,7 @@ mod changes;
 mod confirm;
 mod content;
 mod convert;
+mod direct;
 mod handler;
 mod relay;
 mod rounds;
@@ -48,6 +51,7 @@ use tower_service::Service as _;
 
 use super::{ApiError, AppState};
 use crate::{config::ServerId, policy::CallContext};
+use direct::Direct;
 use handler::GatewayServer;
 use rounds::Rounds;
 use sessions::CappedSessions;
@@ -74,7 +78,28 @@ const MAX_SCOPE_SESSIONS: usize = 256;
 
 type McpService = StreamableHttpService<GatewayServer, CappedSessions>;
 
-/// rmcp's service serving `scope` (`None`: the merged catalog), with its own sessions.
+/// One endpoint (`/mcp`, or one server's view): rmcp's service, and the calls answered
+/// without it.
+#[derive(Clone)]
+struct Endpoint {
+    rmcp: McpService,
+    direct: Arc<Direct>,
+}
+
+impl Endpoint {
+    async fn serve(mut self, request: Request) -> Response {
+        let request = match self.direct.answer(request).await {
+            Ok(answer) => return answer,
+            Err(request) => request,
+        };
+        match self.rmcp.call(request).await {
+            Ok(response) => response.into_response(),
+            Err(never) => match never {},
+        }
+    }
+}
+
+/// The endpoint serving `scope` (`None`: the merged catalog), with its own sessions.
 fn mcp_service(
     state: &AppState,
     scope: Option<ServerId>,
@@ -82,22 +107,30 @@ fn mcp_service(
     max_sessions: usize,
     shutdown: &CancellationToken,
     rounds: &Arc<Rounds>,
-) -> McpService {
-    let state = state.clone();
-    let shutdown = shutdown.clone();
-    let rounds = rounds.clone();
-    StreamableHttpService::new(
+) -> Endpoint {
+    let sessions = Arc::new(CappedSessions::new(
+        max_sessions,
+        state.service.mcp_session_idle,
+    ));
+    let direct = Arc::new(Direct::new(sessions.clone(), state.service.max_body_bytes));
+    let factory = {
+        let (state, direct) = (state.clone(), direct.clone());
+        let shutdown = shutdown.clone();
+        let rounds = rounds.clone();
         move || {
             Ok(GatewayServer::new(
                 state.clone(),
                 scope.clone(),
                 rounds.clone(),
+                direct.clone(),
                 shutdown.child_token(),
             ))
-        },
-        Arc::new(CappedSessions::new(max_sessions)),
-        config,
-    )
+        }
+    };
+    Endpoint {
+        rmcp: StreamableHttpService::new(factory, sessions, config),
+        direct,
+    }
 }
 
 /// The per-server views, each made when first asked for.
@@ -106,13 +139,13 @@ struct Scopes {
     config: StreamableHttpServerConfig,
     shutdown: CancellationToken,
     rounds: Arc<Rounds>,
-    services: Mutex<HashMap<ServerId, McpService>>,
+    services: Mutex<HashMap<ServerId, Endpoint>>,
 }
 
 impl Scopes {
     /// The view of `server`, made now if new; `None` when [`MAX_SCOPES`] views of configured
     /// servers already exist.
-    fn service(&self, server: &ServerId) -> Option<McpService> {
+    fn service(&self, server: &ServerId) -> Option<Endpoint> {
         let mut services = self.services.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(service) = services.get(server) {
             return Some(service.clone());
@@ -152,7 +185,7 @@ impl Scopes {
         if !visible {
             return not_found();
         }
-        let Some(mut service) = self.service(&id) else {
+        let Some(service) = self.service(&id) else {
             return ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "unavailable",
@@ -160,10 +193,7 @@ impl Scopes {
             )
             .into_response();
         };
-        match service.call(request).await {
-            Ok(response) => response.into_response(),
-            Err(never) => match never {},
-        }
+        service.serve(request).await
     }
 }
 
@@ -207,8 +237,9 @@ where
             scopes.serve(&server, request).await
         },
     );
+    let merged = any(move |request: Request| merged.clone().serve(request));
     Router::new()
-        .route_service(MCP_PATH, merged)
+        .route(MCP_PATH, merged)
         .route(SCOPED_MCP_PATH, scoped)
         .route_layer(middleware::from_fn_with_state(state, super::authenticate))
 }

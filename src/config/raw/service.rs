@@ -15,6 +15,7 @@ pub struct RawService {
     pub max_body_bytes: Option<u64>,
     pub request_timeout: Option<RawDuration>,
     pub shutdown_grace: Option<RawDuration>,
+    pub mcp_session_idle: Option<RawDuration>,
     pub allowed_hosts: Option<Vec<String>>,
     pub allowed_origins: Option<Vec<String>>,
     pub log_json: Option<bool>,

@@ -21,6 +21,10 @@ const REQUEST_TIMEOUT_RANGE: RangeInclusive<Duration> =
 /// Shutdown: zero stops at once; process supervisors kill long before five minutes
 /// (Kubernetes after 30 s by default), so a longer grace is never served.
 const SHUTDOWN_GRACE_RANGE: RangeInclusive<Duration> = Duration::ZERO..=Duration::from_secs(300);
+/// An MCP session's idle time: a client gone without closing its session holds a task and
+/// a place under the session cap until then, so a day at most.
+const MCP_SESSION_IDLE_RANGE: RangeInclusive<Duration> =
+    Duration::from_secs(1)..=Duration::from_secs(24 * 3600);
 
 const HOST_FORM: &str = "must be a Host header value: a name or address with an optional port \
                          (`gateway.example.com`, `gateway.example.com:8080`, `[::1]:8080`)";
@@ -77,6 +81,18 @@ pub(super) fn validate(
             .as_ref()
             .and_then(|r| duration(r, &SHUTDOWN_GRACE_RANGE, "server.shutdown_grace", report))
             .unwrap_or(d.shutdown_grace),
+        mcp_session_idle: raw
+            .mcp_session_idle
+            .as_ref()
+            .and_then(|r| {
+                duration(
+                    r,
+                    &MCP_SESSION_IDLE_RANGE,
+                    "server.mcp_session_idle",
+                    report,
+                )
+            })
+            .unwrap_or(d.mcp_session_idle),
         allowed_hosts,
         allowed_origins: origins(raw.allowed_origins.as_deref().unwrap_or_default(), report),
         log_json: raw.log_json.unwrap_or(d.log_json),

@@ -11,7 +11,7 @@
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use rmcp::{
-    ErrorData, RoleServer, ServerHandler,
+    ErrorData, Peer, RoleServer, ServerHandler,
     model::{
         CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, Extensions,
         GetPromptRequestParams, GetPromptResponse, Implementation, InitializeRequestParams,
@@ -21,12 +21,14 @@ use rmcp::{
         SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
     },
     service::{NotificationContext, RequestContext, SubscriptionContext},
+    transport::streamable_http_server::SessionId,
 };
 use serde_json::Value;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::{
-    call::ToolCall, changes::Follower, content, rounds::Rounds, scope, watches::SessionWatches,
+    call::ToolCall, changes::Follower, content, direct::Direct, rounds::Rounds, scope,
+    watches::SessionWatches,
 };
 use crate::{config::ServerId, policy::CallContext, server::AppState};
 
@@ -36,6 +38,26 @@ const SESSION_ID_HEADER: &str = "mcp-session-id";
 /// One handler per MCP session (rmcp's factory makes one per `initialize`), or per request
 /// on 2026-07-28, which has no sessions.
 pub struct GatewayServer {
+    /// What a `tools/call` needs, shared with [`Direct`] once the session is initialized.
+    core: Arc<SessionCore>,
+    /// Made at `initialize`, run from `notifications/initialized`: announces tool changes
+    /// to the session.
+    follower: Mutex<Option<Follower>>,
+    /// The resources this session watches.
+    watches: SessionWatches,
+    /// The endpoint's sessions whose calls are answered directly; this session is in it from
+    /// `notifications/initialized` until this handler is dropped.
+    direct: Arc<Direct>,
+    /// This session's id, once it is in `direct`.
+    session_id: OnceLock<SessionId>,
+    /// Cancelled when rmcp drops this handler (the session ended) or on shutdown; stops the
+    /// session's list-changed follower.
+    alive: CancellationToken,
+    _alive: DropGuard,
+}
+
+/// The part of a session's handler that a `tools/call` needs.
+pub struct SessionCore {
     state: AppState,
     /// `/mcp/{server}`: only this server's tools, prompts and resources, under their
     /// upstream names; `None` on `/mcp`, the merged, namespaced catalog.
@@ -44,22 +66,23 @@ pub struct GatewayServer {
     /// must come from the same tenant and user: a session id that leaks does not let another
     /// caller act in it (or send its user confirmation prompts). Unset without a session.
     owner: OnceLock<CallContext>,
-    /// Made at `initialize`, run from `notifications/initialized`: announces tool changes
-    /// to the session.
-    follower: Mutex<Option<Follower>>,
     /// The least severe upstream log message relayed to this session's client, as it set
     /// with `logging/setLevel`; everything until it does. Per session, never forwarded
     /// upstream: upstream connections are shared by all callers.
     log_level: Mutex<Option<LoggingLevel>>,
-    /// The resources this session watches.
-    watches: SessionWatches,
     /// Input rounds handed back to 2026-07-28 clients, shared by every handler of the
     /// endpoint (each 2026-07-28 request has its own handler).
     rounds: Arc<Rounds>,
-    /// Cancelled when rmcp drops this handler (the session ended) or on shutdown; stops the
-    /// session's list-changed follower.
-    alive: CancellationToken,
-    _alive: DropGuard,
+    /// The session's client, from `notifications/initialized` on.
+    pub(super) peer: OnceLock<Peer<RoleServer>>,
+}
+
+impl std::ops::Deref for GatewayServer {
+    type Target = SessionCore;
+
+    fn deref(&self) -> &SessionCore {
+        &self.core
+    }
 }
 
 impl GatewayServer {
@@ -67,21 +90,37 @@ impl GatewayServer {
         state: AppState,
         scope: Option<ServerId>,
         rounds: Arc<Rounds>,
+        direct: Arc<Direct>,
         alive: CancellationToken,
     ) -> GatewayServer {
         GatewayServer {
-            state,
-            scope,
-            rounds,
-            owner: OnceLock::new(),
+            core: Arc::new(SessionCore {
+                state,
+                scope,
+                rounds,
+                owner: OnceLock::new(),
+                log_level: Mutex::new(None),
+                peer: OnceLock::new(),
+            }),
             follower: Mutex::new(None),
-            log_level: Mutex::new(None),
             watches: SessionWatches::default(),
+            direct,
+            session_id: OnceLock::new(),
             _alive: alive.clone().drop_guard(),
             alive,
         }
     }
+}
 
+impl Drop for GatewayServer {
+    fn drop(&mut self) {
+        if let Some(id) = self.session_id.get() {
+            self.direct.remove(id);
+        }
+    }
+}
+
+impl SessionCore {
     /// The caller of this request; in a session, its session is the MCP session.
     fn caller(&self, extensions: &Extensions) -> Result<CallContext, ErrorData> {
         let mut ctx = authenticated(extensions)?;
@@ -101,6 +140,35 @@ impl GatewayServer {
             }
         }
         Ok(ctx)
+    }
+
+    /// `tools/call`, whether rmcp's session loop or [`Direct`] received it.
+    pub(super) async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let ctx = self.caller(&context.extensions)?;
+        // One lease for the whole call, confirmation rounds included.
+        let lease = self.state.gateway.current();
+        let gateway = &*lease;
+        let name = scope::gateway_name(self.scope.as_ref(), gateway, &ctx, &request.name)?;
+        let log_level = *self
+            .log_level
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let call = ToolCall {
+            gateway,
+            metrics: &self.state.metrics,
+            rounds: &self.rounds,
+            ctx,
+            name,
+            arguments: Value::Object(request.arguments.unwrap_or_default()),
+            context: &context,
+            log_level,
+        };
+        call.run(request.request_state.as_deref(), request.input_responses)
+            .await
     }
 }
 
@@ -157,6 +225,17 @@ impl ServerHandler for GatewayServer {
             return;
         };
         let peer = context.peer;
+        let session = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.headers.get(SESSION_ID_HEADER))
+            .and_then(|v| v.to_str().ok());
+        if let Some(session) = session {
+            let id: SessionId = session.into();
+            let _ = self.core.peer.set(peer.clone());
+            self.direct.insert(id.clone(), &self.core);
+            let _ = self.session_id.set(id);
+        }
         // Ends with the session (the handler's drop cancels `alive`), on shutdown, or when
         // the client is gone.
         tokio::spawn(follower.run(self.alive.clone().cancelled_owned(), move || {
@@ -212,27 +291,7 @@ impl ServerHandler for GatewayServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let ctx = self.caller(&context.extensions)?;
-        // One lease for the whole call, confirmation rounds included.
-        let lease = self.state.gateway.current();
-        let gateway = &*lease;
-        let name = scope::gateway_name(self.scope.as_ref(), gateway, &ctx, &request.name)?;
-        let log_level = *self
-            .log_level
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let call = ToolCall {
-            gateway,
-            metrics: &self.state.metrics,
-            rounds: &self.rounds,
-            ctx,
-            name,
-            arguments: Value::Object(request.arguments.unwrap_or_default()),
-            context: &context,
-            log_level,
-        };
-        call.run(request.request_state.as_deref(), request.input_responses)
-            .await
+        self.core.call_tool(request, context).await
     }
 
     async fn list_prompts(

@@ -2,6 +2,8 @@
 //! and its channels until the client deletes it or it idles out, so an authenticated client
 //! must not be able to open them without end.
 
+use std::time::Duration;
+
 use futures::Stream;
 use rmcp::{
     model::{ClientJsonRpcMessage, ServerJsonRpcMessage},
@@ -18,7 +20,7 @@ use rmcp::{
 };
 
 /// Most MCP sessions open at once. A session costs a task and a few small channels, and
-/// idles out after rmcp's keep-alive (5 minutes) when its client vanishes; a thousand covers
+/// idles out (`[server] mcp_session_idle`, 5 minutes) when its client vanishes; a thousand covers
 /// many users with several clients each while bounding what one misbehaving client can hold.
 pub const MAX_SESSIONS: usize = 1024;
 
@@ -39,11 +41,16 @@ pub struct CappedSessions {
 }
 
 impl CappedSessions {
-    pub fn new(max: usize) -> CappedSessions {
-        CappedSessions {
-            inner: LocalSessionManager::default(),
-            max,
-        }
+    /// At most `max` sessions, each closed once it received nothing for `idle`.
+    pub fn new(max: usize, idle: Duration) -> CappedSessions {
+        let mut inner = LocalSessionManager::default();
+        inner.session_config.keep_alive = Some(idle);
+        CappedSessions { inner, max }
+    }
+
+    /// How long a session may receive nothing before it is closed.
+    pub fn idle(&self) -> Option<Duration> {
+        self.inner.session_config.keep_alive
     }
 
     /// Sessions open now.

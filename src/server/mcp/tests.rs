@@ -4,6 +4,7 @@
 //! and completion are in `content`; log levels and resource subscriptions in `watch`.
 
 mod content;
+mod direct;
 mod relay;
 mod rounds;
 mod scoped;
@@ -363,7 +364,7 @@ async fn a_session_serves_only_the_caller_who_opened_it() {
 #[tokio::test]
 async fn sessions_are_capped() {
     use rmcp::transport::streamable_http_server::SessionManager;
-    let sessions = CappedSessions::new(1);
+    let sessions = CappedSessions::new(1, std::time::Duration::from_secs(300));
     let (id, _transport) = sessions.create_session().await.expect("the first session");
     assert!(matches!(
         sessions.create_session().await,

@@ -65,6 +65,7 @@ fn every_field_is_read() {
         max_body_bytes = 2048
         request_timeout = "5m"
         shutdown_grace = 0
+        mcp_session_idle = "90s"
         allowed_hosts = ["Gateway.Example.com", "gateway.example.com:8443", "[::1]:9000"]
         allowed_origins = ["HTTPS://App.Example.com:443/", "http://localhost:3000"]
         log_json = true
@@ -76,6 +77,7 @@ fn every_field_is_read() {
         max_body_bytes: 2048,
         request_timeout: Duration::from_secs(300),
         shutdown_grace: Duration::ZERO,
+        mcp_session_idle: Duration::from_secs(90),
         allowed_hosts: vec![
             "gateway.example.com".to_owned(),
             "gateway.example.com:8443".to_owned(),
@@ -92,7 +94,7 @@ fn every_field_is_read() {
 
 #[test]
 fn bounds_are_inclusive_and_reported_with_their_path() {
-    let cases: [(&str, &[&str], &[&str]); 3] = [
+    let cases: [(&str, &[&str], &[&str]); 4] = [
         (
             "max_body_bytes",
             &["1024", "67108864"],
@@ -107,6 +109,11 @@ fn bounds_are_inclusive_and_reported_with_their_path() {
             "shutdown_grace",
             &["0", "\"5m\"", "\"300s\""],
             &["\"301s\"", "\"1h\""],
+        ),
+        (
+            "mcp_session_idle",
+            &["\"1s\"", "\"24h\""],
+            &["\"999ms\"", "\"86401s\"", "0"],
         ),
     ];
     for (field, good, bad) in cases {

@@ -136,6 +136,26 @@ impl Endpoint {
         servers: Vec<ServerConfig>,
         access: Option<AccessConfig>,
     ) -> Endpoint {
+        let service = ServiceConfig::default();
+        Endpoint::start_service(auth, servers, access, service).await
+    }
+
+    /// With dev auth and MCP sessions closed after `idle` without a message.
+    pub async fn start_idling(idle: Duration) -> Endpoint {
+        let service = ServiceConfig {
+            mcp_session_idle: idle,
+            ..ServiceConfig::default()
+        };
+        Endpoint::start_service(AuthConfig::Dev, Endpoint::default_servers(), None, service).await
+    }
+
+    /// In front of `servers`, with `access` rules and `service`'s settings but its address.
+    async fn start_service(
+        auth: AuthConfig,
+        servers: Vec<ServerConfig>,
+        access: Option<AccessConfig>,
+        service: ServiceConfig,
+    ) -> Endpoint {
         let config = Config {
             servers,
             access,
@@ -161,7 +181,7 @@ impl Endpoint {
         let shutdown = CancellationToken::new();
         let service = Arc::new(ServiceConfig {
             listen: addr,
-            ..ServiceConfig::default()
+            ..service
         });
         let state =
             AppState::new(gateway.clone(), Arc::new(auth), service).with_shutdown(shutdown.clone());

@@ -1,0 +1,286 @@
+//! `tools/call` in a session answered on the HTTP request's own task.
+//!
+//! rmcp serves a session's request through the session's worker task, its service loop, a
+//! task of its own for the handler, and back the same way, and answers with an event
+//! stream: at concurrency 1 that is most of what `/mcp` added over the REST API. A
+//! `tools/call` that can need nothing of the client while it runs is answered here instead,
+//! by the same handler code ([`SessionCore::call_tool`]) and the same gate, with the JSON
+//! answer (which the transport allows for any request).
+//!
+//! Such a call is one whose client declared no capability the gateway could use during it
+//! (roots, sampling, elicitation: so no request goes to the client, and a write tool's
+//! confirmation is out of band) and that asked for no progress. The log messages an upstream
+//! sends during a call go to the session's standalone stream, as rmcp routes them. Everything
+//! else (other methods, resumption, unknown sessions, headers rmcp would have to check, a
+//! body without a length or over the limit) goes to rmcp as it came.
+//!
+//! rmcp closes a session that received nothing for a while (`[server] mcp_session_idle`);
+//! calls answered here do not reach it, so one of them tells the session it is in use as
+//! often as five times in that while.
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex, PoisonError, Weak},
+    time::Duration,
+};
+
+use axum::{
+    body::Body,
+    extract::Request,
+    http::{HeaderMap, HeaderValue, StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use bytes::Bytes;
+use http_body_util::{BodyExt as _, Limited};
+use rmcp::{
+    RoleServer,
+    model::{
+        ClientJsonRpcMessage, ClientNotification, ClientRequest, CustomNotification,
+        GetExtensions as _, GetMeta as _, JsonRpcMessage, JsonRpcRequest, ServerJsonRpcMessage,
+        ServerResult,
+    },
+    service::RequestContext,
+    transport::streamable_http_server::{SessionId, SessionManager as _},
+};
+use tokio::time::Instant;
+
+use super::{handler::SessionCore, sessions::CappedSessions};
+
+/// How many times per idle period a session whose calls are answered here is shown to rmcp
+/// as in use, at most: often enough that a late one is still in time.
+const TOUCHES_PER_IDLE: u32 = 5;
+/// The method of the notification that shows a session as in use; the handler ignores it.
+const TOUCH_METHOD: &str = "notifications/mcpgate/in_use";
+/// Header carrying the MCP session id.
+const SESSION_ID: &str = "mcp-session-id";
+/// Header naming the protocol version of the request.
+const PROTOCOL_VERSION: &str = "mcp-protocol-version";
+
+/// The sessions of one endpoint whose `tools/call` may be answered here.
+pub struct Direct {
+    sessions: Mutex<HashMap<SessionId, Entry>>,
+    manager: Arc<CappedSessions>,
+    max_body_bytes: usize,
+    /// How often a session is shown to rmcp as in use; `None` when sessions never idle out.
+    touch_every: Option<Duration>,
+}
+
+struct Entry {
+    core: Weak<SessionCore>,
+    /// When rmcp last heard of the session because of a call answered here.
+    touched: Instant,
+}
+
+impl Direct {
+    pub fn new(manager: Arc<CappedSessions>, max_body_bytes: usize) -> Direct {
+        Direct {
+            sessions: Mutex::new(HashMap::new()),
+            touch_every: manager.idle().map(|idle| idle / TOUCHES_PER_IDLE),
+            manager,
+            max_body_bytes,
+        }
+    }
+
+    /// Adds an initialized session.
+    pub fn insert(&self, id: SessionId, core: &Arc<SessionCore>) {
+        let entry = Entry {
+            core: Arc::downgrade(core),
+            touched: Instant::now(),
+        };
+        self.lock().insert(id, entry);
+    }
+
+    /// Removes a session that ended.
+    pub fn remove(&self, id: &SessionId) {
+        self.lock().remove(id);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<SessionId, Entry>> {
+        self.sessions.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The session `headers` name, if it is here; shows it to rmcp as in use when due.
+    fn session(&self, headers: &HeaderMap) -> Option<Arc<SessionCore>> {
+        let id = headers.get(SESSION_ID)?.to_str().ok()?;
+        let mut sessions = self.lock();
+        let entry = sessions.get_mut(id)?;
+        let core = entry.core.upgrade()?;
+        if self
+            .touch_every
+            .is_some_and(|every| entry.touched.elapsed() >= every)
+        {
+            entry.touched = Instant::now();
+            let (id, manager): (SessionId, _) = (id.into(), self.manager.clone());
+            tokio::spawn(async move {
+                let touch = ClientNotification::CustomNotification(CustomNotification::new(
+                    TOUCH_METHOD,
+                    None,
+                ));
+                let message = JsonRpcMessage::notification(touch);
+                if let Err(err) = manager.accept_message(&id, message).await {
+                    tracing::debug!(error = %err, "an MCP session could not be shown in use");
+                }
+            });
+        }
+        Some(core)
+    }
+
+    /// Answers `request` here if it is a `tools/call` this module may answer; otherwise
+    /// gives it back as it came (its body read into memory) for rmcp.
+    pub async fn answer(&self, request: Request) -> Result<Response, Request> {
+        let Some(core) = self.eligible(&request) else {
+            return Err(request);
+        };
+        let (parts, body) = request.into_parts();
+        let bytes = match Limited::new(body, self.max_body_bytes).collect().await {
+            Ok(collected) => collected.to_bytes(),
+            Err(_) => {
+                return Ok((
+                    StatusCode::BAD_REQUEST,
+                    "the request body could not be read",
+                )
+                    .into_response());
+            }
+        };
+        let (id, mut request) = match serde_json::from_slice::<ClientJsonRpcMessage>(&bytes) {
+            Ok(JsonRpcMessage::Request(JsonRpcRequest { id, request, .. }))
+                if matches!(request, ClientRequest::CallToolRequest(_)) =>
+            {
+                (id, request)
+            }
+            _ => return Err(Request::from_parts(parts, Body::from(bytes))),
+        };
+        let Some(peer) = core.peer.get() else {
+            return Err(Request::from_parts(parts, Body::from(bytes)));
+        };
+        // As rmcp's service loop does: the request's `_meta` and extensions move to the
+        // context.
+        let mut context = RequestContext::new(id.clone(), peer.clone());
+        std::mem::swap(&mut context.meta, request.get_meta_mut());
+        std::mem::swap(&mut context.extensions, request.extensions_mut());
+        let ClientRequest::CallToolRequest(call) = request else {
+            return Err(Request::from_parts(parts, Body::from(bytes)));
+        };
+        if !standard_headers_agree(&parts.headers, &call.params.name)
+            || !needs_nothing_of_the_client(&context, parts.headers.get(PROTOCOL_VERSION))
+        {
+            return Err(Request::from_parts(parts, Body::from(bytes)));
+        }
+        context.extensions.insert(parts);
+        let result = core.call_tool(call.params, context).await;
+        let message: ServerJsonRpcMessage = match result {
+            Ok(response) => JsonRpcMessage::response(ServerResult::from(response), id),
+            Err(error) => JsonRpcMessage::error(error, Some(id)),
+        };
+        Ok(json_answer(&message))
+    }
+
+    /// A POST to a session here, with a JSON body of known length within the limit, that
+    /// accepts the transport's two answers and resumes nothing.
+    fn eligible(&self, request: &Request) -> Option<Arc<SessionCore>> {
+        if request.method() != http::Method::POST {
+            return None;
+        }
+        let headers = request.headers();
+        let length = headers
+            .get(header::CONTENT_LENGTH)?
+            .to_str()
+            .ok()?
+            .parse::<usize>()
+            .ok()?;
+        if length > self.max_body_bytes
+            || headers.contains_key("last-event-id")
+            || !is_json(headers.get(header::CONTENT_TYPE))
+            || !accepts_both(headers)
+        {
+            return None;
+        }
+        self.session(headers)
+    }
+}
+
+/// `Content-Type: application/json` (any parameters).
+fn is_json(value: Option<&HeaderValue>) -> bool {
+    value
+        .and_then(|v| v.to_str().ok())
+        .map(|v| v.split_once(';').map_or(v, |(essence, _)| essence).trim())
+        .is_some_and(|essence| essence.eq_ignore_ascii_case("application/json"))
+}
+
+/// `Accept` names both answers the transport may give, without weights (a weight of zero
+/// refuses a type; rmcp reads those).
+fn accepts_both(headers: &HeaderMap) -> bool {
+    let (mut json, mut events) = (false, false);
+    for value in headers.get_all(header::ACCEPT) {
+        let Ok(value) = value.to_str() else {
+            return false;
+        };
+        for range in value.split(',') {
+            let mut fields = range.split(';');
+            let essence = fields.next().unwrap_or_default().trim();
+            if fields.any(|p| p.trim().to_ascii_lowercase().starts_with("q=")) {
+                return false;
+            }
+            json |= essence.eq_ignore_ascii_case("application/json");
+            events |= essence.eq_ignore_ascii_case("text/event-stream");
+        }
+    }
+    json && events
+}
+
+/// The request's standard headers (SEP-2243) are absent or say what its body says; rmcp
+/// checks any other case.
+fn standard_headers_agree(headers: &HeaderMap, tool: &str) -> bool {
+    let names_the = |name: &str, expected: &str| {
+        let mut values = headers.get_all(name).iter();
+        match (values.next(), values.next()) {
+            (None, _) => true,
+            (Some(value), None) => value.as_bytes() == expected.as_bytes(),
+            (Some(_), Some(_)) => false,
+        }
+    };
+    names_the("mcp-method", "tools/call")
+        && names_the("mcp-name", tool)
+        && !headers
+            .keys()
+            .any(|name| name.as_str().starts_with("mcp-param-"))
+}
+
+/// The call can need nothing of the client while it runs: the client declared no roots,
+/// sampling or elicitation, asked for no progress, and speaks the session's protocol
+/// version (in the header, if sent, and not per request).
+fn needs_nothing_of_the_client(
+    context: &RequestContext<RoleServer>,
+    version: Option<&HeaderValue>,
+) -> bool {
+    let Some(info) = context.peer.peer_info() else {
+        return false;
+    };
+    let same_version =
+        version.is_none_or(|v| v.as_bytes() == info.protocol_version.as_str().as_bytes());
+    let asks_nothing = context
+        .client_capabilities()
+        .is_some_and(|c| c.roots.is_none() && c.sampling.is_none() && c.elicitation.is_none());
+    same_version
+        && asks_nothing
+        && context.meta.protocol_version().is_none()
+        && context.meta.get_progress_token().is_none()
+}
+
+/// `message` as the JSON answer to a POST.
+fn json_answer(message: &ServerJsonRpcMessage) -> Response {
+    match serde_json::to_vec(message) {
+        Ok(body) => (
+            [(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
+            Bytes::from(body),
+        )
+            .into_response(),
+        Err(err) => {
+            tracing::error!(error = %err, "an MCP answer could not be written");
+            StatusCode::INTERNAL_SERVER_ERROR.into_response()
+        }
+    }
+}

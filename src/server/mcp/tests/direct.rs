@@ -1,0 +1,178 @@
+//! A session's `tools/call` that needs nothing of the client, answered on the request's own
+//! task (JSON); every other one goes through rmcp's session (an event stream); and a session
+//! used only by such calls stays open past its idle time.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use super::{
+    initialize_body, post,
+    support::{Endpoint, WAIT, http, jwt_auth, jwt_for},
+};
+use crate::store::AuditQuery;
+
+/// Opens a session as `token` declaring `capabilities`; its id.
+async fn open(endpoint: &Endpoint, token: &str, capabilities: Value) -> String {
+    let mut initialize = initialize_body();
+    initialize["params"]["capabilities"] = capabilities;
+    let (status, headers, _) = post(endpoint, token, None, initialize).await;
+    assert_eq!(status, reqwest::StatusCode::OK);
+    let session = headers["mcp-session-id"]
+        .to_str()
+        .expect("ascii")
+        .to_owned();
+    let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
+    let (status, _, _) = post(endpoint, token, Some(&session), initialized).await;
+    assert_eq!(status, reqwest::StatusCode::ACCEPTED);
+    session
+}
+
+/// `tools/call` of the demo's echo, with `meta` as its `_meta` if given.
+fn echo(id: u64, message: &str, meta: Option<Value>) -> Value {
+    let mut call = json!({
+        "jsonrpc": "2.0", "id": id, "method": "tools/call",
+        "params": { "name": "demo_echo", "arguments": { "message": message } }
+    });
+    if let Some(meta) = meta {
+        call["params"]["_meta"] = meta;
+    }
+    call
+}
+
+fn content_type(headers: &reqwest::header::HeaderMap) -> &str {
+    headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_call_that_needs_nothing_of_the_client_is_answered_in_json() {
+    let endpoint = Endpoint::start_with(jwt_auth()).await;
+    let (alice, bob) = (jwt_for("alice"), jwt_for("bob"));
+    let session = open(&endpoint, &alice, json!({})).await;
+
+    let (status, headers, body) =
+        post(&endpoint, &alice, Some(&session), echo(7, "hi", None)).await;
+    assert_eq!(status, reqwest::StatusCode::OK);
+    assert_eq!(content_type(&headers), "application/json", "{body}");
+    let answer: Value = serde_json::from_str(&body).expect("one JSON-RPC message");
+    assert_eq!(answer["id"], 7, "{answer}");
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    let text = answer["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(text.contains("hi"), "{answer}");
+
+    // The same gate: another caller cannot act in the session.
+    let (_, headers, as_bob) = post(&endpoint, &bob, Some(&session), echo(8, "hi", None)).await;
+    assert_eq!(content_type(&headers), "application/json", "{as_bob}");
+    let answer: Value = serde_json::from_str(&as_bob).expect("one JSON-RPC message");
+    assert_eq!(answer["id"], 8, "{answer}");
+    assert!(
+        answer["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("opened by another caller")),
+        "{answer}"
+    );
+
+    // And the same audit: the call is recorded as the session's.
+    let records = endpoint
+        .gateway
+        .audit_store()
+        .query(AuditQuery {
+            tool: Some("demo.echo".into()),
+            ..AuditQuery::default()
+        })
+        .await
+        .expect("audit query");
+    assert_eq!(records.len(), 1, "{records:?}");
+    let record = &records[0].1;
+    assert_eq!(
+        (
+            record.user.as_str(),
+            record.session.as_str(),
+            record.outcome.as_str()
+        ),
+        ("alice", session.as_str(), "ok")
+    );
+    endpoint.stop().await;
+}
+
+#[tokio::test]
+async fn a_call_that_may_need_the_client_goes_through_the_session() {
+    let endpoint = Endpoint::start().await;
+    let token = endpoint.token.clone();
+
+    // A client that can be asked (here, to confirm a write) is answered on an event stream.
+    let asked = open(&endpoint, &token, json!({ "elicitation": {} })).await;
+    let (status, headers, body) = post(&endpoint, &token, Some(&asked), echo(2, "a", None)).await;
+    assert_eq!(status, reqwest::StatusCode::OK);
+    assert_eq!(content_type(&headers), "text/event-stream", "{body}");
+    assert!(body.contains("\"id\":2"), "{body}");
+
+    // So is a call that asks for progress.
+    let plain = open(&endpoint, &token, json!({})).await;
+    let progress = echo(3, "b", Some(json!({ "progressToken": "p" })));
+    let (status, headers, body) = post(&endpoint, &token, Some(&plain), progress).await;
+    assert_eq!(status, reqwest::StatusCode::OK);
+    assert_eq!(content_type(&headers), "text/event-stream", "{body}");
+    assert!(body.contains("\"id\":3"), "{body}");
+
+    // A standard header that does not say what the body says is left to rmcp.
+    let response = http()
+        .post(endpoint.url())
+        .bearer_auth(&token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &plain)
+        .header("mcp-protocol-version", "2025-06-18")
+        .header("mcp-name", "demo_add")
+        .json(&echo(4, "c", None))
+        .send()
+        .await
+        .expect("response");
+    assert_eq!(response.status(), reqwest::StatusCode::OK);
+    assert_eq!(content_type(response.headers()), "text/event-stream");
+    endpoint.stop().await;
+}
+
+#[tokio::test]
+async fn a_session_used_only_by_direct_calls_stays_open() {
+    let idle = Duration::from_secs(3);
+    let endpoint = Endpoint::start_idling(idle).await;
+    let token = endpoint.token.clone();
+    let used = open(&endpoint, &token, json!({})).await;
+    let unused = open(&endpoint, &token, json!({})).await;
+
+    // Calls answered directly for more than twice the idle time.
+    let started = Instant::now();
+    let mut id = 10;
+    while started.elapsed() < idle * 2 + idle / 3 {
+        id += 1;
+        let (status, headers, body) =
+            post(&endpoint, &token, Some(&used), echo(id, "x", None)).await;
+        assert_eq!(status, reqwest::StatusCode::OK, "{body}");
+        assert_eq!(content_type(&headers), "application/json", "{body}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // The unused session idled out; the used one is still open in rmcp's own path.
+    let list = |id: u64| json!({ "jsonrpc": "2.0", "id": id, "method": "tools/list" });
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let (status, _, _) = post(&endpoint, &token, Some(&unused), list(1)).await;
+        if status == reqwest::StatusCode::NOT_FOUND {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the unused session never idled out"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (status, _, body) = post(&endpoint, &token, Some(&used), list(2)).await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{body}");
+    assert!(body.contains("demo_echo"), "{body}");
+    endpoint.stop().await;
+}
