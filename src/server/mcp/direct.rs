@@ -9,10 +9,12 @@
 //!
 //! Such a call is one whose client declared no capability the gateway could use during it
 //! (roots, sampling, elicitation: so no request goes to the client, and a write tool's
-//! confirmation is out of band) and that asked for no progress. The log messages an upstream
-//! sends during a call go to the session's standalone stream, as rmcp routes them. Everything
-//! else (other methods, resumption, unknown sessions, headers rmcp would have to check, a
-//! body without a length or over the limit) goes to rmcp as it came.
+//! confirmation is out of band). The answer is JSON when the call sends nothing before it;
+//! once the upstream reports progress (and the call asked for it), the answer becomes an
+//! event stream: the progress notifications as they come, then the answer. The log messages
+//! an upstream sends during a call go to the session's standalone stream, as rmcp routes
+//! them. Everything else (other methods, resumption, unknown sessions, headers rmcp would
+//! have to check, a body without a length or over the limit) goes to rmcp as it came.
 //!
 //! rmcp closes a session that received nothing for a while (`[server] mcp_session_idle`);
 //! calls answered here do not reach it, so one of them tells the session it is in use as
@@ -20,6 +22,8 @@
 
 use std::{
     collections::HashMap,
+    future::Future,
+    pin::Pin,
     sync::{Arc, Mutex, PoisonError, Weak},
     time::Duration,
 };
@@ -31,18 +35,19 @@ use axum::{
     response::{IntoResponse, Response},
 };
 use bytes::Bytes;
+use futures::StreamExt as _;
 use http_body_util::{BodyExt as _, Limited};
 use rmcp::{
     RoleServer,
     model::{
         ClientJsonRpcMessage, ClientNotification, ClientRequest, CustomNotification,
         GetExtensions as _, GetMeta as _, JsonRpcMessage, JsonRpcRequest, ServerJsonRpcMessage,
-        ServerResult,
+        ServerNotification, ServerResult,
     },
     service::RequestContext,
     transport::streamable_http_server::{SessionId, SessionManager as _},
 };
-use tokio::time::Instant;
+use tokio::{sync::mpsc, time::Instant};
 
 use super::{handler::SessionCore, sessions::CappedSessions};
 
@@ -55,6 +60,58 @@ const TOUCH_METHOD: &str = "notifications/mcpgate/in_use";
 const SESSION_ID: &str = "mcp-session-id";
 /// Header naming the protocol version of the request.
 const PROTOCOL_VERSION: &str = "mcp-protocol-version";
+/// Progress notifications of one call waiting for its client to read them (as rmcp's
+/// request streams: the upstream's side waits when the client does not read).
+const PROGRESS_QUEUE: usize = 16;
+
+/// Where a call answered here sends its progress: its own answer, which becomes an event
+/// stream. In the call's request extensions; [`ClientRelay`](super::relay::ClientRelay)
+/// takes it.
+#[derive(Clone)]
+pub struct CallStream(mpsc::Sender<ServerNotification>);
+
+impl CallStream {
+    /// Sends `notification` to the call's client; `false` when the client is gone.
+    pub async fn send(&self, notification: ServerNotification) -> bool {
+        self.0.send(notification).await.is_ok()
+    }
+}
+
+/// What a call answered here sends its client, in order: its progress, then its answer.
+struct Flow {
+    call: Option<Pin<Box<dyn Future<Output = ServerJsonRpcMessage> + Send>>>,
+    /// The answer, once the call gave it, until the progress sent before it has gone.
+    answer: Option<ServerJsonRpcMessage>,
+    notes: mpsc::Receiver<ServerNotification>,
+}
+
+impl Flow {
+    async fn next(mut self) -> Option<(ServerJsonRpcMessage, Flow)> {
+        loop {
+            if self.call.is_none() && self.answer.is_none() {
+                return None;
+            }
+            if let Ok(note) = self.notes.try_recv() {
+                return Some((JsonRpcMessage::notification(note), self));
+            }
+            if let Some(answer) = self.answer.take() {
+                return Some((answer, self));
+            }
+            let call = self.call.as_mut()?;
+            let answer = tokio::select! {
+                biased;
+                note = self.notes.recv() => match note {
+                    Some(note) => return Some((JsonRpcMessage::notification(note), self)),
+                    // Every sender is gone: nothing more comes before the answer.
+                    None => call.as_mut().await,
+                },
+                answer = call.as_mut() => answer,
+            };
+            self.call = None;
+            self.answer = Some(answer);
+        }
+    }
+}
 
 /// The sessions of one endpoint whose `tools/call` may be answered here.
 pub struct Direct {
@@ -167,12 +224,28 @@ impl Direct {
             return Err(Request::from_parts(parts, Body::from(bytes)));
         }
         context.extensions.insert(parts);
-        let result = core.call_tool(call.params, context).await;
-        let message: ServerJsonRpcMessage = match result {
-            Ok(response) => JsonRpcMessage::response(ServerResult::from(response), id),
-            Err(error) => JsonRpcMessage::error(error, Some(id)),
+        let (progress, notes) = mpsc::channel(PROGRESS_QUEUE);
+        context.extensions.insert(CallStream(progress));
+        let call = Box::pin(async move {
+            match core.call_tool(call.params, context).await {
+                Ok(response) => JsonRpcMessage::response(ServerResult::from(response), id),
+                Err(error) => JsonRpcMessage::error(error, Some(id)),
+            }
+        });
+        let flow = Flow {
+            call: Some(call),
+            answer: None,
+            notes,
         };
-        Ok(json_answer(&message))
+        let mut messages = Box::pin(futures::stream::unfold(flow, Flow::next));
+        // The call runs here until it answers or reports progress.
+        Ok(match messages.next().await {
+            Some(answer @ (JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_))) => {
+                json_answer(&answer)
+            }
+            Some(first) => event_stream(futures::stream::iter([first]).chain(messages)),
+            None => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
+        })
     }
 
     /// A POST to a session here, with a JSON body of known length within the limit, that
@@ -247,8 +320,8 @@ fn standard_headers_agree(headers: &HeaderMap, tool: &str) -> bool {
 }
 
 /// The call can need nothing of the client while it runs: the client declared no roots,
-/// sampling or elicitation, asked for no progress, and speaks the session's protocol
-/// version (in the header, if sent, and not per request).
+/// sampling or elicitation, and speaks the session's protocol version (in the header, if
+/// sent, and not per request).
 fn needs_nothing_of_the_client(
     context: &RequestContext<RoleServer>,
     version: Option<&HeaderValue>,
@@ -261,10 +334,7 @@ fn needs_nothing_of_the_client(
     let asks_nothing = context
         .client_capabilities()
         .is_some_and(|c| c.roots.is_none() && c.sampling.is_none() && c.elicitation.is_none());
-    same_version
-        && asks_nothing
-        && context.meta.protocol_version().is_none()
-        && context.meta.get_progress_token().is_none()
+    same_version && asks_nothing && context.meta.protocol_version().is_none()
 }
 
 /// `message` as the JSON answer to a POST.
@@ -283,4 +353,28 @@ fn json_answer(message: &ServerJsonRpcMessage) -> Response {
             StatusCode::INTERNAL_SERVER_ERROR.into_response()
         }
     }
+}
+
+/// `messages` as a `text/event-stream` answer, one event each.
+fn event_stream(
+    messages: impl futures::Stream<Item = ServerJsonRpcMessage> + Send + 'static,
+) -> Response {
+    let events = messages.map(|message| {
+        let data = serde_json::to_string(&message).unwrap_or_else(|err| {
+            tracing::error!(error = %err, "an MCP message could not be written");
+            String::new()
+        });
+        Ok::<_, std::convert::Infallible>(Bytes::from(format!("data: {data}\n\n")))
+    });
+    (
+        [
+            (
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("text/event-stream"),
+            ),
+            (header::CACHE_CONTROL, HeaderValue::from_static("no-cache")),
+        ],
+        Body::from_stream(events),
+    )
+        .into_response()
 }

@@ -17,13 +17,15 @@ use rmcp::{
     model::{
         ClientCapabilities, ClientResult, CreateMessageRequest, CreateMessageRequestParams,
         CreateMessageResult, ElicitRequest, ElicitRequestParams, ElicitResult, ListRootsRequest,
-        ListRootsResult, LoggingLevel, LoggingMessageNotificationParam, ProgressNotificationParam,
-        ProgressToken, ProtocolVersion, RequestId, ServerRequest,
+        ListRootsResult, LoggingLevel, LoggingMessageNotificationParam, Notification,
+        ProgressNotificationParam, ProgressToken, ProtocolVersion, RequestId, ServerNotification,
+        ServerRequest,
     },
     service::{OriginatingRequestId, PeerRequestOptions, RequestContext, ServiceError},
 };
 use tokio_util::sync::CancellationToken;
 
+use super::direct::CallStream;
 use crate::{
     policy::CallContext,
     upstream::{CallRelay, Owner, Resume, covers_elicitation},
@@ -50,6 +52,9 @@ pub(super) struct ClientRelay {
     rounds: bool,
     /// The retry of a round handed back to the client.
     resume: Option<Resume>,
+    /// The call's own answer stream, when the call is answered on its request's task
+    /// (`direct`): progress goes there instead of through the session.
+    stream: Option<CallStream>,
 }
 
 impl ClientRelay {
@@ -76,6 +81,7 @@ impl ClientRelay {
             owner,
             rounds,
             resume,
+            stream: context.extensions.get::<CallStream>().cloned(),
         })
     }
 
@@ -161,7 +167,12 @@ impl CallRelay for ClientRelay {
                 return;
             };
             params.progress_token = token.clone();
-            if let Err(error) = self.peer.notify_progress(params).await {
+            if let Some(stream) = &self.stream {
+                let progress = ServerNotification::ProgressNotification(Notification::new(params));
+                if !stream.send(progress).await {
+                    tracing::debug!("progress not relayed to the caller: it is gone");
+                }
+            } else if let Err(error) = self.peer.notify_progress(params).await {
                 tracing::debug!(%error, "progress not relayed to the caller");
             }
         })

@@ -1,6 +1,6 @@
 //! A session's `tools/call` that needs nothing of the client, answered on the request's own
-//! task (JSON); every other one goes through rmcp's session (an event stream); and a session
-//! used only by such calls stays open past its idle time.
+//! task (JSON, or an event stream once progress comes); every other one goes through rmcp's
+//! session; and a session used only by such calls stays open past its idle time.
 
 use std::time::{Duration, Instant};
 
@@ -8,9 +8,13 @@ use serde_json::{Value, json};
 
 use super::{
     initialize_body, post,
-    support::{Endpoint, WAIT, http, jwt_auth, jwt_for},
+    support::{Endpoint, WAIT, http, in_process, jwt_auth, jwt_for},
 };
-use crate::store::AuditQuery;
+use crate::{
+    config::{AuthConfig, Confirm},
+    fixtures::{Fixture, handler},
+    store::AuditQuery,
+};
 
 /// Opens a session as `token` declaring `capabilities`; its id.
 async fn open(endpoint: &Endpoint, token: &str, capabilities: Value) -> String {
@@ -100,6 +104,74 @@ async fn a_call_that_needs_nothing_of_the_client_is_answered_in_json() {
     endpoint.stop().await;
 }
 
+/// The JSON-RPC messages of an event stream, in order.
+fn events(body: &str) -> Vec<Value> {
+    body.split("\n\n")
+        .filter_map(|event| {
+            let data: String = event
+                .lines()
+                .filter_map(|line| line.strip_prefix("data:"))
+                .map(str::trim_start)
+                .collect();
+            (!data.is_empty()).then(|| serde_json::from_str(&data).expect("a JSON event"))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn progress_turns_the_answer_into_an_event_stream() {
+    let fixture = handler(Fixture::Conformance).expect("in-process fixture");
+    let mut server = in_process("conf", fixture);
+    server.confirm = Confirm::None;
+    let endpoint = Endpoint::start_servers(AuthConfig::Dev, vec![server], None).await;
+    let token = endpoint.token.clone();
+    let session = open(&endpoint, &token, json!({})).await;
+
+    let call = |id: u64, tool: &str| {
+        json!({
+            "jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": { "name": tool, "arguments": {}, "_meta": { "progressToken": "p1" } }
+        })
+    };
+    let (status, headers, body) = post(
+        &endpoint,
+        &token,
+        Some(&session),
+        call(5, "conf_test_tool_with_progress"),
+    )
+    .await;
+    assert_eq!(status, reqwest::StatusCode::OK);
+    assert_eq!(content_type(&headers), "text/event-stream", "{body}");
+    // Not the session's stream, which starts with an event naming its retry interval.
+    assert!(!body.contains("retry:"), "{body}");
+    let events = events(&body);
+    let (answer, progress) = events.split_last().expect("events");
+    let steps: Vec<(&str, f64)> = progress
+        .iter()
+        .map(|p| {
+            assert_eq!(p["method"], "notifications/progress", "{p}");
+            let token = p["params"]["progressToken"].as_str().unwrap_or_default();
+            (token, p["params"]["progress"].as_f64().unwrap_or(f64::NAN))
+        })
+        .collect();
+    assert_eq!(steps, [("p1", 0.0), ("p1", 50.0), ("p1", 100.0)], "{body}");
+    assert_eq!(answer["id"], 5, "{answer}");
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+
+    // A call that asks for progress and gets none is answered in JSON.
+    let (_, headers, body) = post(
+        &endpoint,
+        &token,
+        Some(&session),
+        call(6, "conf_test_simple_text"),
+    )
+    .await;
+    assert_eq!(content_type(&headers), "application/json", "{body}");
+    let answer: Value = serde_json::from_str(&body).expect("one JSON-RPC message");
+    assert_eq!(answer["id"], 6, "{answer}");
+    endpoint.stop().await;
+}
+
 #[tokio::test]
 async fn a_call_that_may_need_the_client_goes_through_the_session() {
     let endpoint = Endpoint::start().await;
@@ -110,16 +182,10 @@ async fn a_call_that_may_need_the_client_goes_through_the_session() {
     let (status, headers, body) = post(&endpoint, &token, Some(&asked), echo(2, "a", None)).await;
     assert_eq!(status, reqwest::StatusCode::OK);
     assert_eq!(content_type(&headers), "text/event-stream", "{body}");
+    assert!(body.contains("retry:"), "{body}");
     assert!(body.contains("\"id\":2"), "{body}");
 
-    // So is a call that asks for progress.
     let plain = open(&endpoint, &token, json!({})).await;
-    let progress = echo(3, "b", Some(json!({ "progressToken": "p" })));
-    let (status, headers, body) = post(&endpoint, &token, Some(&plain), progress).await;
-    assert_eq!(status, reqwest::StatusCode::OK);
-    assert_eq!(content_type(&headers), "text/event-stream", "{body}");
-    assert!(body.contains("\"id\":3"), "{body}");
-
     // A standard header that does not say what the body says is left to rmcp.
     let response = http()
         .post(endpoint.url())
