@@ -338,19 +338,27 @@ async fn post(
     (status, headers, text)
 }
 
-#[tokio::test]
-async fn a_session_serves_only_the_caller_who_opened_it() {
-    let endpoint = Endpoint::start_with(jwt_auth()).await;
-    let (alice, bob) = (jwt_for("alice"), jwt_for("bob"));
-    let (status, headers, _) = post(&endpoint, &alice, None, initialize_body()).await;
+/// Opens a session as `token` declaring `capabilities`; its id.
+async fn open(endpoint: &Endpoint, token: &str, capabilities: Value) -> String {
+    let mut initialize = initialize_body();
+    initialize["params"]["capabilities"] = capabilities;
+    let (status, headers, _) = post(endpoint, token, None, initialize).await;
     assert_eq!(status, reqwest::StatusCode::OK);
     let session = headers["mcp-session-id"]
         .to_str()
         .expect("ascii")
         .to_owned();
     let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
-    let (status, _, _) = post(&endpoint, &alice, Some(&session), initialized).await;
+    let (status, _, _) = post(endpoint, token, Some(&session), initialized).await;
     assert_eq!(status, reqwest::StatusCode::ACCEPTED);
+    session
+}
+
+#[tokio::test]
+async fn a_session_serves_only_the_caller_who_opened_it() {
+    let endpoint = Endpoint::start_with(jwt_auth()).await;
+    let (alice, bob) = (jwt_for("alice"), jwt_for("bob"));
+    let session = open(&endpoint, &alice, json!({})).await;
 
     let list = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/list" });
     let (_, _, as_bob) = post(&endpoint, &bob, Some(&session), list.clone()).await;

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use super::{
-    initialize_body, post,
+    open, post,
     support::{Endpoint, WAIT, http, in_process, jwt_auth, jwt_for},
 };
 use crate::{
@@ -15,22 +15,6 @@ use crate::{
     fixtures::{Fixture, handler},
     store::AuditQuery,
 };
-
-/// Opens a session as `token` declaring `capabilities`; its id.
-async fn open(endpoint: &Endpoint, token: &str, capabilities: Value) -> String {
-    let mut initialize = initialize_body();
-    initialize["params"]["capabilities"] = capabilities;
-    let (status, headers, _) = post(endpoint, token, None, initialize).await;
-    assert_eq!(status, reqwest::StatusCode::OK);
-    let session = headers["mcp-session-id"]
-        .to_str()
-        .expect("ascii")
-        .to_owned();
-    let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
-    let (status, _, _) = post(endpoint, token, Some(&session), initialized).await;
-    assert_eq!(status, reqwest::StatusCode::ACCEPTED);
-    session
-}
 
 /// `tools/call` of the demo's echo, with `meta` as its `_meta` if given.
 fn echo(id: u64, message: &str, meta: Option<Value>) -> Value {
