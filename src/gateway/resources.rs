@@ -5,7 +5,7 @@
 use std::{
     collections::{HashMap, HashSet},
     future::Future,
-    sync::{LazyLock, Mutex},
+    sync::{Arc, LazyLock, Mutex},
     time::{Instant, SystemTime},
 };
 
@@ -14,11 +14,14 @@ use rmcp::model::{
 };
 use serde::Serialize;
 
-use super::{Gateway, audit::clean};
+use super::{
+    Gateway,
+    audit::{ABANDONED, clean},
+};
 use crate::{
     config::ServerId,
     policy::CallContext,
-    store::AuditRecord,
+    store::{AuditRecord, AuditStore},
     upstream::{
         Manager, UpstreamError,
         watch::{ResourceWatch, UpdateSink},
@@ -110,7 +113,8 @@ impl ContentError {
     }
 }
 
-/// One resource, prompt or completion request on its way to an audit record.
+/// One resource, prompt or completion request on its way to an audit record. Dropped before
+/// it finished (its caller went away), it is audited all the same, as `abandoned`.
 pub(super) struct ContentAttempt {
     started: Instant,
     time: SystemTime,
@@ -121,6 +125,8 @@ pub(super) struct ContentAttempt {
     /// `complete` for completions; reads and gets have none.
     detail: Option<&'static str>,
     argument_bytes: u64,
+    /// Where the record goes; `None` once it was written by `finish`.
+    audit: Option<Arc<dyn AuditStore>>,
 }
 
 impl ContentAttempt {
@@ -133,6 +139,7 @@ impl ContentAttempt {
             server: None,
             detail: None,
             argument_bytes: 0,
+            audit: Some(gateway.inner.audit.clone()),
         }
     }
 
@@ -151,18 +158,14 @@ impl ContentAttempt {
 
     /// Writes the record; without it, the answer is not given.
     pub async fn finish<T>(
-        self,
+        mut self,
         gateway: &Gateway,
         outcome: Result<(T, usize), ContentError>,
     ) -> Result<T, ContentError> {
+        self.audit = None;
         let (outcome, result_bytes) = match outcome {
             Ok((value, size)) => (Ok(value), size as u64),
             Err(err) => (Err(err), 0),
-        };
-        let server = self.server.as_ref().map(ServerId::as_str).unwrap_or("");
-        let tool = match &self.server {
-            Some(server) => format!("{server}.{}", self.target),
-            None => self.target.clone(),
         };
         // Routed means the request went upstream: like a tool call that reached its server.
         let decision = if self.server.is_some() && !matches!(&outcome, Err(e) if is_denial(e)) {
@@ -170,7 +173,26 @@ impl ContentAttempt {
         } else {
             "denied"
         };
-        let record = AuditRecord {
+        let code = outcome.as_ref().map_or_else(|e| e.code(), |_| "ok");
+        let record = self.record(decision, code, result_bytes);
+        match gateway.inner.audit.append(record).await {
+            Ok(()) => outcome,
+            Err(err) => {
+                tracing::error!(error = %err, "audit record could not be written");
+                Err(ContentError::StoreUnavailable {
+                    what: "the audit log",
+                })
+            }
+        }
+    }
+
+    fn record(&self, decision: &str, outcome: &str, result_bytes: u64) -> AuditRecord {
+        let server = self.server.as_ref().map(ServerId::as_str).unwrap_or("");
+        let tool = match &self.server {
+            Some(server) => format!("{server}.{}", self.target),
+            None => self.target.clone(),
+        };
+        AuditRecord {
             time: self.time,
             request_id: clean(&self.ctx.request_id, MAX_FIELD_CHARS),
             tenant: clean(&self.ctx.tenant, MAX_FIELD_CHARS),
@@ -180,10 +202,7 @@ impl ContentAttempt {
             tool: clean(&tool, MAX_FIELD_CHARS),
             decision: decision.to_owned(),
             confirmation_id: None,
-            outcome: outcome
-                .as_ref()
-                .map_or_else(|e| e.code(), |_| "ok")
-                .to_owned(),
+            outcome: outcome.to_owned(),
             duration_ms: self
                 .started
                 .elapsed()
@@ -195,16 +214,31 @@ impl ContentAttempt {
             fingerprint: None,
             arguments: None,
             detail: self.detail.map(str::to_owned),
-        };
-        match gateway.inner.audit.append(record).await {
-            Ok(()) => outcome,
-            Err(err) => {
-                tracing::error!(error = %err, "audit record could not be written");
-                Err(ContentError::StoreUnavailable {
-                    what: "the audit log",
-                })
-            }
         }
+    }
+}
+
+impl Drop for ContentAttempt {
+    fn drop(&mut self) {
+        let Some(audit) = self.audit.take() else {
+            return;
+        };
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::error!("an abandoned request could not be audited: no runtime");
+            return;
+        };
+        let decision = if self.server.is_some() {
+            "allowed"
+        } else {
+            "undecided"
+        };
+        let record = self.record(decision, ABANDONED, 0);
+        // Drop cannot await; the record is appended as every other one is.
+        runtime.spawn(async move {
+            if let Err(err) = audit.append(record).await {
+                tracing::error!(error = %err, "audit record could not be written");
+            }
+        });
     }
 }
 

@@ -12,7 +12,7 @@ use mcpgate::{
 use serde_json::json;
 
 use super::{call_confirmed, caller, demo, eventually, names, sleep_stats, slow};
-use crate::support::{CallExt as _, config, ctx, everything_js, gateway, stdio};
+use crate::support::{CallExt as _, config, ctx, everything_js, gateway, in_process, stdio};
 
 /// The result limit under test: small, and at least the 1 KiB config allows.
 const RESULT_LIMIT: usize = 1024;
@@ -273,5 +273,79 @@ async fn an_is_error_result_is_a_tool_error() {
         .await
         .expect("UTC works");
     assert!(out.text().ends_with('Z'), "{}", out.text());
+    gw.shutdown().await;
+}
+
+/// A server whose one resource is never answered; counts the reads it got.
+#[derive(Clone, Default)]
+struct Stuck {
+    reads: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl rmcp::ServerHandler for Stuck {
+    fn get_info(&self) -> rmcp::model::ServerConfig {
+        rmcp::model::ServerConfig::new(
+            rmcp::model::ServerCapabilities::builder()
+                .enable_resources()
+                .build(),
+        )
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<rmcp::model::PaginatedRequestParams>,
+        _context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::ListResourcesResult, rmcp::ErrorData> {
+        let resource = rmcp::model::Resource::new("stuck://r", "r");
+        Ok(rmcp::model::ListResourcesResult::with_all_items(vec![
+            resource,
+        ]))
+    }
+
+    async fn read_resource(
+        &self,
+        _request: rmcp::model::ReadResourceRequestParams,
+        _context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::ReadResourceResponse, rmcp::ErrorData> {
+        self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        std::future::pending().await
+    }
+}
+
+#[tokio::test]
+async fn a_resource_read_whose_caller_goes_away_is_still_audited() {
+    let stuck = Stuck::default();
+    let gw = gateway(config(vec![in_process("stuck", stuck.clone())])).await;
+    let reader = {
+        let gw = gw.clone();
+        tokio::spawn(async move { gw.read_resource(&ctx(), None, "stuck://r").await })
+    };
+    eventually("the upstream to get the read", || async {
+        (stuck.reads.load(std::sync::atomic::Ordering::SeqCst) == 1).then_some(())
+    })
+    .await;
+    reader.abort();
+    assert!(reader.await.is_err_and(|e| e.is_cancelled()));
+
+    let records = eventually("the abandoned read's record", || async {
+        let records = gw
+            .audit_store()
+            .query(AuditQuery {
+                outcome: Some("abandoned".into()),
+                ..AuditQuery::default()
+            })
+            .await
+            .expect("audit query");
+        (!records.is_empty()).then_some(records)
+    })
+    .await;
+    assert_eq!(records.len(), 1, "{records:?}");
+    let record = &records[0].1;
+    assert_eq!(
+        (record.server.as_str(), record.decision.as_str()),
+        ("stuck", "allowed"),
+        "{record:?}"
+    );
+    assert!(record.tool.contains("stuck://r"), "{record:?}");
     gw.shutdown().await;
 }
