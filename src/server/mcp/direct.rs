@@ -4,12 +4,12 @@
 //! task of its own for the handler, and back the same way, and answers with an event
 //! stream: at concurrency 1 that is most of what `/mcp` added over the REST API. A
 //! `tools/call` that can need nothing of the client while it runs is answered here instead,
-//! by the same handler code ([`SessionCore::call_tool`]) and the same gate, with the JSON
-//! answer (which the transport allows for any request).
+//! by the same handler code ([`SessionCore::call_tool`]) and the same gate.
 //!
 //! Such a call is one whose client declared no capability the gateway could use during it
 //! (roots, sampling, elicitation: so no request goes to the client, and a write tool's
-//! confirmation is out of band). The answer is JSON when the call sends nothing before it;
+//! confirmation is out of band). The answer is JSON (which the transport allows for any
+//! request) when the call sends nothing before it;
 //! once the upstream reports progress (and the call asked for it), the answer becomes an
 //! event stream: the progress notifications as they come, then the answer. The log messages
 //! an upstream sends during a call go to the session's standalone stream, as rmcp routes
