@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use mcpgate::{
     config::{Config, Confirm, ResultOverflow, ServerConfig},
-    gateway::GatewayError,
-    store::AuditQuery,
+    gateway::{Gateway, GatewayError},
+    store::{AuditQuery, AuditRecord},
 };
 use serde_json::json;
 
@@ -149,6 +149,31 @@ async fn schema_violations_name_the_field_and_never_reach_the_upstream() {
     gw.shutdown().await;
 }
 
+/// Aborts `task`, as a caller going away does (an HTTP client disconnecting drops the
+/// handler's future), then waits for the one record of what it had asked, `abandoned`.
+async fn abandon<T>(gw: &Gateway, task: tokio::task::JoinHandle<T>) -> AuditRecord {
+    task.abort();
+    assert!(task.await.is_err_and(|e| e.is_cancelled()));
+    let records = eventually("the abandoned request's record", || async {
+        let records = gw
+            .audit_store()
+            .query(AuditQuery {
+                outcome: Some("abandoned".into()),
+                ..AuditQuery::default()
+            })
+            .await
+            .expect("audit query");
+        (!records.is_empty()).then_some(records)
+    })
+    .await;
+    assert_eq!(records.len(), 1, "{records:?}");
+    records
+        .into_iter()
+        .next()
+        .map(|(_, record)| record)
+        .expect("one record")
+}
+
 #[tokio::test]
 async fn a_call_whose_caller_goes_away_is_still_audited() {
     let gw = gateway(config(vec![slow()])).await;
@@ -160,27 +185,10 @@ async fn a_call_whose_caller_goes_away_is_still_audited() {
         (sleep_stats(&gw, &caller("bob")).await.started == 1).then_some(())
     })
     .await;
-    // The caller goes away (an HTTP client disconnecting drops the handler's future).
-    sleeper.abort();
-    assert!(sleeper.await.is_err_and(|e| e.is_cancelled()));
-
-    let records = eventually("the abandoned call's record", || async {
-        let records = gw
-            .audit_store()
-            .query(AuditQuery {
-                tool: Some("slow.sleep".into()),
-                ..AuditQuery::default()
-            })
-            .await
-            .expect("audit query");
-        (!records.is_empty()).then_some(records)
-    })
-    .await;
-    assert_eq!(records.len(), 1, "{records:?}");
-    let (_, record) = &records[0];
+    let record = abandon(&gw, sleeper).await;
     assert_eq!(
-        (record.outcome.as_str(), record.decision.as_str()),
-        ("abandoned", "allowed"),
+        (record.tool.as_str(), record.decision.as_str()),
+        ("slow.sleep", "allowed"),
         "{record:?}"
     );
     assert_eq!(
@@ -324,23 +332,7 @@ async fn a_resource_read_whose_caller_goes_away_is_still_audited() {
         (stuck.reads.load(std::sync::atomic::Ordering::SeqCst) == 1).then_some(())
     })
     .await;
-    reader.abort();
-    assert!(reader.await.is_err_and(|e| e.is_cancelled()));
-
-    let records = eventually("the abandoned read's record", || async {
-        let records = gw
-            .audit_store()
-            .query(AuditQuery {
-                outcome: Some("abandoned".into()),
-                ..AuditQuery::default()
-            })
-            .await
-            .expect("audit query");
-        (!records.is_empty()).then_some(records)
-    })
-    .await;
-    assert_eq!(records.len(), 1, "{records:?}");
-    let record = &records[0].1;
+    let record = abandon(&gw, reader).await;
     assert_eq!(
         (record.server.as_str(), record.decision.as_str()),
         ("stuck", "allowed"),
