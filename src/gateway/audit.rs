@@ -2,7 +2,10 @@
 //! the outcome. Never tokens, keys, header values, argument values or result content (except
 //! argument values of read tools named in `audit.log_arguments_for`).
 
-use std::time::{Instant, SystemTime};
+use std::{
+    sync::Arc,
+    time::{Instant, SystemTime},
+};
 
 use serde_json::{Map, Value};
 
@@ -11,7 +14,7 @@ use crate::{
     catalog::{CatalogTool, PinStatus, canonical_json},
     config::AuditConfig,
     policy::{CallContext, Effect},
-    store::AuditRecord,
+    store::{AuditRecord, AuditStore},
 };
 
 /// Longest string kept in an audit field; names come from callers and upstreams.
@@ -132,7 +135,7 @@ impl Attempt {
     /// dropped): `allowed` if it had reached the upstream, else `undecided`; outcome
     /// `abandoned`. Argument values are never kept here.
     pub fn abandoned(&mut self) -> AuditRecord {
-        let decision = if self.allowed { "allowed" } else { "undecided" };
+        let decision = abandoned_decision(self.allowed);
         let detail = "the caller went away before the call finished".to_owned();
         self.record(decision, ABANDONED, None, Some(detail))
     }
@@ -247,6 +250,29 @@ async fn append(gateway: &Gateway, record: AuditRecord) {
     if let Err(err) = gateway.inner.audit.append(record).await {
         tracing::error!(error = %err, "audit record could not be written");
     }
+}
+
+/// The decision of an attempt whose caller went away: `allowed` if it had reached the
+/// upstream (which may have acted on it), else `undecided`.
+pub(super) fn abandoned_decision(reached_upstream: bool) -> &'static str {
+    if reached_upstream {
+        "allowed"
+    } else {
+        "undecided"
+    }
+}
+
+/// Appends `record` where nothing can wait for it (a drop), in a task of its own.
+pub(super) fn append_detached(audit: Arc<dyn AuditStore>, record: AuditRecord) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        tracing::error!("audit record could not be written: no runtime");
+        return;
+    };
+    runtime.spawn(async move {
+        if let Err(err) = audit.append(record).await {
+            tracing::error!(error = %err, "audit record could not be written");
+        }
+    });
 }
 
 /// `allowed` once the call went to the upstream; `pending` when it waits for a

@@ -6,7 +6,11 @@ use std::{sync::Arc, time::Duration};
 use rmcp::model::CallToolRequestParams;
 use serde_json::{Map, Value};
 
-use super::{Gateway, GatewayError, ToolOutput, audit::Attempt, result::shape_sized};
+use super::{
+    Gateway, GatewayError, ToolOutput,
+    audit::{Attempt, append_detached},
+    result::shape_sized,
+};
 use crate::{
     catalog::{CatalogTool, ToolStatus, args_hash},
     config::{Config, ServerConfig},
@@ -39,21 +43,9 @@ impl Running<'_> {
 
 impl Drop for Running<'_> {
     fn drop(&mut self) {
-        if self.finished {
-            return;
+        if !self.finished {
+            append_detached(self.gateway.inner.audit.clone(), self.attempt.abandoned());
         }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            tracing::error!("an abandoned call could not be audited: no runtime");
-            return;
-        };
-        let record = self.attempt.abandoned();
-        let audit = self.gateway.inner.audit.clone();
-        // Drop cannot await; the record is appended as every other one is.
-        runtime.spawn(async move {
-            if let Err(err) = audit.append(record).await {
-                tracing::error!(error = %err, "audit record could not be written");
-            }
-        });
     }
 }
 

@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use super::{
     Gateway,
-    audit::{ABANDONED, clean},
+    audit::{ABANDONED, abandoned_decision, append_detached, clean},
 };
 use crate::{
     config::ServerId,
@@ -223,22 +223,8 @@ impl Drop for ContentAttempt {
         let Some(audit) = self.audit.take() else {
             return;
         };
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            tracing::error!("an abandoned request could not be audited: no runtime");
-            return;
-        };
-        let decision = if self.server.is_some() {
-            "allowed"
-        } else {
-            "undecided"
-        };
-        let record = self.record(decision, ABANDONED, 0);
-        // Drop cannot await; the record is appended as every other one is.
-        runtime.spawn(async move {
-            if let Err(err) = audit.append(record).await {
-                tracing::error!(error = %err, "audit record could not be written");
-            }
-        });
+        let decision = abandoned_decision(self.server.is_some());
+        append_detached(audit, self.record(decision, ABANDONED, 0));
     }
 }
 

@@ -40,24 +40,25 @@ use http_body_util::{BodyExt as _, Limited};
 use rmcp::{
     RoleServer,
     model::{
-        ClientJsonRpcMessage, ClientNotification, ClientRequest, CustomNotification,
-        GetExtensions as _, GetMeta as _, JsonRpcMessage, JsonRpcRequest, ServerJsonRpcMessage,
-        ServerNotification, ServerResult,
+        CallToolRequestParams, ClientJsonRpcMessage, ClientNotification, ClientRequest,
+        CustomNotification, GetExtensions as _, GetMeta as _, JsonRpcMessage, JsonRpcRequest,
+        RequestId, ServerJsonRpcMessage, ServerNotification, ServerResult,
     },
     service::RequestContext,
     transport::streamable_http_server::{SessionId, SessionManager as _},
 };
 use tokio::{sync::mpsc, time::Instant};
 
-use super::{handler::SessionCore, sessions::CappedSessions};
+use super::{
+    handler::{SESSION_ID_HEADER, SessionCore},
+    sessions::CappedSessions,
+};
 
 /// How many times per idle period a session whose calls are answered here is shown to rmcp
 /// as in use, at most: often enough that a late one is still in time.
 const TOUCHES_PER_IDLE: u32 = 5;
 /// The method of the notification that shows a session as in use; the handler ignores it.
 const TOUCH_METHOD: &str = "notifications/mcpgate/in_use";
-/// Header carrying the MCP session id.
-const SESSION_ID: &str = "mcp-session-id";
 /// Header naming the protocol version of the request.
 const PROTOCOL_VERSION: &str = "mcp-protocol-version";
 /// Progress notifications of one call waiting for its client to read them (as rmcp's
@@ -158,7 +159,7 @@ impl Direct {
 
     /// The session `headers` name, if it is here; shows it to rmcp as in use when due.
     fn session(&self, headers: &HeaderMap) -> Option<Arc<SessionCore>> {
-        let id = headers.get(SESSION_ID)?.to_str().ok()?;
+        let id = headers.get(SESSION_ID_HEADER)?.to_str().ok()?;
         let mut sessions = self.lock();
         let entry = sessions.get_mut(id)?;
         let core = entry.core.upgrade()?;
@@ -199,35 +200,14 @@ impl Direct {
                     .into_response());
             }
         };
-        let (id, mut request) = match serde_json::from_slice::<ClientJsonRpcMessage>(&bytes) {
-            Ok(JsonRpcMessage::Request(JsonRpcRequest { id, request, .. }))
-                if matches!(request, ClientRequest::CallToolRequest(_)) =>
-            {
-                (id, request)
-            }
-            _ => return Err(Request::from_parts(parts, Body::from(bytes))),
-        };
-        let Some(peer) = core.peer.get() else {
+        let Some((id, params, mut context)) = call_here(&core, &parts.headers, &bytes) else {
             return Err(Request::from_parts(parts, Body::from(bytes)));
         };
-        // As rmcp's service loop does: the request's `_meta` and extensions move to the
-        // context.
-        let mut context = RequestContext::new(id.clone(), peer.clone());
-        std::mem::swap(&mut context.meta, request.get_meta_mut());
-        std::mem::swap(&mut context.extensions, request.extensions_mut());
-        let ClientRequest::CallToolRequest(call) = request else {
-            return Err(Request::from_parts(parts, Body::from(bytes)));
-        };
-        if !standard_headers_agree(&parts.headers, &call.params.name)
-            || !needs_nothing_of_the_client(&context, parts.headers.get(PROTOCOL_VERSION))
-        {
-            return Err(Request::from_parts(parts, Body::from(bytes)));
-        }
         context.extensions.insert(parts);
         let (progress, notes) = mpsc::channel(PROGRESS_QUEUE);
         context.extensions.insert(CallStream(progress));
         let call = Box::pin(async move {
-            match core.call_tool(call.params, context).await {
+            match core.call_tool(params, context).await {
                 Ok(response) => JsonRpcMessage::response(ServerResult::from(response), id),
                 Err(error) => JsonRpcMessage::error(error, Some(id)),
             }
@@ -270,6 +250,31 @@ impl Direct {
         }
         self.session(headers)
     }
+}
+
+/// The `tools/call` in `body` with its context, when it is one this module answers: the
+/// call's id, its parameters, and the context rmcp's service loop would give it.
+fn call_here(
+    core: &SessionCore,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Option<(RequestId, CallToolRequestParams, RequestContext<RoleServer>)> {
+    let JsonRpcMessage::Request(JsonRpcRequest {
+        id, mut request, ..
+    }) = serde_json::from_slice::<ClientJsonRpcMessage>(body).ok()?
+    else {
+        return None;
+    };
+    // As rmcp's service loop does: the request's `_meta` and extensions move to the context.
+    let mut context = RequestContext::new(id.clone(), core.peer.get()?.clone());
+    std::mem::swap(&mut context.meta, request.get_meta_mut());
+    std::mem::swap(&mut context.extensions, request.extensions_mut());
+    let ClientRequest::CallToolRequest(call) = request else {
+        return None;
+    };
+    let eligible = standard_headers_agree(headers, &call.params.name)
+        && needs_nothing_of_the_client(&context, headers.get(PROTOCOL_VERSION));
+    eligible.then_some((id, call.params, context))
 }
 
 /// `Content-Type: application/json` (any parameters).
@@ -377,4 +382,65 @@ fn event_stream(
         Body::from_stream(events),
     )
         .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(*name, HeaderValue::from_static(value));
+        }
+        map
+    }
+
+    #[test]
+    fn both_answers_must_be_accepted_and_no_weight_read() {
+        let accepts = |value| accepts_both(&headers(&[("accept", value)]));
+        assert!(accepts("application/json, text/event-stream"));
+        assert!(accepts(
+            "Text/Event-Stream , APPLICATION/JSON; charset=utf-8"
+        ));
+        assert!(accepts_both(&headers(&[
+            ("accept", "application/json"),
+            ("accept", "text/event-stream"),
+        ])));
+        assert!(!accepts("application/json"));
+        assert!(!accepts("*/*"));
+        // A weight may refuse a type: rmcp reads those.
+        assert!(!accepts("application/json;q=0, text/event-stream"));
+        assert!(!accepts("application/json, text/event-stream; q=0.5"));
+        assert!(!accepts_both(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn json_is_the_media_type_whatever_its_parameters() {
+        let json = |value| is_json(Some(&HeaderValue::from_static(value)));
+        assert!(json("application/json"));
+        assert!(json("Application/JSON; charset=utf-8"));
+        assert!(!json("text/plain"));
+        assert!(!json("application/json-seq"));
+        assert!(!is_json(None));
+    }
+
+    #[test]
+    fn standard_headers_may_be_absent_or_say_what_the_body_says() {
+        let agree = |pairs: &[(&'static str, &'static str)]| {
+            standard_headers_agree(&headers(pairs), "demo_echo")
+        };
+        assert!(agree(&[]));
+        assert!(agree(&[
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "demo_echo")
+        ]));
+        assert!(!agree(&[("mcp-method", "tools/list")]));
+        assert!(!agree(&[("mcp-name", "demo_add")]));
+        assert!(!agree(&[
+            ("mcp-name", "demo_echo"),
+            ("mcp-name", "demo_echo")
+        ]));
+        assert!(!agree(&[("mcp-param-message", "hi")]));
+    }
 }

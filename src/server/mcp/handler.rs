@@ -33,7 +33,15 @@ use super::{
 use crate::{config::ServerId, policy::CallContext, server::AppState};
 
 /// Header carrying the MCP session id (set by rmcp on `initialize`, sent back by clients).
-const SESSION_ID_HEADER: &str = "mcp-session-id";
+pub(super) const SESSION_ID_HEADER: &str = "mcp-session-id";
+
+/// The MCP session id the HTTP request behind `extensions` named, if any.
+fn session_of(extensions: &Extensions) -> Option<&str> {
+    extensions
+        .get::<http::request::Parts>()
+        .and_then(|p| p.headers.get(SESSION_ID_HEADER))
+        .and_then(|v| v.to_str().ok())
+}
 
 /// One handler per MCP session (rmcp's factory makes one per `initialize`), or per request
 /// on 2026-07-28, which has no sessions.
@@ -131,11 +139,7 @@ impl SessionCore {
                     None,
                 ));
             }
-            let session = extensions
-                .get::<http::request::Parts>()
-                .and_then(|p| p.headers.get(SESSION_ID_HEADER))
-                .and_then(|v| v.to_str().ok());
-            if let Some(session) = session {
+            if let Some(session) = session_of(extensions) {
                 ctx.session = session.to_owned();
             }
         }
@@ -225,12 +229,7 @@ impl ServerHandler for GatewayServer {
             return;
         };
         let peer = context.peer;
-        let session = context
-            .extensions
-            .get::<http::request::Parts>()
-            .and_then(|p| p.headers.get(SESSION_ID_HEADER))
-            .and_then(|v| v.to_str().ok());
-        if let Some(session) = session {
+        if let Some(session) = session_of(&context.extensions) {
             let id: SessionId = session.into();
             let _ = self.core.peer.set(peer.clone());
             self.direct.insert(id.clone(), &self.core);

@@ -5,16 +5,13 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 
 use super::{
-    open, post,
-    support::{Endpoint, WAIT, http, in_process, jwt_auth, jwt_for},
+    open, post, relay,
+    support::{Endpoint, WAIT, http, jwt_auth, jwt_for},
 };
-use crate::{
-    config::{AuthConfig, Confirm},
-    fixtures::{Fixture, handler},
-    store::AuditQuery,
-};
+use crate::store::AuditQuery;
 
 /// `tools/call` of the demo's echo, with `meta` as its `_meta` if given.
 fn echo(id: u64, message: &str, meta: Option<Value>) -> Value {
@@ -104,10 +101,22 @@ fn events(body: &str) -> Vec<Value> {
 
 #[tokio::test]
 async fn progress_turns_the_answer_into_an_event_stream() {
-    let fixture = handler(Fixture::Conformance).expect("in-process fixture");
-    let mut server = in_process("conf", fixture);
-    server.confirm = Confirm::None;
-    let endpoint = Endpoint::start_servers(AuthConfig::Dev, vec![server], None).await;
+    progress_comes_before_the_answer(relay::endpoint(false).await).await;
+}
+
+/// The same from an upstream the gateway calls over its own HTTP link, which relays a call's
+/// progress as it reads the call's stream.
+#[tokio::test]
+async fn progress_from_an_http_upstream_comes_before_the_answer() {
+    let stop = CancellationToken::new();
+    progress_comes_before_the_answer(relay::http_endpoint(&stop).await).await;
+    stop.cancel();
+}
+
+/// Calls the conformance fixture's progress tool (server `conf`) in a session that cannot
+/// be asked: an event stream of the three steps in order, then the answer; and a call that
+/// reports no progress is answered in JSON.
+async fn progress_comes_before_the_answer(endpoint: Endpoint) {
     let token = endpoint.token.clone();
     let session = open(&endpoint, &token, json!({})).await;
 

@@ -207,7 +207,7 @@ impl ServerHandler for UpTo2025 {
 
 /// The endpoint in front of the conformance fixture (server id `conf`, no confirmations),
 /// on the newest protocol, or limited to 2025-11-25 when `legacy`.
-async fn endpoint(legacy: bool) -> Endpoint {
+pub(super) async fn endpoint(legacy: bool) -> Endpoint {
     let fixture = handler(Fixture::Conformance).expect("in-process fixture");
     let mut server = if legacy {
         in_process("conf", UpTo2025(fixture))
@@ -278,7 +278,7 @@ async fn modern_http_upstream(f: Fixture, stop: &CancellationToken) -> String {
 
 /// The endpoint in front of the conformance fixture (server id `conf`) over Streamable HTTP
 /// on the newest protocol.
-async fn http_endpoint(stop: &CancellationToken) -> Endpoint {
+pub(super) async fn http_endpoint(stop: &CancellationToken) -> Endpoint {
     let url = modern_http_upstream(Fixture::Conformance, stop).await;
     Endpoint::start_servers(AuthConfig::Dev, vec![http_server("conf", &url)], None).await
 }
