@@ -503,10 +503,10 @@ async fn a_notification_read_holds_its_calls_answer_until_handled() {
         "no call of this connection has that token"
     );
     // Held: the answer waits (the drain's own bound is 5 s; paused time runs to 1 s first).
-    let held = tokio::time::timeout(Duration::from_secs(1), guard.drain(true)).await;
+    let held = tokio::time::timeout(Duration::from_secs(1), guard.drain()).await;
     assert!(held.is_err(), "the answer went before the notification");
     drop(ours);
-    tokio::time::timeout(Duration::from_secs(1), guard.drain(true))
+    tokio::time::timeout(Duration::from_secs(1), guard.drain())
         .await
         .expect("handled: the answer goes at once");
 }

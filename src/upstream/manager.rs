@@ -275,14 +275,11 @@ impl Manager {
         let (peer, connection, link) = self.call_target(id)?;
         let relays = self.relays(id);
         let guard = relays.register(relay.clone(), timeout);
-        let counted = link
-            .as_ref()
-            .is_some_and(|link| link.counts_at_read(&params.name));
         let call = async {
             let result =
                 input::call_tool(&peer, link.as_ref(), params, &guard, relay.as_ref()).await;
             if relay.is_some() {
-                guard.drain(counted).await;
+                guard.drain().await;
             }
             result
         };

@@ -489,14 +489,11 @@ const DRAIN_YIELDS: usize = 3;
 impl CallGuard {
     /// Before the call's answer goes to its caller: lets the notifications the server sent
     /// before the answer reach the caller first, as they would directly. Bounded by
-    /// [`NOTIFY_TIMEOUT`]. `counted`: every notification read before the answer is already
-    /// counted ([`RelayRegistry::announce`]); otherwise rmcp read them, and the answer first
-    /// steps aside so that their tasks can start.
-    pub async fn drain(&self, counted: bool) {
-        if !counted {
-            for _ in 0..DRAIN_YIELDS {
-                tokio::task::yield_now().await;
-            }
+    /// [`NOTIFY_TIMEOUT`], whose timer is armed only when a notification is still being
+    /// relayed.
+    pub async fn drain(&self) {
+        for _ in 0..DRAIN_YIELDS {
+            tokio::task::yield_now().await;
         }
         if self.busy.count.load(Ordering::SeqCst) == 0 {
             return;

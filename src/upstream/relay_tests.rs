@@ -259,7 +259,7 @@ async fn the_answer_waits_for_notifications_being_relayed() {
     // Started relaying before the answer came.
     tokio::task::yield_now().await;
     let drained = tokio::spawn(async move {
-        guard.drain(false).await;
+        guard.drain().await;
     });
     // Past the yields of `drain`: now only the relay holds the answer back.
     for _ in 0..DRAIN_YIELDS * 4 {

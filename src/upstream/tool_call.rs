@@ -25,20 +25,6 @@ pub(crate) enum CallLink {
     Http(HttpLink),
 }
 
-impl CallLink {
-    /// Whether every notification a call to `tool` brings is counted for the call as it is
-    /// read ([`RelayRegistry::announce`](super::relay::RelayRegistry::announce)) or relayed
-    /// before the answer is read: a line connection reads every message itself, and the
-    /// HTTP link reads the stream of a call it sends. A call rmcp reads hands each
-    /// notification to a task of its own instead.
-    pub(super) fn counts_at_read(&self, tool: &str) -> bool {
-        match self {
-            CallLink::Line(_) => true,
-            CallLink::Http(link) => link.sends(tool),
-        }
-    }
-}
-
 /// Sends a `tools/call` itself rather than through rmcp's `call_tool`, to learn the id and
 /// progress token rmcp gives the request (rmcp overwrites any token set in the request's
 /// meta). They are registered as soon as rmcp has queued the request, with no await in
