@@ -465,7 +465,8 @@ impl crate::upstream::CallRelay for Quiet {
 /// rmcp hands each notification to a task of its own, which may start after the call's
 /// answer (read next) has reached the call. A progress notification is therefore counted
 /// for its call as the transport reads it, and the call's answer waits until the
-/// notification, carried to the handler, is dropped there.
+/// notification, carried to the handler, is dropped there. Progress whose token no call has
+/// yet (read before a descheduled caller registered it) holds every call's answer.
 #[tokio::test(start_paused = true)]
 async fn a_notification_read_holds_its_calls_answer_until_handled() {
     let relays = super::RelayRegistry::new();
@@ -479,13 +480,17 @@ async fn a_notification_read_holds_its_calls_answer_until_handled() {
     theirs
         .write_all(
             br#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"p-1","progress":1}}
-{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"other","progress":1}}
+{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"p-2","progress":1}}
+{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"x"}}
+{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}
 "#,
         )
         .await
         .expect("write");
     let ours = transport.receive().await.expect("a notification");
-    let other = transport.receive().await.expect("another");
+    let early = transport.receive().await.expect("another");
+    let log = transport.receive().await.expect("a log message");
+    let changed = transport.receive().await.expect("a list change");
     let announced = |message: &RxJsonRpcMessage<RoleClient>| match message {
         JsonRpcMessage::Notification(n) => n
             .notification
@@ -499,13 +504,22 @@ async fn a_notification_read_holds_its_calls_answer_until_handled() {
         "counted for the call whose token it names"
     );
     assert!(
-        !announced(&other),
-        "no call of this connection has that token"
+        announced(&early),
+        "counted although no call has its token yet"
     );
+    assert!(announced(&log), "counted for the one call running");
+    assert!(!announced(&changed), "nothing any call waits for");
+    drop((log, changed));
     // Held: the answer waits (the drain's own bound is 5 s; paused time runs to 1 s first).
     let held = tokio::time::timeout(Duration::from_secs(1), guard.drain()).await;
     assert!(held.is_err(), "the answer went before the notification");
     drop(ours);
+    let held = tokio::time::timeout(Duration::from_secs(1), guard.drain()).await;
+    assert!(
+        held.is_err(),
+        "the answer went before progress read ahead of its token"
+    );
+    drop(early);
     tokio::time::timeout(Duration::from_secs(1), guard.drain())
         .await
         .expect("handled: the answer goes at once");

@@ -26,7 +26,7 @@ use std::{
     collections::VecDeque,
     sync::{
         Arc, Mutex, MutexGuard,
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
     },
     time::Duration,
 };
@@ -149,6 +149,22 @@ struct Busy {
     idle: Notify,
 }
 
+impl Busy {
+    fn is_idle(&self) -> bool {
+        self.count.load(Ordering::SeqCst) == 0
+    }
+
+    async fn until_idle(&self) {
+        loop {
+            let notified = self.idle.notified();
+            if self.is_idle() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
 /// A notification read and not yet relayed ([`RelayRegistry::announce`]); it travels in the
 /// notification's extensions to the handler, which drops it once the notification is
 /// relayed.
@@ -190,6 +206,9 @@ struct Entry {
 pub struct RelayRegistry {
     entries: Mutex<Entries>,
     next: AtomicU64,
+    /// Progress read for no known token, until handled: every call's answer waits for
+    /// these too ([`RelayRegistry::announce`]).
+    unrouted: Arc<Busy>,
 }
 
 /// Running requests in the order they were registered (their keys ascend), and ended ones
@@ -294,6 +313,7 @@ impl RelayRegistry {
             key,
             ended,
             busy,
+            steps_aside: AtomicBool::new(false),
         }
     }
 
@@ -307,13 +327,20 @@ impl RelayRegistry {
     /// rmcp hands each notification to a task of its own, which may start only after the
     /// call's answer, read next, has reached the call; counted from the read, the answer
     /// waits for it ([`CallGuard::drain`]).
+    ///
+    /// Progress whose token no call has yet counts for every call of the connection: a call
+    /// sent through rmcp learns its token only once rmcp has queued the request, and a
+    /// thread descheduled right there (a busy machine) can let the upstream's first progress
+    /// be read before the token is known. Its handler finds the call by then.
     pub(super) fn announce(&self, notification: &ServerNotification) -> Option<Announced> {
-        let route = match notification {
-            ServerNotification::ProgressNotification(n) => self.by_token(&n.params.progress_token),
-            ServerNotification::LoggingMessageNotification(_) => self.for_log(),
-            _ => None,
-        }?;
-        Some(Announced(Arc::new(Relaying::start(&route.busy))))
+        let busy = match notification {
+            ServerNotification::ProgressNotification(n) => self
+                .by_token(&n.params.progress_token)
+                .map_or_else(|| self.unrouted.clone(), |route| route.busy),
+            ServerNotification::LoggingMessageNotification(_) => self.for_log()?.busy,
+            _ => return None,
+        };
+        Some(Announced(Arc::new(Relaying::start(&busy))))
     }
 
     /// [`RelayRegistry::announce`] for `message` if it is a notification, the count carried in
@@ -480,10 +507,13 @@ pub struct CallGuard {
     key: u64,
     ended: CancellationToken,
     busy: Arc<Busy>,
+    /// The call's notifications reach rmcp uncounted ([`CallGuard::steps_aside`]).
+    steps_aside: AtomicBool,
 }
 
-/// Times the answer of a relayed call steps aside before it goes, so that notifications
-/// rmcp received before it (each handled in a task of its own) start being relayed first.
+/// Times the answer of a call whose notifications are not counted as they are read steps
+/// aside before it goes, so that notifications rmcp received before it (each handled in a
+/// task of its own) start being relayed first.
 const DRAIN_YIELDS: usize = 3;
 
 impl CallGuard {
@@ -492,22 +522,29 @@ impl CallGuard {
     /// [`NOTIFY_TIMEOUT`], whose timer is armed only when a notification is still being
     /// relayed.
     pub async fn drain(&self) {
-        for _ in 0..DRAIN_YIELDS {
-            tokio::task::yield_now().await;
+        if self.steps_aside.load(Ordering::Relaxed) {
+            for _ in 0..DRAIN_YIELDS {
+                tokio::task::yield_now().await;
+            }
         }
-        if self.busy.count.load(Ordering::SeqCst) == 0 {
+        let unrouted = &self.registry.unrouted;
+        if self.busy.is_idle() && unrouted.is_idle() {
             return;
         }
         let idle = async {
-            loop {
-                let notified = self.busy.idle.notified();
-                if self.busy.count.load(Ordering::SeqCst) == 0 {
-                    return;
-                }
-                notified.await;
+            for busy in [&self.busy, unrouted] {
+                busy.until_idle().await;
             }
         };
         let _ = tokio::time::timeout(NOTIFY_TIMEOUT, idle).await;
+    }
+
+    /// The call went through rmcp on a connection that may not count notifications as it
+    /// reads them (rmcp's own Streamable HTTP transport): its answer steps aside a few times
+    /// before it goes. Line connections count them, and a call the gateway posts itself
+    /// relays its stream's notifications before it reads the answer.
+    pub fn steps_aside(&self) {
+        self.steps_aside.store(true, Ordering::Relaxed);
     }
 
     /// Records the id and progress token the request was sent with.

@@ -261,7 +261,7 @@ async fn the_answer_waits_for_notifications_being_relayed() {
     let drained = tokio::spawn(async move {
         guard.drain().await;
     });
-    // Past the yields of `drain`: now only the relay holds the answer back.
+    // Well past any steps aside of `drain`: only the relay holds the answer back.
     for _ in 0..DRAIN_YIELDS * 4 {
         tokio::task::yield_now().await;
     }
@@ -272,4 +272,23 @@ async fn the_answer_waits_for_notifications_being_relayed() {
         .expect("the answer goes once the relay is done")
         .expect("task");
     relaying.await.expect("task");
+}
+
+#[tokio::test]
+async fn only_a_call_whose_notifications_go_uncounted_steps_aside() {
+    use futures::FutureExt as _;
+    let registry = RelayRegistry::new();
+    let guard = registry.register(Some(Arc::new(Recorder::default())), TIMEOUT);
+    assert!(
+        guard.drain().now_or_never().is_some(),
+        "nothing being relayed: the answer goes at once"
+    );
+    guard.steps_aside();
+    assert!(
+        guard.drain().now_or_never().is_none(),
+        "notifications uncounted at read: the answer steps aside first"
+    );
+    tokio::time::timeout(TIMEOUT, guard.drain())
+        .await
+        .expect("and then goes");
 }

@@ -29,7 +29,9 @@ pub(crate) enum CallLink {
 /// progress token rmcp gives the request (rmcp overwrites any token set in the request's
 /// meta). They are registered as soon as rmcp has queued the request, with no await in
 /// between, so the upstream's first notification (which must wait for the request to cross
-/// the connection) finds them. `capabilities`, on 2026-07-28, replace the connection's own in
+/// the connection) finds them; should this thread be descheduled right there, a progress read
+/// before its token is known still holds every call's answer until handled
+/// ([`super::relay::RelayRegistry::announce`]). `capabilities`, on 2026-07-28, replace the connection's own in
 /// the request's `_meta`: what this call's caller can answer.
 ///
 /// On a line connection (`link`) whose server opened with `initialize`, a call that carries no
@@ -62,6 +64,11 @@ pub(super) async fn send_call(
             return answer_of(answer);
         }
         _ => {}
+    }
+    // A line connection counts notifications as it reads them; rmcp's Streamable HTTP
+    // transport does not (legacy SSE does, but is not told apart from it here).
+    if !matches!(link, Some(CallLink::Line(_))) {
+        guard.steps_aside();
     }
     // Boxed: rmcp's request and response futures are several KiB, which the direct paths
     // above would otherwise carry and move with every call.
