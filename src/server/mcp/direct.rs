@@ -208,6 +208,7 @@ impl Direct {
         let (progress, notes) = mpsc::channel(PROGRESS_QUEUE);
         context.extensions.insert(CallStream(progress));
         let call = Box::pin(async move {
+            let _cancellable = core.answering(id.clone(), context.ct.clone());
             match core.call_tool(params, context).await {
                 Ok(response) => JsonRpcMessage::response(ServerResult::from(response), id),
                 Err(error) => JsonRpcMessage::error(error, Some(id)),

@@ -8,17 +8,21 @@
               2026-07-28, but session clients still use them"
 )]
 
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex, OnceLock, PoisonError},
+};
 
 use rmcp::{
     ErrorData, Peer, RoleServer, ServerHandler,
     model::{
-        CallToolRequestParams, CallToolResponse, CompleteRequestParams, CompleteResult, Extensions,
-        GetPromptRequestParams, GetPromptResponse, Implementation, InitializeRequestParams,
-        InitializeResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-        ListToolsResult, LoggingLevel, PaginatedRequestParams, ReadResourceRequestParams,
-        ReadResourceResponse, ServerCapabilities, ServerConfig, SetLevelRequestParams,
-        SubscribeRequestParams, SubscriptionFilter, UnsubscribeRequestParams,
+        CallToolRequestParams, CallToolResponse, CancelledNotificationParam, CompleteRequestParams,
+        CompleteResult, ErrorCode, Extensions, GetPromptRequestParams, GetPromptResponse,
+        Implementation, InitializeRequestParams, InitializeResult, ListPromptsResult,
+        ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, LoggingLevel,
+        PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, RequestId,
+        ServerCapabilities, ServerConfig, SetLevelRequestParams, SubscribeRequestParams,
+        SubscriptionFilter, UnsubscribeRequestParams,
     },
     service::{NotificationContext, RequestContext, SubscriptionContext},
     transport::streamable_http_server::SessionId,
@@ -83,6 +87,25 @@ pub struct SessionCore {
     rounds: Arc<Rounds>,
     /// The session's client, from `notifications/initialized` on.
     pub(super) peer: OnceLock<Peer<RoleServer>>,
+    /// The calls [`Direct`] is answering, by request id: rmcp's session does not know them,
+    /// so the client's `notifications/cancelled` reaches them through here.
+    direct_calls: Mutex<HashMap<RequestId, CancellationToken>>,
+}
+
+/// The code of the error a cancelled call answers with, where an answer still goes (as
+/// JSON-RPC implementations name a request cancelled by its sender).
+const REQUEST_CANCELLED: ErrorCode = ErrorCode(-32800);
+
+/// A call [`Direct`] is answering, cancellable by id until dropped.
+pub(super) struct DirectCall<'a> {
+    core: &'a SessionCore,
+    id: RequestId,
+}
+
+impl Drop for DirectCall<'_> {
+    fn drop(&mut self) {
+        self.core.direct_calls().remove(&self.id);
+    }
 }
 
 impl std::ops::Deref for GatewayServer {
@@ -109,6 +132,7 @@ impl GatewayServer {
                 owner: OnceLock::new(),
                 log_level: Mutex::new(None),
                 peer: OnceLock::new(),
+                direct_calls: Mutex::default(),
             }),
             follower: Mutex::new(None),
             watches: SessionWatches::default(),
@@ -146,11 +170,43 @@ impl SessionCore {
         Ok(ctx)
     }
 
-    /// `tools/call`, whether rmcp's session loop or [`Direct`] received it.
+    fn direct_calls(&self) -> std::sync::MutexGuard<'_, HashMap<RequestId, CancellationToken>> {
+        self.direct_calls
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Registers a call [`Direct`] answers, so that the client can cancel it by `id`
+    /// (`cancel` is its context's token); the registration ends with the returned guard.
+    pub(super) fn answering(&self, id: RequestId, cancel: CancellationToken) -> DirectCall<'_> {
+        self.direct_calls().insert(id.clone(), cancel);
+        DirectCall { core: self, id }
+    }
+
+    /// `tools/call`, whether rmcp's session loop or [`Direct`] received it. A call the
+    /// client cancels (`notifications/cancelled`) stops: its future is dropped, so the
+    /// upstream is told and the audit records it abandoned.
     pub(super) async fn call_tool(
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let cancelled = context.ct.clone();
+        tokio::select! {
+            biased;
+            () = cancelled.cancelled() => Err(ErrorData::new(
+                REQUEST_CANCELLED,
+                "the call was cancelled by the client",
+                None,
+            )),
+            answer = self.run_call(request, &context) => answer,
+        }
+    }
+
+    async fn run_call(
+        &self,
+        request: CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let ctx = self.caller(&context.extensions)?;
         // One lease for the whole call, confirmation rounds included.
@@ -168,7 +224,7 @@ impl SessionCore {
             ctx,
             name,
             arguments: Value::Object(request.arguments.unwrap_or_default()),
-            context: &context,
+            context,
             log_level,
         };
         call.run(request.request_state.as_deref(), request.input_responses)
@@ -241,6 +297,20 @@ impl ServerHandler for GatewayServer {
             let peer = peer.clone();
             async move { peer.notify_tool_list_changed().await.is_ok() }
         }));
+    }
+
+    async fn on_cancelled(
+        &self,
+        notification: CancelledNotificationParam,
+        _context: NotificationContext<RoleServer>,
+    ) {
+        // rmcp cancels the calls its own loop runs; these are the ones answered directly.
+        let Some(id) = notification.request_id else {
+            return;
+        };
+        if let Some(cancel) = self.direct_calls().get(&id) {
+            cancel.cancel();
+        }
     }
 
     fn accepted_subscription_filter(

@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{
     open, post, relay,
-    support::{Endpoint, WAIT, http, jwt_auth, jwt_for},
+    support::{Endpoint, TestClient, WAIT, call, http, in_process, initialize, jwt_auth, jwt_for},
 };
 use crate::store::AuditQuery;
 
@@ -234,4 +234,91 @@ async fn a_session_used_only_by_direct_calls_stays_open() {
     assert_eq!(status, reqwest::StatusCode::OK, "{body}");
     assert!(body.contains("demo_echo"), "{body}");
     endpoint.stop().await;
+}
+
+/// The slow fixture's call counts (`sleep_stats`), once `done` holds of them (bounded).
+async fn sleep_stats_until(endpoint: &Endpoint, done: impl Fn(&Value) -> bool) -> Value {
+    let ctx = crate::policy::CallContext::local();
+    tokio::time::timeout(WAIT, async {
+        loop {
+            let stats = endpoint
+                .gateway
+                .call_tool(&ctx, "slow.sleep_stats", json!({}), None)
+                .await
+                .expect("stats");
+            let stats: Value = serde_json::from_str(&stats.text()).expect("JSON stats");
+            if done(&stats) {
+                return stats;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the upstream's counts within the bound")
+}
+
+/// A call the client cancels (`notifications/cancelled`) stops, whether it was answered on
+/// the request's own task (a client that declares nothing) or through rmcp's session (one
+/// that declares elicitation): the upstream is told, and the audit records it abandoned.
+#[tokio::test]
+async fn a_call_the_client_cancels_stops_upstream_and_is_audited() {
+    use rmcp::model::{CallToolRequest, ClientRequest};
+    use rmcp::service::PeerRequestOptions;
+
+    for answers in [None, Some(true)] {
+        let mut slow = in_process(
+            "slow",
+            crate::fixtures::handler(crate::fixtures::Fixture::Slow).expect("fixture"),
+        );
+        slow.confirm = crate::config::Confirm::None;
+        let endpoint =
+            Endpoint::start_servers(crate::config::AuthConfig::Dev, vec![slow], None).await;
+        let client = endpoint
+            .connect(TestClient::new(answers), initialize())
+            .await;
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(call(
+            "slow_sleep",
+            json!({ "ms": 60_000 }),
+        )));
+        let handle = client
+            .peer()
+            .send_request_with_option(request, PeerRequestOptions::no_options())
+            .await
+            .expect("request sent");
+        sleep_stats_until(&endpoint, |s| s["started"] == 1).await;
+
+        handle
+            .cancel(Some("stopped by the user".into()))
+            .await
+            .expect("cancellation sent");
+        let stats =
+            sleep_stats_until(&endpoint, |s| s["cancelled"] == 1 && s["in_flight"] == 0).await;
+        assert_eq!(stats["completed"], 0, "{answers:?}: {stats}");
+        let record = tokio::time::timeout(WAIT, async {
+            loop {
+                let records = endpoint
+                    .gateway
+                    .audit_store()
+                    .query(AuditQuery {
+                        tool: Some("slow.sleep".into()),
+                        ..AuditQuery::default()
+                    })
+                    .await
+                    .expect("audit query");
+                if let Some((_, record)) = records.into_iter().next() {
+                    return record;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+        .await
+        .expect("the call's record within the bound");
+        assert_eq!(
+            (record.outcome.as_str(), record.decision.as_str()),
+            ("abandoned", "allowed"),
+            "{answers:?}: {record:?}"
+        );
+        let _ = client.cancel().await;
+        endpoint.stop().await;
+    }
 }
