@@ -302,12 +302,16 @@ impl ServerHandler for GatewayServer {
     async fn on_cancelled(
         &self,
         notification: CancelledNotificationParam,
-        _context: NotificationContext<RoleServer>,
+        context: NotificationContext<RoleServer>,
     ) {
-        // rmcp cancels the calls its own loop runs; these are the ones answered directly.
+        // rmcp cancels the calls its own loop runs; these are the ones answered directly,
+        // and only their session's owner cancels them.
         let Some(id) = notification.request_id else {
             return;
         };
+        if self.caller(&context.extensions).is_err() {
+            return;
+        }
         if let Some(cancel) = self.direct_calls().get(&id) {
             cancel.cancel();
         }

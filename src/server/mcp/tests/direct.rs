@@ -322,3 +322,65 @@ async fn a_call_the_client_cancels_stops_upstream_and_is_audited() {
         endpoint.stop().await;
     }
 }
+
+/// Only the session's owner cancels a call answered here: another caller who learned the
+/// session id is ignored. (The test runs on one thread, so the handler of a notification
+/// has run before that of a request the session received after it.)
+#[tokio::test]
+async fn only_the_sessions_owner_cancels_its_call() {
+    let mut slow = in_process(
+        "slow",
+        crate::fixtures::handler(crate::fixtures::Fixture::Slow).expect("fixture"),
+    );
+    slow.confirm = crate::config::Confirm::None;
+    let endpoint = Endpoint::start_servers(jwt_auth(), vec![slow], None).await;
+    let (alice, bob) = (jwt_for("alice"), jwt_for("bob"));
+    let session = open(&endpoint, &alice, json!({})).await;
+    let sleeping = {
+        let (endpoint_url, alice, session) = (endpoint.url(), alice.clone(), session.clone());
+        tokio::spawn(async move {
+            let call = json!({
+                "jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                "params": { "name": "slow_sleep", "arguments": { "ms": 60_000 } }
+            });
+            let response = http()
+                .post(endpoint_url)
+                .bearer_auth(alice)
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-session-id", session)
+                .header("mcp-protocol-version", "2025-06-18")
+                .json(&call)
+                .send()
+                .await
+                .expect("response");
+            response.text().await.expect("a body")
+        })
+    };
+    sleep_stats_until(&endpoint, |s| s["started"] == 1).await;
+    let cancel = json!({
+        "jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": { "requestId": 5, "reason": "not yours" }
+    });
+
+    let (status, _, _) = post(&endpoint, &bob, Some(&session), cancel.clone()).await;
+    assert_eq!(status, reqwest::StatusCode::ACCEPTED);
+    let list = json!({ "jsonrpc": "2.0", "id": 6, "method": "tools/list" });
+    let (_, _, listed) = post(&endpoint, &alice, Some(&session), list).await;
+    assert!(listed.contains("slow_sleep"), "{listed}");
+    let stats = sleep_stats_until(&endpoint, |_| true).await;
+    assert_eq!(
+        (&stats["in_flight"], &stats["cancelled"]),
+        (&json!(1), &json!(0)),
+        "another caller's cancellation stopped the call: {stats}"
+    );
+
+    let (status, _, _) = post(&endpoint, &alice, Some(&session), cancel).await;
+    assert_eq!(status, reqwest::StatusCode::ACCEPTED);
+    sleep_stats_until(&endpoint, |s| s["cancelled"] == 1 && s["in_flight"] == 0).await;
+    let answer = tokio::time::timeout(WAIT, sleeping)
+        .await
+        .expect("the call answers once cancelled")
+        .expect("task");
+    assert!(answer.contains("-32800"), "{answer}");
+    endpoint.stop().await;
+}
