@@ -51,9 +51,10 @@ use serde::Deserialize;
 use tokio::{sync::mpsc, time::Instant};
 
 use super::{
-    handler::{SESSION_ID_HEADER, SessionCore},
+    handler::{NOT_OWNER, SESSION_ID_HEADER, SessionCore},
     sessions::CappedSessions,
 };
+use crate::{policy::CallContext, server::errors::ApiError};
 
 /// How many times per idle period a session whose calls are answered here is shown to rmcp
 /// as in use, at most: often enough that a late one is still in time.
@@ -186,10 +187,24 @@ impl Direct {
 
     /// Answers `request` here if it is a `tools/call` this module may answer; otherwise
     /// gives it back as it came (its body read into memory) for rmcp.
+    ///
+    /// Any request naming a session here that another caller opened (a `GET` stream, a
+    /// `DELETE`, a notification as much as a call) is refused: rmcp's own handling of those
+    /// knows no callers.
     pub async fn answer(&self, request: Request) -> Result<Response, Request> {
-        let Some(core) = self.eligible(&request) else {
+        let Some(core) = self.session(request.headers()) else {
             return Err(request);
         };
+        if request
+            .extensions()
+            .get::<Arc<CallContext>>()
+            .is_some_and(|caller| core.opened_by_another(caller))
+        {
+            return Ok(ApiError::new(StatusCode::FORBIDDEN, "forbidden", NOT_OWNER).into_response());
+        }
+        if !self.eligible(&request) {
+            return Err(request);
+        }
         let (parts, body) = request.into_parts();
         let bytes = match Limited::new(body, self.max_body_bytes).collect().await {
             Ok(collected) => collected.to_bytes(),
@@ -230,27 +245,21 @@ impl Direct {
         })
     }
 
-    /// A POST to a session here, with a JSON body of known length within the limit, that
-    /// accepts the transport's two answers and resumes nothing.
-    fn eligible(&self, request: &Request) -> Option<Arc<SessionCore>> {
+    /// A POST with a JSON body of known length within the limit, that accepts the
+    /// transport's two answers and resumes nothing.
+    fn eligible(&self, request: &Request) -> bool {
         if request.method() != http::Method::POST {
-            return None;
+            return false;
         }
         let headers = request.headers();
         let length = headers
-            .get(header::CONTENT_LENGTH)?
-            .to_str()
-            .ok()?
-            .parse::<usize>()
-            .ok()?;
-        if length > self.max_body_bytes
-            || headers.contains_key("last-event-id")
-            || !is_json(headers.get(header::CONTENT_TYPE))
-            || !accepts_both(headers)
-        {
-            return None;
-        }
-        self.session(headers)
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<usize>().ok());
+        length.is_some_and(|length| length <= self.max_body_bytes)
+            && !headers.contains_key("last-event-id")
+            && is_json(headers.get(header::CONTENT_TYPE))
+            && accepts_both(headers)
     }
 }
 

@@ -152,16 +152,24 @@ impl Drop for GatewayServer {
     }
 }
 
+/// Why a request naming another caller's session is refused.
+pub(super) const NOT_OWNER: &str = "this MCP session was opened by another caller";
+
 impl SessionCore {
+    /// Whether this session was opened by a caller other than `caller` (another tenant or
+    /// user).
+    pub(super) fn opened_by_another(&self, caller: &CallContext) -> bool {
+        self.owner
+            .get()
+            .is_some_and(|owner| (&owner.tenant, &owner.user) != (&caller.tenant, &caller.user))
+    }
+
     /// The caller of this request; in a session, its session is the MCP session.
     fn caller(&self, extensions: &Extensions) -> Result<CallContext, ErrorData> {
         let mut ctx = authenticated(extensions)?;
-        if let Some(owner) = self.owner.get() {
-            if (&owner.tenant, &owner.user) != (&ctx.tenant, &ctx.user) {
-                return Err(ErrorData::invalid_request(
-                    "this MCP session was opened by another caller",
-                    None,
-                ));
+        if self.owner.get().is_some() {
+            if self.opened_by_another(&ctx) {
+                return Err(ErrorData::invalid_request(NOT_OWNER, None));
             }
             if let Some(session) = session_of(extensions) {
                 ctx.session = session.to_owned();

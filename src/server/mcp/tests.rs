@@ -364,6 +364,24 @@ async fn a_session_serves_only_the_caller_who_opened_it() {
     let (_, _, as_bob) = post(&endpoint, &bob, Some(&session), list.clone()).await;
     assert!(as_bob.contains("opened by another caller"), "{as_bob}");
     assert!(!as_bob.contains("demo_echo"), "{as_bob}");
+    // Nor can another caller end the session or open its stream: rmcp would not ask.
+    let foreign = |method| {
+        http()
+            .request(method, endpoint.url())
+            .bearer_auth(&bob)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", &session)
+            .header("mcp-protocol-version", "2025-06-18")
+            .send()
+    };
+    for method in [reqwest::Method::DELETE, reqwest::Method::GET] {
+        let response = foreign(method.clone()).await.expect("response");
+        assert_eq!(
+            response.status(),
+            reqwest::StatusCode::FORBIDDEN,
+            "{method}"
+        );
+    }
     let (_, _, as_alice) = post(&endpoint, &alice, Some(&session), list).await;
     assert!(as_alice.contains("demo_echo"), "{as_alice}");
     endpoint.stop().await;

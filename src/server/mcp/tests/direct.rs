@@ -50,17 +50,10 @@ async fn a_call_that_needs_nothing_of_the_client_is_answered_in_json() {
         .unwrap_or_default();
     assert!(text.contains("hi"), "{answer}");
 
-    // The same gate: another caller cannot act in the session.
-    let (_, headers, as_bob) = post(&endpoint, &bob, Some(&session), echo(8, "hi", None)).await;
-    assert_eq!(content_type(&headers), "application/json", "{as_bob}");
-    let answer: Value = serde_json::from_str(&as_bob).expect("one JSON-RPC message");
-    assert_eq!(answer["id"], 8, "{answer}");
-    assert!(
-        answer["error"]["message"]
-            .as_str()
-            .is_some_and(|m| m.contains("opened by another caller")),
-        "{answer}"
-    );
+    // Another caller cannot act in the session.
+    let (status, _, as_bob) = post(&endpoint, &bob, Some(&session), echo(8, "hi", None)).await;
+    assert_eq!(status, reqwest::StatusCode::FORBIDDEN, "{as_bob}");
+    assert!(as_bob.contains("opened by another caller"), "{as_bob}");
 
     // And the same audit: the call is recorded as the session's.
     let records = endpoint
@@ -324,8 +317,8 @@ async fn a_call_the_client_cancels_stops_upstream_and_is_audited() {
 }
 
 /// Only the session's owner cancels a call answered here: another caller who learned the
-/// session id is ignored. (The test runs on one thread, so the handler of a notification
-/// has run before that of a request the session received after it.)
+/// session id is refused. (The test runs on one thread, so the handler of a notification
+/// would have run before that of a request the session received after it.)
 #[tokio::test]
 async fn only_the_sessions_owner_cancels_its_call() {
     let mut slow = in_process(
@@ -363,7 +356,7 @@ async fn only_the_sessions_owner_cancels_its_call() {
     });
 
     let (status, _, _) = post(&endpoint, &bob, Some(&session), cancel.clone()).await;
-    assert_eq!(status, reqwest::StatusCode::ACCEPTED);
+    assert_eq!(status, reqwest::StatusCode::FORBIDDEN);
     let list = json!({ "jsonrpc": "2.0", "id": 6, "method": "tools/list" });
     let (_, _, listed) = post(&endpoint, &alice, Some(&session), list).await;
     assert!(listed.contains("slow_sleep"), "{listed}");
