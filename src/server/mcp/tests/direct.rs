@@ -9,7 +9,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::{
     open, post, relay,
-    support::{Endpoint, TestClient, WAIT, call, http, in_process, initialize, jwt_auth, jwt_for},
+    support::{
+        Endpoint, TestClient, WAIT, call, http, in_process, initialize, jwt_auth, jwt_for,
+        sleep_stats_until,
+    },
 };
 use crate::store::AuditQuery;
 
@@ -227,27 +230,6 @@ async fn a_session_used_only_by_direct_calls_stays_open() {
     assert_eq!(status, reqwest::StatusCode::OK, "{body}");
     assert!(body.contains("demo_echo"), "{body}");
     endpoint.stop().await;
-}
-
-/// The slow fixture's call counts (`sleep_stats`), once `done` holds of them (bounded).
-async fn sleep_stats_until(endpoint: &Endpoint, done: impl Fn(&Value) -> bool) -> Value {
-    let ctx = crate::policy::CallContext::local();
-    tokio::time::timeout(WAIT, async {
-        loop {
-            let stats = endpoint
-                .gateway
-                .call_tool(&ctx, "slow.sleep_stats", json!({}), None)
-                .await
-                .expect("stats");
-            let stats: Value = serde_json::from_str(&stats.text()).expect("JSON stats");
-            if done(&stats) {
-                return stats;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .expect("the upstream's counts within the bound")
 }
 
 /// A call the client cancels (`notifications/cancelled`) stops, whether it was answered on

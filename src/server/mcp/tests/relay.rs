@@ -40,7 +40,7 @@ use tokio::{
 };
 use tokio_util::sync::CancellationToken;
 
-use super::support::{Endpoint, WAIT, call, http, in_process, initialize, text};
+use super::support::{Endpoint, WAIT, call, http, in_process, initialize, sleep_stats_until, text};
 use crate::config::{AuthConfig, Confirm, HttpConfig, HttpKind, ServerId, TransportConfig};
 use crate::fixtures::{Fixture, FixtureHandler, handler};
 
@@ -354,22 +354,7 @@ async fn abandoned_call_is_cancelled_there(mut server: crate::config::ServerConf
         matches!(outcome, Err(crate::gateway::GatewayError::Timeout { .. })),
         "{outcome:?}"
     );
-    let stats = tokio::time::timeout(WAIT, async {
-        loop {
-            let stats = endpoint
-                .gateway
-                .call_tool(&ctx, "slow.sleep_stats", json!({}), None)
-                .await
-                .expect("stats");
-            let stats: Value = serde_json::from_str(&stats.text()).expect("JSON stats");
-            if stats["cancelled"] == 1 && stats["in_flight"] == 0 {
-                return stats;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .expect("the upstream saw the cancellation within the bound");
+    let stats = sleep_stats_until(&endpoint, |s| s["cancelled"] == 1 && s["in_flight"] == 0).await;
     assert_eq!(stats["completed"], 0, "{stats}");
     endpoint.stop().await;
 }

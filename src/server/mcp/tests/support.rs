@@ -364,3 +364,24 @@ pub async fn call_ok(
         .expect("the call ends within the deadline")
         .expect("no protocol error")
 }
+
+/// The slow fixture's call counts (`sleep_stats`), once `done` holds of them (bounded).
+pub async fn sleep_stats_until(endpoint: &Endpoint, done: impl Fn(&Value) -> bool) -> Value {
+    let ctx = crate::policy::CallContext::local();
+    tokio::time::timeout(WAIT, async {
+        loop {
+            let stats = endpoint
+                .gateway
+                .call_tool(&ctx, "slow.sleep_stats", json!({}), None)
+                .await
+                .expect("stats");
+            let stats: Value = serde_json::from_str(&stats.text()).expect("JSON stats");
+            if done(&stats) {
+                return stats;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the upstream's counts within the bound")
+}
