@@ -14,7 +14,10 @@
 //! event stream: the progress notifications as they come, then the answer. The log messages
 //! an upstream sends during a call go to the session's standalone stream, as rmcp routes
 //! them. Everything else (other methods, resumption, unknown sessions, headers rmcp would
-//! have to check, a body without a length or over the limit) goes to rmcp as it came.
+//! have to check, a body without a length or over the limit) goes to rmcp as it came, but
+//! for a request from a caller other than the one who opened the session it names: that is
+//! refused here, since rmcp's own handling (streams, `DELETE`, notifications) knows no
+//! callers.
 //!
 //! rmcp closes a session that received nothing for a while (`[server] mcp_session_idle`);
 //! calls answered here do not reach it, so one of them tells the session it is in use as

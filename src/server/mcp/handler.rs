@@ -167,13 +167,13 @@ impl SessionCore {
     /// The caller of this request; in a session, its session is the MCP session.
     fn caller(&self, extensions: &Extensions) -> Result<CallContext, ErrorData> {
         let mut ctx = authenticated(extensions)?;
-        if self.owner.get().is_some() {
-            if self.opened_by_another(&ctx) {
-                return Err(ErrorData::invalid_request(NOT_OWNER, None));
-            }
-            if let Some(session) = session_of(extensions) {
-                ctx.session = session.to_owned();
-            }
+        if self.opened_by_another(&ctx) {
+            return Err(ErrorData::invalid_request(NOT_OWNER, None));
+        }
+        if self.owner.get().is_some()
+            && let Some(session) = session_of(extensions)
+        {
+            ctx.session = session.to_owned();
         }
         Ok(ctx)
     }
@@ -199,10 +199,9 @@ impl SessionCore {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let cancelled = context.ct.clone();
         tokio::select! {
             biased;
-            () = cancelled.cancelled() => Err(ErrorData::new(
+            () = context.ct.cancelled() => Err(ErrorData::new(
                 REQUEST_CANCELLED,
                 "the call was cancelled by the client",
                 None,
@@ -310,16 +309,14 @@ impl ServerHandler for GatewayServer {
     async fn on_cancelled(
         &self,
         notification: CancelledNotificationParam,
-        context: NotificationContext<RoleServer>,
+        _context: NotificationContext<RoleServer>,
     ) {
-        // rmcp cancels the calls its own loop runs; these are the ones answered directly,
-        // and only their session's owner cancels them.
+        // rmcp cancels the calls its own loop runs; these are the ones answered directly.
+        // Only the session's owner reaches here: the endpoint refuses any other caller
+        // naming a session that has direct calls ([`Direct::answer`]).
         let Some(id) = notification.request_id else {
             return;
         };
-        if self.caller(&context.extensions).is_err() {
-            return;
-        }
         if let Some(cancel) = self.direct_calls().get(&id) {
             cancel.cancel();
         }
