@@ -19,6 +19,8 @@
 //! - [`config`]: raw serde types, validation into [`config::Config`], file, JSON and
 //!   environment sources.
 //! - [`digest`]: hex SHA-256 and random ids.
+//! - [`lane`]: threads that each drive a runtime of their own, for serving (used by
+//!   [`server`] and [`net`]).
 //! - [`fixtures`]: small MCP servers (the demo server and edge-case servers for tests).
 
 pub mod agent;
@@ -27,6 +29,7 @@ pub mod config;
 pub mod digest;
 pub mod fixtures;
 pub mod gateway;
+pub mod lane;
 pub mod net;
 pub mod policy;
 pub mod server;

@@ -127,10 +127,12 @@ pub fn main() -> ExitCode {
     if !matches!(cli.command, Command::Serve { .. }) {
         init_logging(&cli.log, cli.log_json);
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let mut runtime = tokio::runtime::Builder::new_multi_thread();
+    if matches!(cli.command, Command::Serve { .. }) {
+        // The lanes serve; this runtime keeps the upstreams, supervision and signals.
+        runtime.worker_threads(1);
+    }
+    let runtime = match runtime.enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("error: cannot start the async runtime: {err}");

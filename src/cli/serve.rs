@@ -1,6 +1,11 @@
 //! `mcpgate serve`: the gateway as an HTTP service. Prints where to go and how to
 //! authenticate; SIGHUP reloads the configuration; Ctrl-C (or SIGTERM) drains in-flight
 //! requests and reaps every upstream.
+//!
+//! HTTP is served on [lanes](mcpgate::lane) (`[server] threads`, one per core by default);
+//! the runtime this runs on keeps the rest: upstream connections and their supervision,
+//! reloads, signals. The lanes outlive the gateway's shutdown, since tasks a request left
+//! on them may still be needed until the upstreams are closed.
 
 use std::{io::Write as _, net::SocketAddr, path::Path, process::ExitCode, sync::Arc};
 
@@ -8,6 +13,7 @@ use anyhow::Context as _;
 use mcpgate::{
     config::{self, AuthConfig, Env},
     gateway::{Gateway, GatewayOptions},
+    lane::Lanes,
     server::{
         AppState,
         auth::Authenticator,
@@ -45,8 +51,10 @@ pub async fn run(
         .context("authentication is not set up safely")?;
     let listener = TcpListener::bind(service.listen)
         .await
-        .with_context(|| format!("cannot listen on {}", service.listen))?;
+        .with_context(|| format!("cannot listen on {}", service.listen))?
+        .into_std()?;
     let addr = listener.local_addr()?;
+    let lanes = Lanes::start(service.threads).context("cannot start the serving threads")?;
     let options = GatewayOptions {
         env,
         supervisor: std::env::current_exe().ok(),
@@ -73,7 +81,7 @@ pub async fn run(
         hangups,
         stop_reloads.clone(),
     ));
-    let result = mcpgate::server::serve(listener, state, async {
+    let result = mcpgate::server::serve_on(&lanes, listener, state, async {
         let signal = super::shutdown_signal().await;
         eprintln!("{signal}: shutting down");
     })
@@ -81,6 +89,7 @@ pub async fn run(
     stop_reloads.cancel();
     let _ = reloads.await;
     live.shutdown().await;
+    lanes.stop().await;
     result.context("the HTTP server failed")?;
     Ok(ExitCode::SUCCESS)
 }

@@ -100,6 +100,8 @@
 //! allowed_origins = []             # browser Origin values accepted, e.g.
 //!                                  # "https://app.example.com"; empty: same origin only
 //! log_json = false                 # logs as JSON lines
+//! threads = 2                      # threads that serve HTTP, each with its own runtime
+//!                                  # (1 ..= 64); default: one per core
 //!
 //! [server.auth]                    # how callers prove who they are
 //! mode = "jwt"                     # dev (default): a random token printed at start;

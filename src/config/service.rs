@@ -26,6 +26,8 @@ pub struct ServiceConfig {
     pub allowed_origins: Vec<String>,
     /// Write logs as JSON lines.
     pub log_json: bool,
+    /// Threads that serve HTTP, each with a runtime of its own ([lanes](crate::lane)).
+    pub threads: usize,
 }
 
 impl Default for ServiceConfig {
@@ -41,8 +43,16 @@ impl Default for ServiceConfig {
             allowed_hosts: Vec::new(),
             allowed_origins: Vec::new(),
             log_json: false,
+            threads: default_threads(),
         }
     }
+}
+
+/// One serving thread per core the process may use.
+fn default_threads() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, usize::from)
+        .clamp(1, crate::lane::MAX_LANES)
 }
 
 /// How callers prove who they are.

@@ -14,13 +14,15 @@
 //!   with reqwest and its TLS stack);
 //! - a response that goes silent for the read deadline fails, as reqwest's `read_timeout`.
 //!
-//! Connections are pooled per origin, as reqwest pools them.
+//! Connections are pooled per origin, as reqwest pools them, and per [lane](crate::lane): a
+//! pooled connection is driven by a task on the runtime that opened it, so a call made on a
+//! lane borrows only that lane's connections and stays on its thread.
 
 use std::{
     error::Error as StdError,
     net::SocketAddr,
     pin::Pin,
-    sync::Arc,
+    sync::{Arc, OnceLock},
     task::{Context, Poll},
     time::Duration,
 };
@@ -56,10 +58,15 @@ const TCP_KEEPALIVE_RETRIES: u32 = 3;
 
 type Connector = ConnectGuard<HttpConnector<Resolver>>;
 
-/// The guarded client for `http://` endpoints; cheap to clone (the pool is shared).
+type Pool = Client<Connector, Full<Bytes>>;
+
+/// The guarded client for `http://` endpoints; cheap to clone (the pools are shared).
 #[derive(Clone)]
 pub struct PlainClient {
-    client: Client<Connector, Full<Bytes>>,
+    /// Lane 0's pool (every thread that is not a lane's), then one per lane, made when the
+    /// lane first calls.
+    pools: Arc<[OnceLock<Box<Pool>>]>,
+    connector: Connector,
     read_timeout: Duration,
 }
 
@@ -90,14 +97,26 @@ impl PlainClient {
         http.set_keepalive(Some(TCP_KEEPALIVE));
         http.set_keepalive_interval(Some(TCP_KEEPALIVE));
         http.set_keepalive_retries(Some(TCP_KEEPALIVE_RETRIES));
-        let connector = ConnectGuard::new(http, Arc::clone(&policy));
-        let client = Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(POOL_IDLE_TIMEOUT)
-            .pool_timer(TokioTimer::new())
-            .build(connector);
         Some(PlainClient {
-            client,
+            pools: (0..=crate::lane::MAX_LANES)
+                .map(|_| OnceLock::new())
+                .collect(),
+            connector: ConnectGuard::new(http, Arc::clone(&policy)),
             read_timeout: policy.read_timeout,
+        })
+    }
+
+    /// The calling lane's pool.
+    fn pool(&self) -> &Pool {
+        // Lanes number at most MAX_LANES; a slot past the end cannot be asked for.
+        let slot = &self.pools[crate::lane::current().min(crate::lane::MAX_LANES)];
+        slot.get_or_init(|| {
+            Box::new(
+                Client::builder(TokioExecutor::new())
+                    .pool_idle_timeout(POOL_IDLE_TIMEOUT)
+                    .pool_timer(TokioTimer::new())
+                    .build(self.connector.clone()),
+            )
         })
     }
 
@@ -107,7 +126,7 @@ impl PlainClient {
         &self,
         request: http::Request<Full<Bytes>>,
     ) -> Result<http::Response<PlainBody>, NetError> {
-        let response = tokio::time::timeout(self.read_timeout, self.client.request(request))
+        let response = tokio::time::timeout(self.read_timeout, self.pool().request(request))
             .await
             .map_err(|_| timed_out(self.read_timeout))?
             .map_err(|err| {

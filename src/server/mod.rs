@@ -1,6 +1,6 @@
 //! The HTTP service behind `mcpgate serve`: authentication, the REST API, health and the error
 //! mapping. `app(state)` is the whole router (testable without sockets); `serve` runs it on a
-//! listener until a shutdown future resolves.
+//! listener until a shutdown future resolves, and `serve_on` does so on [lanes](crate::lane).
 
 pub mod auth;
 pub mod chat;
@@ -38,7 +38,7 @@ use tower_layer::Layer;
 
 pub use errors::ApiError;
 
-use crate::{config::ServiceConfig, gateway::Gateway, upstream::ServerState};
+use crate::{config::ServiceConfig, gateway::Gateway, lane::Lanes, upstream::ServerState};
 use auth::Authenticator;
 use metrics::Metrics;
 use reload::{LiveGateway, ReloadSource};
@@ -169,21 +169,75 @@ fn service(
     DefaultBodyLimit::max(state.service.max_body_bytes).layer(around)
 }
 
-/// Serves `app(state)` on `listener` until `shutdown` resolves, then lets in-flight requests
-/// finish for at most the configured grace.
+/// Serves `app(state)` on `listener`, on the calling runtime, until `shutdown` resolves;
+/// then lets in-flight requests finish for at most the configured grace.
 pub async fn serve(
     listener: TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let grace = state.service.shutdown_grace;
-    let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
-    let sessions = Arc::clone(&state.shutdown);
-    let shutdown = async move {
-        shutdown.await;
-        sessions.cancel();
-        let _ = stopping_tx.send(());
-    };
+    let service = service(state.clone());
+    let stop = CancellationToken::new();
+    let server = tokio::spawn(serve_one(listener, service, stop.clone()));
+    until_stopped(&state, vec![server], stop, shutdown).await
+}
+
+/// Serves `app(state)` as [`serve`] does, on every lane of `lanes`: each accepts on its own
+/// handle of `listener`'s socket and answers its connections itself, with the one service
+/// (one state, one set of MCP sessions) they all share.
+pub async fn serve_on(
+    lanes: &Lanes,
+    listener: std::net::TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let mut listeners = Vec::with_capacity(lanes.handles().len());
+    for lane in lanes.handles() {
+        listeners.push((lane.clone(), listener.try_clone()?));
+    }
+    serve_lanes(listeners, state, shutdown).await
+}
+
+/// Serves each listener on the runtime beside it, as [`serve_on`].
+async fn serve_lanes(
+    listeners: Vec<(tokio::runtime::Handle, std::net::TcpListener)>,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let service = service(state.clone());
+    let stop = CancellationToken::new();
+    // The servers started stop if a later one cannot.
+    let stop_started = stop.clone().drop_guard();
+    let mut servers = Vec::with_capacity(listeners.len());
+    for (lane, listener) in listeners {
+        listener.set_nonblocking(true)?;
+        let (service, stop) = (service.clone(), stop.clone());
+        servers.push(lane.spawn(async move {
+            // Registered with the lane's own I/O driver, so from within the lane.
+            serve_one(TcpListener::from_std(listener)?, service, stop).await
+        }));
+    }
+    stop_started.disarm();
+    until_stopped(&state, servers, stop, shutdown).await
+}
+
+/// Serves `service` on `listener` until `stop` is cancelled and its connections are done.
+async fn serve_one<S>(
+    listener: TcpListener,
+    service: S,
+    stop: CancellationToken,
+) -> std::io::Result<()>
+where
+    S: tower_service::Service<
+            Request,
+            Response = Response,
+            Error = std::convert::Infallible,
+            Future: Send + 'static,
+        > + Clone
+        + Send
+        + Sync
+        + 'static,
+{
     // No Nagle delay: a response written in parts (headers, then an SSE event) would
     // otherwise wait for the client's delayed ACK, about 40 ms on Linux.
     let listener = axum::serve::ListenerExt::tap_io(listener, |stream| {
@@ -191,18 +245,41 @@ pub async fn serve(
             tracing::debug!(%error, "cannot set TCP_NODELAY");
         }
     });
-    let service = axum::ServiceExt::<Request>::into_make_service(service(state));
-    let server = axum::serve(listener, service).with_graceful_shutdown(shutdown);
-    let server = server.into_future();
-    tokio::pin!(server);
+    let service = axum::ServiceExt::<Request>::into_make_service(service);
+    axum::serve(listener, service)
+        .with_graceful_shutdown(stop.cancelled_owned())
+        .await
+}
+
+/// Waits for `servers` until `shutdown` resolves; then closes the MCP sessions (whose open
+/// streams would hold the servers), stops the servers and gives their in-flight requests
+/// the configured grace. Any server failing stops the others.
+async fn until_stopped(
+    state: &AppState,
+    servers: Vec<tokio::task::JoinHandle<std::io::Result<()>>>,
+    stop: CancellationToken,
+    shutdown: impl Future<Output = ()>,
+) -> std::io::Result<()> {
+    let _stop = stop.clone().drop_guard();
+    let aborts: Vec<_> = servers.iter().map(|server| server.abort_handle()).collect();
+    let servers = futures::future::try_join_all(
+        servers
+            .into_iter()
+            .map(|server| async { server.await.map_err(std::io::Error::other)? }),
+    );
+    tokio::pin!(servers);
     tokio::select! {
-        result = &mut server => return result,
-        _ = stopping_rx => {}
+        result = &mut servers => return result.map(drop),
+        () = shutdown => {}
     }
-    match tokio::time::timeout(grace, server).await {
-        Ok(result) => result,
+    state.shutdown.cancel();
+    stop.cancel();
+    let grace = state.service.shutdown_grace;
+    match tokio::time::timeout(grace, servers).await {
+        Ok(result) => result.map(drop),
         Err(_) => {
             tracing::warn!("in-flight requests did not finish within {grace:?}; stopping anyway");
+            aborts.iter().for_each(tokio::task::AbortHandle::abort);
             Ok(())
         }
     }

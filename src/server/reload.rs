@@ -87,6 +87,9 @@ pub struct LiveGateway {
     stopping: CancellationToken,
     /// Counts the gateways put in service by reloads.
     swapped: watch::Sender<u64>,
+    /// The runtime the first gateway was made on, where reloads start theirs: a request
+    /// asking for a reload may be served on a [lane](crate::lane), which is for serving.
+    home: Option<tokio::runtime::Handle>,
 }
 
 struct Generation {
@@ -120,6 +123,7 @@ impl LiveGateway {
             tasks: TaskTracker::new(),
             stopping: CancellationToken::new(),
             swapped: watch::Sender::new(0),
+            home: tokio::runtime::Handle::try_current().ok(),
         }
     }
 
@@ -192,12 +196,13 @@ impl LiveGateway {
 pub async fn reload(state: &AppState, source: &ReloadSource) -> Result<ReloadOutcome, ReloadError> {
     let task_state = state.clone();
     let source = source.clone();
-    let result = state
-        .gateway
-        .tasks
-        .spawn(async move { apply(&task_state, &source).await })
-        .await
-        .unwrap_or(Err(ReloadError::Interrupted));
+    let task = async move { apply(&task_state, &source).await };
+    let live = &state.gateway;
+    let task = match &live.home {
+        Some(home) => live.tasks.spawn_on(task, home),
+        None => live.tasks.spawn(task),
+    };
+    let result = task.await.unwrap_or(Err(ReloadError::Interrupted));
     state.metrics.reload(result.is_ok());
     match &result {
         Ok(outcome) => tracing::info!(

@@ -19,6 +19,7 @@ pub struct RawService {
     pub allowed_hosts: Option<Vec<String>>,
     pub allowed_origins: Option<Vec<String>>,
     pub log_json: Option<bool>,
+    pub threads: Option<u64>,
     /// Kept apart from an empty section, although both mean the same: only `mode` selects.
     pub auth: Option<RawAuth>,
 }

@@ -21,6 +21,8 @@ const REQUEST_TIMEOUT_RANGE: RangeInclusive<Duration> =
 /// Shutdown: zero stops at once; process supervisors kill long before five minutes
 /// (Kubernetes after 30 s by default), so a longer grace is never served.
 const SHUTDOWN_GRACE_RANGE: RangeInclusive<Duration> = Duration::ZERO..=Duration::from_secs(300);
+/// Serving threads: one at least, and no more than the lanes a process runs.
+const THREADS_RANGE: RangeInclusive<usize> = 1..=crate::lane::MAX_LANES;
 /// An MCP session's idle time: a client gone without closing its session holds a task and
 /// a place under the session cap until then, so a day at most.
 const MCP_SESSION_IDLE_RANGE: RangeInclusive<Duration> =
@@ -96,6 +98,10 @@ pub(super) fn validate(
         allowed_hosts,
         allowed_origins: origins(raw.allowed_origins.as_deref().unwrap_or_default(), report),
         log_json: raw.log_json.unwrap_or(d.log_json),
+        threads: raw
+            .threads
+            .and_then(|n| count(n, &THREADS_RANGE, "server.threads", report))
+            .unwrap_or(d.threads),
     }
 }
 

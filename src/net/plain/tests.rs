@@ -350,3 +350,38 @@ async fn a_lookup_that_never_answers_fails_within_the_connect_deadline() {
         other => panic!("not a resolve failure: {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn each_lane_calls_on_connections_of_its_own() {
+    let server = Server::start(Answer::Json).await;
+    let client = client(&policy());
+    let lanes = crate::lane::Lanes::start(2).expect("lanes start");
+    let call = |handle: &tokio::runtime::Handle| {
+        let (client, uri) = (client.clone(), server.url("mcp.test"));
+        handle.spawn(async move {
+            let response = send(&client, post(uri, "{}")).await.expect("answered");
+            read_capped_body(response.into_body(), 1024)
+                .await
+                .expect("body")
+        })
+    };
+    let handles: Vec<_> = lanes.handles().cloned().collect();
+    // Two calls in turn on each lane, and two on this thread (no lane).
+    for _ in 0..2 {
+        for handle in &handles {
+            assert_eq!(
+                call(handle).await.expect("the call's task"),
+                JSON.as_bytes()
+            );
+        }
+        let response = send(&client, post(server.url("mcp.test"), "{}"))
+            .await
+            .expect("answered");
+        read_capped_body(response.into_body(), 1024)
+            .await
+            .expect("body");
+    }
+    // A connection per lane and one for the rest, each used again by its second call.
+    assert_eq!(server.connections(), 3);
+    lanes.stop().await;
+}

@@ -5,6 +5,7 @@
 
 mod content;
 mod direct;
+mod lanes;
 mod relay;
 mod rounds;
 mod scoped;

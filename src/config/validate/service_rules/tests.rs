@@ -69,6 +69,7 @@ fn every_field_is_read() {
         allowed_hosts = ["Gateway.Example.com", "gateway.example.com:8443", "[::1]:9000"]
         allowed_origins = ["HTTPS://App.Example.com:443/", "http://localhost:3000"]
         log_json = true
+        threads = 3
     "#);
     let want = ServiceConfig {
         listen: SocketAddr::from(([127, 0, 0, 2], 9000)),
@@ -88,13 +89,14 @@ fn every_field_is_read() {
             "http://localhost:3000".to_owned(),
         ],
         log_json: true,
+        threads: 3,
     };
     assert_eq!(service, want);
 }
 
 #[test]
 fn bounds_are_inclusive_and_reported_with_their_path() {
-    let cases: [(&str, &[&str], &[&str]); 4] = [
+    let cases: [(&str, &[&str], &[&str]); 5] = [
         (
             "max_body_bytes",
             &["1024", "67108864"],
@@ -115,6 +117,7 @@ fn bounds_are_inclusive_and_reported_with_their_path() {
             &["\"1s\"", "\"24h\""],
             &["\"999ms\"", "\"86401s\"", "0"],
         ),
+        ("threads", &["1", "64"], &["0", "65"]),
     ];
     for (field, good, bad) in cases {
         for value in good {

@@ -35,6 +35,7 @@ use crate::{
     },
     fixtures::{Fixture, demo::DemoServer},
     gateway::{Gateway, GatewayOptions, Stores},
+    lane::Lanes,
     server::{AppState, auth::Authenticator, rest},
     store::memory_stores,
 };
@@ -99,11 +100,16 @@ pub fn in_process<H: ServerHandler + Clone>(id: &str, handler: H) -> ServerConfi
 
 /// A running endpoint (and the REST API beside it, as `app()` mounts both).
 pub struct Endpoint {
+    /// Where requests go: set it to one of `lane_bases` to reach another lane.
     pub base: String,
     pub token: String,
     pub gateway: Gateway,
+    /// Each lane's own address, when served on lanes ([`Endpoint::start_on_lanes`]).
+    pub lane_bases: Vec<String>,
+    lanes: Option<Lanes>,
     shutdown: CancellationToken,
-    task: JoinHandle<std::io::Result<()>>,
+    /// The server; `None` once it was waited for.
+    task: Option<JoinHandle<std::io::Result<()>>>,
 }
 
 impl Endpoint {
@@ -149,13 +155,49 @@ impl Endpoint {
         Endpoint::start_service(AuthConfig::Dev, Endpoint::default_servers(), None, service).await
     }
 
-    /// In front of `servers`, with `access` rules and `service`'s settings but its address.
-    async fn start_service(
-        auth: AuthConfig,
-        servers: Vec<ServerConfig>,
-        access: Option<AccessConfig>,
-        service: ServiceConfig,
-    ) -> Endpoint {
+    /// The whole service (as `mcpgate serve` runs it) on two lanes, each accepting on an
+    /// address of its own, so that a test chooses the lane of every request.
+    pub async fn start_on_lanes() -> Endpoint {
+        let gateway = Endpoint::gateway(Endpoint::default_servers(), None).await;
+        let mut listeners = Vec::new();
+        for _ in 0..2 {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+            listeners.push(listener);
+        }
+        let addr = listeners[0].local_addr().expect("address");
+        let (auth, token) = Endpoint::auth(&AuthConfig::Dev, addr).await;
+        let shutdown = CancellationToken::new();
+        let service = Arc::new(ServiceConfig {
+            listen: addr,
+            ..ServiceConfig::default()
+        });
+        let state =
+            AppState::new(gateway.clone(), Arc::new(auth), service).with_shutdown(shutdown.clone());
+        let lanes = Lanes::start(2).expect("lanes start");
+        let lane_bases: Vec<String> = listeners
+            .iter()
+            .map(|l| format!("http://{}", l.local_addr().expect("address")))
+            .collect();
+        let listeners = lanes.handles().cloned().zip(listeners).collect();
+        let stop = shutdown.clone();
+        let task = tokio::spawn(crate::server::serve_lanes(
+            listeners,
+            state,
+            stop.cancelled_owned(),
+        ));
+        Endpoint {
+            base: lane_bases[0].clone(),
+            token,
+            gateway,
+            lane_bases,
+            lanes: Some(lanes),
+            shutdown,
+            task: Some(task),
+        }
+    }
+
+    /// A gateway in front of `servers`, with `access` rules, its first connections made.
+    async fn gateway(servers: Vec<ServerConfig>, access: Option<AccessConfig>) -> Gateway {
         let config = Config {
             servers,
             access,
@@ -171,13 +213,30 @@ impl Endpoint {
         let gateway = Gateway::start_with_stores(config, GatewayOptions::default(), stores)
             .expect("the gateway starts");
         gateway.wait_ready(WAIT).await;
-        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let addr: SocketAddr = listener.local_addr().expect("address");
+        gateway
+    }
+
+    /// `auth` set up for a service on `addr`, and its dev token (empty if none).
+    async fn auth(auth: &AuthConfig, addr: SocketAddr) -> (Authenticator, String) {
         let env = Env::from_pairs([("JWT_SECRET", JWT_SECRET)]);
-        let auth = Authenticator::new(&auth, &env, addr, false)
+        let auth = Authenticator::new(auth, &env, addr, false)
             .await
             .expect("authentication is set up");
         let token = auth.dev_token().unwrap_or_default().to_owned();
+        (auth, token)
+    }
+
+    /// In front of `servers`, with `access` rules and `service`'s settings but its address.
+    async fn start_service(
+        auth: AuthConfig,
+        servers: Vec<ServerConfig>,
+        access: Option<AccessConfig>,
+        service: ServiceConfig,
+    ) -> Endpoint {
+        let gateway = Endpoint::gateway(servers, access).await;
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr: SocketAddr = listener.local_addr().expect("address");
+        let (auth, token) = Endpoint::auth(&auth, addr).await;
         let shutdown = CancellationToken::new();
         let service = Arc::new(ServiceConfig {
             listen: addr,
@@ -203,8 +262,10 @@ impl Endpoint {
             base: format!("http://{addr}"),
             token,
             gateway,
+            lane_bases: Vec::new(),
+            lanes: None,
             shutdown,
-            task,
+            task: Some(task),
         }
     }
 
@@ -248,10 +309,26 @@ impl Endpoint {
             .expect("handshake succeeds")
     }
 
+    /// Stops serving as `mcpgate serve` does at a signal: what the server returned, within
+    /// [`WAIT`].
+    pub async fn stop_serving(&mut self) -> std::io::Result<()> {
+        self.shutdown.cancel();
+        let task = self.task.take().expect("still serving");
+        tokio::time::timeout(WAIT, task)
+            .await
+            .expect("the server stops within the deadline")
+            .expect("the server's task ends by itself")
+    }
+
     pub async fn stop(self) {
         self.shutdown.cancel();
-        let _ = tokio::time::timeout(WAIT, self.task).await;
+        if let Some(task) = self.task {
+            let _ = tokio::time::timeout(WAIT, task).await;
+        }
         self.gateway.shutdown().await;
+        if let Some(lanes) = self.lanes {
+            lanes.stop().await;
+        }
     }
 }
 

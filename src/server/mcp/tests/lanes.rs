@@ -1,0 +1,67 @@
+//! The service as `mcpgate serve` runs it, on two lanes: every lane sees the same MCP
+//! sessions, whichever lane opened them, and serving stops with a session's stream open.
+
+use serde_json::json;
+
+use super::{open, post, support::Endpoint};
+
+#[tokio::test]
+async fn a_session_opened_on_one_lane_is_served_on_the_other() {
+    let mut endpoint = Endpoint::start_on_lanes().await;
+    let token = endpoint.token.clone();
+    let lanes = endpoint.lane_bases.clone();
+    assert_eq!(lanes.len(), 2);
+
+    endpoint.base = lanes[0].clone();
+    let session = open(&endpoint, &token, json!({})).await;
+
+    // The other lane answers in that session: a call answered directly, and rmcp's own path.
+    endpoint.base = lanes[1].clone();
+    let call = json!({
+        "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": { "name": "demo_echo", "arguments": { "message": "across" } }
+    });
+    let (status, _, body) = post(&endpoint, &token, Some(&session), call).await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{body}");
+    assert!(body.contains("across"), "{body}");
+    let list = json!({ "jsonrpc": "2.0", "id": 3, "method": "tools/list" });
+    let (status, _, body) = post(&endpoint, &token, Some(&session), list.clone()).await;
+    assert_eq!(status, reqwest::StatusCode::OK, "{body}");
+    assert!(body.contains("demo_echo"), "{body}");
+
+    // Ended on the second lane, it is gone on the first.
+    let ended = super::support::http()
+        .delete(endpoint.url())
+        .bearer_auth(&token)
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-06-18")
+        .send()
+        .await
+        .expect("response");
+    assert!(ended.status().is_success(), "{}", ended.status());
+    endpoint.base = lanes[0].clone();
+    let (status, _, body) = post(&endpoint, &token, Some(&session), list).await;
+    assert_eq!(status, reqwest::StatusCode::NOT_FOUND, "{body}");
+    endpoint.stop().await;
+}
+
+#[tokio::test]
+async fn serving_on_lanes_stops_with_a_sessions_stream_open() {
+    let mut endpoint = Endpoint::start_on_lanes().await;
+    let token = endpoint.token.clone();
+    endpoint.base = endpoint.lane_bases[1].clone();
+    let session = open(&endpoint, &token, json!({})).await;
+    let stream = super::support::http()
+        .get(endpoint.url())
+        .bearer_auth(&token)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-06-18")
+        .send()
+        .await
+        .expect("the stream opens");
+    assert_eq!(stream.status(), reqwest::StatusCode::OK);
+    endpoint.stop_serving().await.expect("served to the end");
+    drop(stream);
+    endpoint.stop().await;
+}
