@@ -1,12 +1,12 @@
 //! Lanes: threads that each drive a runtime of their own (tokio's current-thread runtime).
 //!
-//! `mcpgate serve` answers HTTP on lanes, one per core by default: a connection is accepted
-//! by one lane and every request on it is handled there, together with the tasks it starts
+//! `mcpgate serve` answers HTTP on lanes, one per core by default: each connection is dealt
+//! to one lane and every request on it is handled there, together with the tasks it starts
 //! (the upstream connection it borrows from that lane's pool, its timers). A call then runs
 //! on one thread from its request to its answer, and no other thread is woken for it: on a
 //! machine where waking a sleeping thread costs tens of microseconds, that is most of what a
-//! gateway adds to a call at low load. Under load the lanes share out the connections, and
-//! no work is stolen between them.
+//! gateway adds to a call at low load. Under load the lanes share the connections out
+//! evenly, and no work is stolen between them.
 //!
 //! A current-thread runtime moves its tasks only while its thread waits in `block_on`, so a
 //! lane's thread does that from its start until [`Lanes::stop`]: tasks a request left on a

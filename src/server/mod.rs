@@ -16,6 +16,7 @@ pub mod ui;
 
 use std::{
     future::Future,
+    net::SocketAddr,
     sync::{
         Arc,
         atomic::{AtomicU64, Ordering},
@@ -182,52 +183,126 @@ pub async fn serve(
     until_stopped(&state, vec![server], stop, shutdown).await
 }
 
-/// Serves `app(state)` as [`serve`] does, on every lane of `lanes`: each accepts on its own
-/// handle of `listener`'s socket and answers its connections itself, with the one service
-/// (one state, one set of MCP sessions) they all share.
+/// Serves `app(state)` as [`serve`] does, on every lane of `lanes`, with the one service (one
+/// state, one set of MCP sessions) they all share. The connections `listener` accepts are
+/// dealt to the lanes in turn, and each lane answers every request of its connections.
 pub async fn serve_on(
     lanes: &Lanes,
     listener: std::net::TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let mut listeners = Vec::with_capacity(lanes.handles().len());
-    for lane in lanes.handles() {
-        listeners.push((lane.clone(), listener.try_clone()?));
-    }
-    serve_lanes(listeners, state, shutdown).await
+    let lanes: Vec<_> = lanes.handles().cloned().collect();
+    let all = (0..lanes.len()).collect();
+    serve_lanes(&lanes, vec![(listener, all)], state, shutdown).await
 }
 
-/// Serves each listener on the runtime beside it, as [`serve_on`].
+/// Serves on `lanes`, as [`serve_on`]: each listener's connections go to the lanes its
+/// list names (by index), in turn.
 async fn serve_lanes(
-    listeners: Vec<(tokio::runtime::Handle, std::net::TcpListener)>,
+    lanes: &[tokio::runtime::Handle],
+    listeners: Vec<(std::net::TcpListener, Vec<usize>)>,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let service = service(state.clone());
     let stop = CancellationToken::new();
-    // The servers started stop if a later one cannot.
+    // What started stops if anything later cannot.
     let stop_started = stop.clone().drop_guard();
-    let mut servers = Vec::with_capacity(listeners.len());
-    for (lane, listener) in listeners {
-        listener.set_nonblocking(true)?;
+    let local = listeners
+        .first()
+        .map(|(listener, _)| listener.local_addr())
+        .transpose()?;
+    let mut dealt = Vec::with_capacity(lanes.len());
+    let mut servers = Vec::with_capacity(lanes.len());
+    for lane in lanes {
+        let (deal, connections) = tokio::sync::mpsc::channel(DEALT_BACKLOG);
+        dealt.push(deal);
+        let listener = Dealt { connections, local };
         let (service, stop) = (service.clone(), stop.clone());
-        servers.push(lane.spawn(async move {
-            // Registered with the lane's own I/O driver, so from within the lane.
-            serve_one(TcpListener::from_std(listener)?, service, stop).await
-        }));
+        servers.push(lane.spawn(serve_one(listener, service, stop)));
+    }
+    for (listener, to) in listeners {
+        listener.set_nonblocking(true)?;
+        let listener = TcpListener::from_std(listener)?;
+        let to = to.iter().map(|&lane| dealt[lane].clone()).collect();
+        tokio::spawn(deal(listener, to, stop.clone()));
     }
     stop_started.disarm();
     until_stopped(&state, servers, stop, shutdown).await
 }
 
-/// Serves `service` on `listener` until `stop` is cancelled and its connections are done.
-async fn serve_one<S>(
-    listener: TcpListener,
-    service: S,
+/// Connections accepted but not yet taken up by their lane (a lane takes them up at once
+/// unless it is stalled; the listen queue holds the rest).
+const DEALT_BACKLOG: usize = 128;
+
+/// Accepts connections on `listener` until `stop`, handing each to the next of `lanes` in
+/// turn: even counts of connections, which the kernel does not promise when several threads
+/// accept on one socket (one quick to accept again can take nearly all).
+async fn deal(
+    mut listener: TcpListener,
+    lanes: Vec<tokio::sync::mpsc::Sender<(std::net::TcpStream, SocketAddr)>>,
     stop: CancellationToken,
-) -> std::io::Result<()>
+) {
+    let mut next = 0;
+    loop {
+        let (stream, peer) = tokio::select! {
+            // Accept errors are handled there (logged; a pause when out of descriptors).
+            accepted = axum::serve::Listener::accept(&mut listener) => accepted,
+            () = stop.cancelled() => return,
+        };
+        let stream = match stream.into_std() {
+            Ok(stream) => stream,
+            Err(error) => {
+                tracing::debug!(%error, "an accepted connection could not be handed on");
+                continue;
+            }
+        };
+        let lane = &lanes[next];
+        next = (next + 1) % lanes.len();
+        if lane.send((stream, peer)).await.is_err() {
+            // The lane stopped serving: so did every lane.
+            return;
+        }
+    }
+}
+
+/// A lane's side of [`deal`]: the connections dealt to it, registered with the lane's own
+/// runtime as it takes them up.
+struct Dealt {
+    connections: tokio::sync::mpsc::Receiver<(std::net::TcpStream, SocketAddr)>,
+    /// Where they were accepted.
+    local: Option<SocketAddr>,
+}
+
+impl axum::serve::Listener for Dealt {
+    type Io = tokio::net::TcpStream;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            let Some((stream, peer)) = self.connections.recv().await else {
+                // No more will come; serving ends with the shutdown.
+                return std::future::pending().await;
+            };
+            match tokio::net::TcpStream::from_std(stream) {
+                Ok(stream) => return (stream, peer),
+                Err(error) => tracing::debug!(%error, "a dealt connection could not be taken up"),
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.local
+            .ok_or_else(|| std::io::Error::other("this lane serves no listener"))
+    }
+}
+
+/// Serves `service` on `listener` until `stop` is cancelled and its connections are done.
+async fn serve_one<L, S>(listener: L, service: S, stop: CancellationToken) -> std::io::Result<()>
 where
+    L: axum::serve::Listener<Io = tokio::net::TcpStream>,
+    L::Addr: std::fmt::Debug,
     S: tower_service::Service<
             Request,
             Response = Response,
@@ -421,6 +496,45 @@ async fn readyz(State(state): State<AppState>) -> Response {
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
+
+    use tokio::net::{TcpListener, TcpStream};
+    use tokio_util::sync::CancellationToken;
+
+    #[tokio::test]
+    async fn connections_are_dealt_to_the_lanes_in_turn() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let (first, mut to_first) = tokio::sync::mpsc::channel(8);
+        let (second, mut to_second) = tokio::sync::mpsc::channel(8);
+        let stop = CancellationToken::new();
+        let dealer = tokio::spawn(super::deal(listener, vec![first, second], stop.clone()));
+        let mut clients = Vec::new();
+        for _ in 0..4 {
+            clients.push(TcpStream::connect(addr).await.expect("connect"));
+        }
+        let wait = Duration::from_secs(10);
+        let mut dealt = Vec::new();
+        for _ in 0..2 {
+            for lane in [&mut to_first, &mut to_second] {
+                let (stream, peer) = tokio::time::timeout(wait, lane.recv())
+                    .await
+                    .expect("dealt in time")
+                    .expect("a connection");
+                assert_eq!(stream.peer_addr().expect("peer"), peer);
+                dealt.push(peer);
+            }
+        }
+        let made: Vec<_> = clients
+            .iter()
+            .map(|c| c.local_addr().expect("address"))
+            .collect();
+        assert_eq!(dealt, made, "in the order accepted, alternating");
+        stop.cancel();
+        tokio::time::timeout(wait, dealer)
+            .await
+            .expect("the dealer stops")
+            .expect("and does not panic");
+    }
 
     #[test]
     fn overhead_is_written_in_milliseconds_to_the_microsecond() {

@@ -178,13 +178,14 @@ impl Endpoint {
             .iter()
             .map(|l| format!("http://{}", l.local_addr().expect("address")))
             .collect();
-        let listeners = lanes.handles().cloned().zip(listeners).collect();
+        // Each lane its own listener.
+        let listeners = listeners.into_iter().zip(0..).map(|(l, i)| (l, vec![i]));
+        let (handles, listeners): (Vec<_>, _) =
+            (lanes.handles().cloned().collect(), listeners.collect());
         let stop = shutdown.clone();
-        let task = tokio::spawn(crate::server::serve_lanes(
-            listeners,
-            state,
-            stop.cancelled_owned(),
-        ));
+        let task = tokio::spawn(async move {
+            crate::server::serve_lanes(&handles, listeners, state, stop.cancelled_owned()).await
+        });
         Endpoint {
             base: lane_bases[0].clone(),
             token,
