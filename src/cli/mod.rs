@@ -197,7 +197,17 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::ConformanceClient { url } => conformance::run(&url).await,
-        Command::Bench(args) => bench::run(args).await,
+        Command::Bench(args) => {
+            // Stopped by a signal, the run is dropped, and with it every process it started
+            // (each is killed on drop): the gateways under test, the upstreams, the peers.
+            tokio::select! {
+                outcome = bench::run(args) => outcome,
+                signal = shutdown_signal() => {
+                    eprintln!("{signal}: benchmark stopped");
+                    Ok(ExitCode::from(130))
+                }
+            }
+        }
         Command::Config {
             command: ConfigCommand::Check,
         } => {

@@ -85,3 +85,54 @@ async fn sigterm_leaves_no_orphans() {
 async fn sigkill_leaves_no_orphans() {
     stop_gateway_and_check(Signal::SIGKILL).await;
 }
+
+/// A benchmark stopped by SIGTERM takes down everything it started: the upstream fixture, the
+/// gateway under test and the gateway's own upstreams.
+#[tokio::test]
+async fn a_stopped_benchmark_leaves_no_process_behind() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut bench = Command::new(mcpgate_bin())
+        .args(["bench", "--only", "calls", "--calls", "100000000"])
+        .args(["--concurrency", "1", "--everything"])
+        .arg(crate::support::everything_js())
+        .args(["--targets", "rmcp echo, Streamable HTTP / mcpgate REST"])
+        .arg("--work-dir")
+        .arg(dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the benchmark starts");
+    let bench_pid = bench.id().expect("running") as i32;
+    // Running calls: the gateway under test has started its upstreams.
+    let started = wait_for("the gateway under test and its upstreams", || {
+        let pids = crate::support::child_pids(bench_pid);
+        let gateway = pids
+            .iter()
+            .any(|&pid| command_line(pid).contains(" serve "));
+        let supervised = pids
+            .iter()
+            .any(|&pid| command_line(pid).contains(" supervise "));
+        (gateway && supervised).then_some(pids)
+    })
+    .await;
+
+    nix::sys::signal::kill(Pid::from_raw(bench_pid), Signal::SIGTERM).expect("signal sent");
+    let status = tokio::time::timeout(Duration::from_secs(30), bench.wait())
+        .await
+        .expect("the benchmark exits")
+        .expect("wait works");
+    assert_eq!(status.code(), Some(130), "{status:?}");
+    wait_for("every process the benchmark started to be gone", || {
+        started.iter().all(|&pid| !alive(pid)).then_some(())
+    })
+    .await;
+}
+
+/// The command line of `pid`, its arguments joined by spaces (empty once it is gone).
+fn command_line(pid: i32) -> String {
+    std::fs::read(format!("/proc/{pid}/cmdline"))
+        .map(|raw| String::from_utf8_lossy(&raw).replace('\0', " "))
+        .unwrap_or_default()
+}
