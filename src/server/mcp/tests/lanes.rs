@@ -1,9 +1,15 @@
 //! The service as `mcpgate serve` runs it, on two lanes: every lane sees the same MCP
-//! sessions, whichever lane opened them, and serving stops with a session's stream open.
+//! sessions, whichever lane opened them, and serving stops with a session's stream open, or
+//! after the grace with a call still running.
+
+use std::time::Duration;
 
 use serde_json::json;
 
-use super::{open, post, support::Endpoint};
+use super::{
+    open, post,
+    support::{Endpoint, WAIT, in_process, sleep_stats_until},
+};
 
 #[tokio::test]
 async fn a_session_opened_on_one_lane_is_served_on_the_other() {
@@ -64,4 +70,42 @@ async fn serving_on_lanes_stops_with_a_sessions_stream_open() {
     endpoint.stop_serving().await.expect("served to the end");
     drop(stream);
     endpoint.stop().await;
+}
+
+#[tokio::test]
+async fn serving_on_lanes_stops_after_the_grace_with_a_call_still_running() {
+    let mut slow = in_process(
+        "slow",
+        crate::fixtures::handler(crate::fixtures::Fixture::Slow).expect("fixture"),
+    );
+    slow.confirm = crate::config::Confirm::None;
+    let mut endpoint = Endpoint::start_on_lanes_with(vec![slow], Duration::from_secs(1)).await;
+    let token = endpoint.token.clone();
+    endpoint.base = endpoint.lane_bases[1].clone();
+    let session = open(&endpoint, &token, json!({})).await;
+    let call = json!({
+        "jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": { "name": "slow_sleep", "arguments": { "ms": 60_000 } }
+    });
+    let request = super::support::http()
+        .post(endpoint.url())
+        .bearer_auth(&token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &session)
+        .header("mcp-protocol-version", "2025-06-18")
+        .json(&call)
+        .send();
+    let calling = tokio::spawn(async move { request.await?.text().await });
+    sleep_stats_until(&endpoint, |s| s["started"] == 1).await;
+
+    // Serving ends after the grace (the call would take a minute), the call still running.
+    endpoint.stop_serving().await.expect("served to the end");
+    assert!(!calling.is_finished(), "the call is still in flight");
+    // The lanes end with the gateway, and the call's connection with them: the caller is
+    // not left waiting (whether it heard an error or the connection close).
+    endpoint.stop().await;
+    let _answer_or_error = tokio::time::timeout(WAIT, calling)
+        .await
+        .expect("the caller hears the end")
+        .expect("the calling task does not panic");
 }

@@ -158,7 +158,13 @@ impl Endpoint {
     /// The whole service (as `mcpgate serve` runs it) on two lanes, each accepting on an
     /// address of its own, so that a test chooses the lane of every request.
     pub async fn start_on_lanes() -> Endpoint {
-        let gateway = Endpoint::gateway(Endpoint::default_servers(), None).await;
+        let grace = ServiceConfig::default().shutdown_grace;
+        Endpoint::start_on_lanes_with(Endpoint::default_servers(), grace).await
+    }
+
+    /// As [`Endpoint::start_on_lanes`], in front of `servers`, with `grace` to stop in.
+    pub async fn start_on_lanes_with(servers: Vec<ServerConfig>, grace: Duration) -> Endpoint {
+        let gateway = Endpoint::gateway(servers, None).await;
         let mut listeners = Vec::new();
         for _ in 0..2 {
             let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
@@ -169,6 +175,7 @@ impl Endpoint {
         let shutdown = CancellationToken::new();
         let service = Arc::new(ServiceConfig {
             listen: addr,
+            shutdown_grace: grace,
             ..ServiceConfig::default()
         });
         let state =
