@@ -24,7 +24,8 @@ use serde_json::{Value, json};
 use super::{confirm::TOKEN_META_KEY, sessions::CappedSessions};
 use crate::store::AuditQuery;
 use support::{
-    Endpoint, TestClient, WAIT, call, call_ok, discover, http, initialize, jwt_auth, jwt_for, text,
+    Endpoint, TestClient, WAIT, call, call_ok, discover, http, in_session, initialize, jwt_auth,
+    jwt_for, text,
 };
 
 /// How many times `tool` reached its upstream (audited as allowed and ok).
@@ -325,9 +326,7 @@ async fn post(
         .header("accept", "application/json, text/event-stream")
         .json(&body);
     if let Some(session) = session {
-        request = request
-            .header("mcp-session-id", session)
-            .header("mcp-protocol-version", "2025-06-18");
+        request = in_session(request, session);
     }
     let response = request.send().await.expect("response");
     let status = response.status();
@@ -367,13 +366,11 @@ async fn a_session_serves_only_the_caller_who_opened_it() {
     assert!(!as_bob.contains("demo_echo"), "{as_bob}");
     // Nor can another caller end the session or open its stream: rmcp would not ask.
     let foreign = |method| {
-        http()
+        let request = http()
             .request(method, endpoint.url())
             .bearer_auth(&bob)
-            .header("accept", "text/event-stream")
-            .header("mcp-session-id", &session)
-            .header("mcp-protocol-version", "2025-06-18")
-            .send()
+            .header("accept", "text/event-stream");
+        in_session(request, &session).send()
     };
     for method in [reqwest::Method::DELETE, reqwest::Method::GET] {
         let response = foreign(method.clone()).await.expect("response");

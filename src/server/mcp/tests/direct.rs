@@ -10,8 +10,8 @@ use tokio_util::sync::CancellationToken;
 use super::{
     open, post, relay,
     support::{
-        Endpoint, TestClient, WAIT, call, http, in_process, initialize, jwt_auth, jwt_for,
-        sleep_stats_until,
+        Endpoint, TestClient, WAIT, call, http, in_session, initialize, jwt_auth, jwt_for,
+        sleep_stats_until, slow_server,
     },
 };
 use crate::store::AuditQuery;
@@ -176,17 +176,13 @@ async fn a_call_that_may_need_the_client_goes_through_the_session() {
 
     let plain = open(&endpoint, &token, json!({})).await;
     // A standard header that does not say what the body says is left to rmcp.
-    let response = http()
+    let request = http()
         .post(endpoint.url())
         .bearer_auth(&token)
         .header("accept", "application/json, text/event-stream")
-        .header("mcp-session-id", &plain)
-        .header("mcp-protocol-version", "2025-06-18")
         .header("mcp-name", "demo_add")
-        .json(&echo(4, "c", None))
-        .send()
-        .await
-        .expect("response");
+        .json(&echo(4, "c", None));
+    let response = in_session(request, &plain).send().await.expect("response");
     assert_eq!(response.status(), reqwest::StatusCode::OK);
     assert_eq!(content_type(response.headers()), "text/event-stream");
     endpoint.stop().await;
@@ -241,13 +237,9 @@ async fn a_call_the_client_cancels_stops_upstream_and_is_audited() {
     use rmcp::service::PeerRequestOptions;
 
     for answers in [None, Some(true)] {
-        let mut slow = in_process(
-            "slow",
-            crate::fixtures::handler(crate::fixtures::Fixture::Slow).expect("fixture"),
-        );
-        slow.confirm = crate::config::Confirm::None;
         let endpoint =
-            Endpoint::start_servers(crate::config::AuthConfig::Dev, vec![slow], None).await;
+            Endpoint::start_servers(crate::config::AuthConfig::Dev, vec![slow_server()], None)
+                .await;
         let client = endpoint
             .connect(TestClient::new(answers), initialize())
             .await;
@@ -302,12 +294,7 @@ async fn a_call_the_client_cancels_stops_upstream_and_is_audited() {
 /// session id is refused, and the call runs on.
 #[tokio::test]
 async fn only_the_sessions_owner_cancels_its_call() {
-    let mut slow = in_process(
-        "slow",
-        crate::fixtures::handler(crate::fixtures::Fixture::Slow).expect("fixture"),
-    );
-    slow.confirm = crate::config::Confirm::None;
-    let endpoint = Endpoint::start_servers(jwt_auth(), vec![slow], None).await;
+    let endpoint = Endpoint::start_servers(jwt_auth(), vec![slow_server()], None).await;
     let (alice, bob) = (jwt_for("alice"), jwt_for("bob"));
     let session = open(&endpoint, &alice, json!({})).await;
     let sleeping = {
@@ -317,13 +304,12 @@ async fn only_the_sessions_owner_cancels_its_call() {
                 "jsonrpc": "2.0", "id": 5, "method": "tools/call",
                 "params": { "name": "slow_sleep", "arguments": { "ms": 60_000 } }
             });
-            let response = http()
+            let request = http()
                 .post(endpoint_url)
                 .bearer_auth(alice)
                 .header("accept", "application/json, text/event-stream")
-                .header("mcp-session-id", session)
-                .header("mcp-protocol-version", "2025-06-18")
-                .json(&call)
+                .json(&call);
+            let response = in_session(request, &session)
                 .send()
                 .await
                 .expect("response");

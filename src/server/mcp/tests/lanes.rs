@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::{
     open, post,
-    support::{Endpoint, WAIT, in_process, sleep_stats_until},
+    support::{Endpoint, WAIT, http, in_session, sleep_stats_until, slow_server},
 };
 
 #[tokio::test]
@@ -36,11 +36,7 @@ async fn a_session_opened_on_one_lane_is_served_on_the_other() {
     assert!(body.contains("demo_echo"), "{body}");
 
     // Ended on the second lane, it is gone on the first.
-    let ended = super::support::http()
-        .delete(endpoint.url())
-        .bearer_auth(&token)
-        .header("mcp-session-id", &session)
-        .header("mcp-protocol-version", "2025-06-18")
+    let ended = in_session(http().delete(endpoint.url()).bearer_auth(&token), &session)
         .send()
         .await
         .expect("response");
@@ -57,12 +53,11 @@ async fn serving_on_lanes_stops_with_a_sessions_stream_open() {
     let token = endpoint.token.clone();
     endpoint.base = endpoint.lane_bases[1].clone();
     let session = open(&endpoint, &token, json!({})).await;
-    let stream = super::support::http()
+    let request = http()
         .get(endpoint.url())
         .bearer_auth(&token)
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", &session)
-        .header("mcp-protocol-version", "2025-06-18")
+        .header("accept", "text/event-stream");
+    let stream = in_session(request, &session)
         .send()
         .await
         .expect("the stream opens");
@@ -74,12 +69,8 @@ async fn serving_on_lanes_stops_with_a_sessions_stream_open() {
 
 #[tokio::test]
 async fn serving_on_lanes_stops_after_the_grace_with_a_call_still_running() {
-    let mut slow = in_process(
-        "slow",
-        crate::fixtures::handler(crate::fixtures::Fixture::Slow).expect("fixture"),
-    );
-    slow.confirm = crate::config::Confirm::None;
-    let mut endpoint = Endpoint::start_on_lanes_with(vec![slow], Duration::from_secs(1)).await;
+    let grace = Duration::from_secs(1);
+    let mut endpoint = Endpoint::start_on_lanes_with(vec![slow_server()], grace).await;
     let token = endpoint.token.clone();
     endpoint.base = endpoint.lane_bases[1].clone();
     let session = open(&endpoint, &token, json!({})).await;
@@ -87,14 +78,12 @@ async fn serving_on_lanes_stops_after_the_grace_with_a_call_still_running() {
         "jsonrpc": "2.0", "id": 2, "method": "tools/call",
         "params": { "name": "slow_sleep", "arguments": { "ms": 60_000 } }
     });
-    let request = super::support::http()
+    let request = http()
         .post(endpoint.url())
         .bearer_auth(&token)
         .header("accept", "application/json, text/event-stream")
-        .header("mcp-session-id", &session)
-        .header("mcp-protocol-version", "2025-06-18")
-        .json(&call)
-        .send();
+        .json(&call);
+    let request = in_session(request, &session).send();
     let calling = tokio::spawn(async move { request.await?.text().await });
     sleep_stats_until(&endpoint, |s| s["started"] == 1).await;
 

@@ -51,9 +51,7 @@ async fn post(
         .header("accept", "application/json, text/event-stream")
         .json(&body);
     if let Some(session) = session {
-        request = request
-            .header("mcp-session-id", session)
-            .header("mcp-protocol-version", "2025-06-18");
+        request = super::support::in_session(request, session);
     }
     let response = request.send().await.expect("response");
     let (status, headers) = (response.status(), response.headers().clone());

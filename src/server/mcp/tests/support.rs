@@ -156,10 +156,10 @@ impl Endpoint {
     }
 
     /// The whole service (as `mcpgate serve` runs it) on two lanes, each accepting on an
-    /// address of its own, so that a test chooses the lane of every request.
+    /// address of its own, so that a test chooses the lane of every request. Its shutdown
+    /// grace outlasts [`WAIT`]: serving that does not stop by itself fails the test.
     pub async fn start_on_lanes() -> Endpoint {
-        let grace = ServiceConfig::default().shutdown_grace;
-        Endpoint::start_on_lanes_with(Endpoint::default_servers(), grace).await
+        Endpoint::start_on_lanes_with(Endpoint::default_servers(), WAIT * 2).await
     }
 
     /// As [`Endpoint::start_on_lanes`], in front of `servers`, with `grace` to stop in.
@@ -178,8 +178,8 @@ impl Endpoint {
             shutdown_grace: grace,
             ..ServiceConfig::default()
         });
-        let state =
-            AppState::new(gateway.clone(), Arc::new(auth), service).with_shutdown(shutdown.clone());
+        // The sessions' own token, as `mcpgate serve` has it: serving closes them itself.
+        let state = AppState::new(gateway.clone(), Arc::new(auth), service);
         let lanes = Lanes::start(2).expect("lanes start");
         let lane_bases: Vec<String> = listeners
             .iter()
@@ -345,6 +345,21 @@ pub fn http() -> reqwest::Client {
         .no_proxy()
         .build()
         .expect("client")
+}
+
+/// `request` made in `session`: its id and the protocol version it was opened with.
+pub fn in_session(request: reqwest::RequestBuilder, session: &str) -> reqwest::RequestBuilder {
+    request
+        .header("mcp-session-id", session)
+        .header("mcp-protocol-version", "2025-06-18")
+}
+
+/// The `slow` fixture in process, as server `slow`, its calls needing no confirmation.
+pub fn slow_server() -> ServerConfig {
+    let handler = crate::fixtures::handler(Fixture::Slow).expect("in-process fixture");
+    let mut slow = in_process("slow", handler);
+    slow.confirm = Confirm::None;
+    slow
 }
 
 /// The `initialize` handshake: a session.
