@@ -17,7 +17,8 @@
 //! have to check, a body without a length or over the limit) goes to rmcp as it came, but
 //! for a request from a caller other than the one who opened the session it names: that is
 //! refused here, since rmcp's own handling (streams, `DELETE`, notifications) knows no
-//! callers.
+//! callers. [`CappedSessions`] knows each session's opener from `initialize` on, so that
+//! holds before the session is initialized too.
 //!
 //! rmcp closes a session that received nothing for a while (`[server] mcp_session_idle`);
 //! calls answered here do not reach it, so one of them tells the session it is in use as
@@ -195,15 +196,24 @@ impl Direct {
     /// `DELETE`, a notification as much as a call) is refused: rmcp's own handling of those
     /// knows no callers.
     pub async fn answer(&self, request: Request) -> Result<Response, Request> {
+        let caller = request.extensions().get::<Arc<CallContext>>();
         let Some(core) = self.session(request.headers()) else {
-            return Err(request);
+            // Not (yet) answered here: a session still being initialized, or one rmcp
+            // does not know. Its opener, if it has one, is the only caller it serves.
+            let another = request
+                .headers()
+                .get(SESSION_ID_HEADER)
+                .and_then(|id| id.to_str().ok())
+                .zip(caller)
+                .is_some_and(|(id, caller)| self.manager.opened_by_another(id, caller));
+            return if another {
+                Ok(not_owner())
+            } else {
+                Err(request)
+            };
         };
-        if request
-            .extensions()
-            .get::<Arc<CallContext>>()
-            .is_some_and(|caller| core.opened_by_another(caller))
-        {
-            return Ok(ApiError::new(StatusCode::FORBIDDEN, "forbidden", NOT_OWNER).into_response());
+        if caller.is_some_and(|caller| core.opened_by_another(caller)) {
+            return Ok(not_owner());
         }
         if !self.eligible(&request) {
             return Err(request);
@@ -304,6 +314,11 @@ struct CallBody<'a> {
     #[serde(borrow)]
     method: Cow<'a, str>,
     params: CallToolRequestParams,
+}
+
+/// The refusal of a request naming a session another caller opened.
+fn not_owner() -> Response {
+    ApiError::new(StatusCode::FORBIDDEN, "forbidden", NOT_OWNER).into_response()
 }
 
 /// `Content-Type: application/json` (any parameters).

@@ -313,7 +313,7 @@ impl ServerHandler for GatewayServer {
     ) {
         // rmcp cancels the calls its own loop runs; these are the ones answered directly.
         // Only the session's owner reaches here: the endpoint refuses any other caller
-        // naming a session that has direct calls ([`Direct::answer`]).
+        // naming the session ([`Direct::answer`]).
         let Some(id) = notification.request_id else {
             return;
         };

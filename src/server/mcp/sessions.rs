@@ -1,12 +1,21 @@
 //! rmcp's in-memory session manager with a cap on open sessions: each session holds a task
 //! and its channels until the client deletes it or it idles out, so an authenticated client
 //! must not be able to open them without end.
+//!
+//! It also knows who opened each session, from the moment rmcp makes its id at `initialize`
+//! until the session is closed (rmcp closes every session through its manager, whatever
+//! ended it): the endpoint refuses any other caller that names the session, before the
+//! client has even sent `notifications/initialized`.
 
-use std::time::Duration;
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex, MutexGuard, PoisonError},
+    time::Duration,
+};
 
 use futures::Stream;
 use rmcp::{
-    model::{ClientJsonRpcMessage, ServerJsonRpcMessage},
+    model::{ClientJsonRpcMessage, GetExtensions as _, JsonRpcMessage, ServerJsonRpcMessage},
     transport::{
         WorkerTransport,
         streamable_http_server::{
@@ -33,11 +42,21 @@ pub enum SessionsError {
     Local(#[from] LocalSessionManagerError),
 }
 
-/// [`LocalSessionManager`], refusing new sessions beyond a cap.
+use crate::policy::CallContext;
+
+/// Who opened a session.
+#[derive(Debug, PartialEq, Eq)]
+struct Opener {
+    tenant: String,
+    user: String,
+}
+
+/// [`LocalSessionManager`], refusing new sessions beyond a cap, and knowing who opened each.
 #[derive(Debug)]
 pub struct CappedSessions {
     inner: LocalSessionManager,
     max: usize,
+    openers: Mutex<HashMap<SessionId, Opener>>,
 }
 
 impl CappedSessions {
@@ -45,7 +64,23 @@ impl CappedSessions {
     pub fn new(max: usize, idle: Duration) -> CappedSessions {
         let mut inner = LocalSessionManager::default();
         inner.session_config.keep_alive = Some(idle);
-        CappedSessions { inner, max }
+        CappedSessions {
+            inner,
+            max,
+            openers: Mutex::default(),
+        }
+    }
+
+    fn openers(&self) -> MutexGuard<'_, HashMap<SessionId, Opener>> {
+        self.openers.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether session `id` was opened by a caller other than `caller` (another tenant or
+    /// user); `false` for a session not known here.
+    pub fn opened_by_another(&self, id: &str, caller: &CallContext) -> bool {
+        self.openers()
+            .get(id)
+            .is_some_and(|o| (&o.tenant, &o.user) != (&caller.tenant, &caller.user))
     }
 
     /// How long a session may receive nothing before it is closed.
@@ -77,7 +112,20 @@ impl SessionManager for CappedSessions {
         id: &SessionId,
         message: ClientJsonRpcMessage,
     ) -> Result<ServerJsonRpcMessage, Self::Error> {
-        Ok(self.inner.initialize_session(id, message).await?)
+        // Known before the answer names the session to its client. Without a caller (the
+        // auth layer did not run) the handler refuses `initialize` itself.
+        if let Some(caller) = caller_of(&message) {
+            let opener = Opener {
+                tenant: caller.tenant.clone(),
+                user: caller.user.clone(),
+            };
+            self.openers().insert(id.clone(), opener);
+        }
+        let answer = self.inner.initialize_session(id, message).await;
+        if answer.is_err() {
+            self.openers().remove(id);
+        }
+        Ok(answer?)
     }
 
     async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
@@ -85,6 +133,7 @@ impl SessionManager for CappedSessions {
     }
 
     async fn close_session(&self, id: &SessionId) -> Result<(), Self::Error> {
+        self.openers().remove(id);
         Ok(self.inner.close_session(id).await?)
     }
 
@@ -118,4 +167,19 @@ impl SessionManager for CappedSessions {
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
         Ok(self.inner.resume(id, last_event_id).await?)
     }
+}
+
+/// The authenticated caller of a request rmcp received over HTTP: the auth layer's
+/// [`CallContext`] in the HTTP request's parts, which rmcp puts in the message's extensions.
+fn caller_of(message: &ClientJsonRpcMessage) -> Option<&CallContext> {
+    let JsonRpcMessage::Request(request) = message else {
+        return None;
+    };
+    request
+        .request
+        .extensions()
+        .get::<http::request::Parts>()?
+        .extensions
+        .get::<Arc<CallContext>>()
+        .map(Arc::as_ref)
 }

@@ -386,6 +386,60 @@ async fn a_session_serves_only_the_caller_who_opened_it() {
 }
 
 #[tokio::test]
+async fn a_session_serves_only_its_opener_from_its_first_answer() {
+    let endpoint = Endpoint::start_with(jwt_auth()).await;
+    let (alice, bob) = (jwt_for("alice"), jwt_for("bob"));
+    let (status, headers, _) = post(&endpoint, &alice, None, initialize_body()).await;
+    assert_eq!(status, reqwest::StatusCode::OK);
+    let session = headers["mcp-session-id"]
+        .to_str()
+        .expect("ascii")
+        .to_owned();
+    // Alice has not sent `notifications/initialized` yet: nobody else may, nor use, stream
+    // or end the session meanwhile.
+    let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
+    let list = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/list" });
+    for body in [initialized.clone(), list.clone()] {
+        let (status, _, as_bob) = post(&endpoint, &bob, Some(&session), body).await;
+        assert_eq!(status, reqwest::StatusCode::FORBIDDEN, "{as_bob}");
+        assert!(as_bob.contains("opened by another caller"), "{as_bob}");
+    }
+    let foreign = |method| {
+        let request = http()
+            .request(method, endpoint.url())
+            .bearer_auth(&bob)
+            .header("accept", "text/event-stream");
+        in_session(request, &session).send()
+    };
+    for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
+        let response = foreign(method.clone()).await.expect("response");
+        assert_eq!(
+            response.status(),
+            reqwest::StatusCode::FORBIDDEN,
+            "{method}"
+        );
+    }
+    // The session is whole, and Alice's.
+    let (status, _, _) = post(&endpoint, &alice, Some(&session), initialized).await;
+    assert_eq!(status, reqwest::StatusCode::ACCEPTED);
+    let (_, _, as_alice) = post(&endpoint, &alice, Some(&session), list.clone()).await;
+    assert!(as_alice.contains("demo_echo"), "{as_alice}");
+    // Once she ends it, its id names no session for anyone: its opener is forgotten.
+    let request = http()
+        .delete(endpoint.url())
+        .bearer_auth(&alice)
+        .header("accept", "text/event-stream");
+    let ended = in_session(request, &session)
+        .send()
+        .await
+        .expect("response");
+    assert!(ended.status().is_success(), "{}", ended.status());
+    let (status, _, as_bob) = post(&endpoint, &bob, Some(&session), list).await;
+    assert_eq!(status, reqwest::StatusCode::NOT_FOUND, "{as_bob}");
+    endpoint.stop().await;
+}
+
+#[tokio::test]
 async fn sessions_are_capped() {
     use rmcp::transport::streamable_http_server::SessionManager;
     let sessions = CappedSessions::new(1, std::time::Duration::from_secs(300));
