@@ -258,7 +258,10 @@ async fn deal(
                 continue;
             }
         };
-        let lane = &lanes[next];
+        let Some(lane) = lanes.get(next) else {
+            // No lane to take it: there were none to deal to.
+            return;
+        };
         next = (next + 1) % lanes.len();
         if lane.send((stream, peer)).await.is_err() {
             // The lane stopped serving: so did every lane.
