@@ -25,7 +25,7 @@ use super::{confirm::TOKEN_META_KEY, sessions::CappedSessions};
 use crate::store::AuditQuery;
 use support::{
     Endpoint, TestClient, WAIT, call, call_ok, discover, http, in_session, initialize, jwt_auth,
-    jwt_for, text,
+    jwt_for, text, without_body,
 };
 
 /// How many times `tool` reached its upstream (audited as allowed and ok).
@@ -365,15 +365,8 @@ async fn a_session_serves_only_the_caller_who_opened_it() {
     assert!(as_bob.contains("opened by another caller"), "{as_bob}");
     assert!(!as_bob.contains("demo_echo"), "{as_bob}");
     // Nor can another caller end the session or open its stream: rmcp would not ask.
-    let foreign = |method| {
-        let request = http()
-            .request(method, endpoint.url())
-            .bearer_auth(&bob)
-            .header("accept", "text/event-stream");
-        in_session(request, &session).send()
-    };
     for method in [reqwest::Method::DELETE, reqwest::Method::GET] {
-        let response = foreign(method.clone()).await.expect("response");
+        let response = without_body(&endpoint, &bob, &session, method.clone()).await;
         assert_eq!(
             response.status(),
             reqwest::StatusCode::FORBIDDEN,
@@ -404,15 +397,8 @@ async fn a_session_serves_only_its_opener_from_its_first_answer() {
         assert_eq!(status, reqwest::StatusCode::FORBIDDEN, "{as_bob}");
         assert!(as_bob.contains("opened by another caller"), "{as_bob}");
     }
-    let foreign = |method| {
-        let request = http()
-            .request(method, endpoint.url())
-            .bearer_auth(&bob)
-            .header("accept", "text/event-stream");
-        in_session(request, &session).send()
-    };
     for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
-        let response = foreign(method.clone()).await.expect("response");
+        let response = without_body(&endpoint, &bob, &session, method.clone()).await;
         assert_eq!(
             response.status(),
             reqwest::StatusCode::FORBIDDEN,
@@ -425,14 +411,7 @@ async fn a_session_serves_only_its_opener_from_its_first_answer() {
     let (_, _, as_alice) = post(&endpoint, &alice, Some(&session), list.clone()).await;
     assert!(as_alice.contains("demo_echo"), "{as_alice}");
     // Once she ends it, its id names no session for anyone: its opener is forgotten.
-    let request = http()
-        .delete(endpoint.url())
-        .bearer_auth(&alice)
-        .header("accept", "text/event-stream");
-    let ended = in_session(request, &session)
-        .send()
-        .await
-        .expect("response");
+    let ended = without_body(&endpoint, &alice, &session, reqwest::Method::DELETE).await;
     assert!(ended.status().is_success(), "{}", ended.status());
     let (status, _, as_bob) = post(&endpoint, &bob, Some(&session), list).await;
     assert_eq!(status, reqwest::StatusCode::NOT_FOUND, "{as_bob}");

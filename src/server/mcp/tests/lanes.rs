@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::{
     open, post,
-    support::{Endpoint, WAIT, http, in_session, sleep_stats_until, slow_server},
+    support::{Endpoint, WAIT, http, in_session, sleep_stats_until, slow_server, without_body},
 };
 
 #[tokio::test]
@@ -36,10 +36,7 @@ async fn a_session_opened_on_one_lane_is_served_on_the_other() {
     assert!(body.contains("demo_echo"), "{body}");
 
     // Ended on the second lane, it is gone on the first.
-    let ended = in_session(http().delete(endpoint.url()).bearer_auth(&token), &session)
-        .send()
-        .await
-        .expect("response");
+    let ended = without_body(&endpoint, &token, &session, reqwest::Method::DELETE).await;
     assert!(ended.status().is_success(), "{}", ended.status());
     endpoint.base = lanes[0].clone();
     let (status, _, body) = post(&endpoint, &token, Some(&session), list).await;
@@ -53,14 +50,7 @@ async fn serving_on_lanes_stops_with_a_sessions_stream_open() {
     let token = endpoint.token.clone();
     endpoint.base = endpoint.lane_bases[1].clone();
     let session = open(&endpoint, &token, json!({})).await;
-    let request = http()
-        .get(endpoint.url())
-        .bearer_auth(&token)
-        .header("accept", "text/event-stream");
-    let stream = in_session(request, &session)
-        .send()
-        .await
-        .expect("the stream opens");
+    let stream = without_body(&endpoint, &token, &session, reqwest::Method::GET).await;
     assert_eq!(stream.status(), reqwest::StatusCode::OK);
     endpoint.stop_serving().await.expect("served to the end");
     drop(stream);

@@ -354,6 +354,24 @@ pub fn in_session(request: reqwest::RequestBuilder, session: &str) -> reqwest::R
         .header("mcp-protocol-version", "2025-06-18")
 }
 
+/// A bodiless `method` request (`GET` opens the session's stream, `DELETE` ends it) as
+/// `token` in `session`.
+pub async fn without_body(
+    endpoint: &Endpoint,
+    token: &str,
+    session: &str,
+    method: reqwest::Method,
+) -> reqwest::Response {
+    let request = http()
+        .request(method, endpoint.url())
+        .bearer_auth(token)
+        .header("accept", "text/event-stream");
+    in_session(request, session)
+        .send()
+        .await
+        .expect("a response")
+}
+
 /// The `slow` fixture in process, as server `slow`, its calls needing no confirmation.
 pub fn slow_server() -> ServerConfig {
     let handler = crate::fixtures::handler(Fixture::Slow).expect("in-process fixture");
