@@ -340,18 +340,41 @@ async fn post(
 
 /// Opens a session as `token` declaring `capabilities`; its id.
 async fn open(endpoint: &Endpoint, token: &str, capabilities: Value) -> String {
-    let mut initialize = initialize_body();
-    initialize["params"]["capabilities"] = capabilities;
-    let (status, headers, _) = post(endpoint, token, None, initialize).await;
-    assert_eq!(status, reqwest::StatusCode::OK);
-    let session = headers["mcp-session-id"]
-        .to_str()
-        .expect("ascii")
-        .to_owned();
+    let session = begin(endpoint, token, capabilities).await;
     let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
     let (status, _, _) = post(endpoint, token, Some(&session), initialized).await;
     assert_eq!(status, reqwest::StatusCode::ACCEPTED);
     session
+}
+
+/// Sends `initialize` as `token` declaring `capabilities`; the new session's id.
+async fn begin(endpoint: &Endpoint, token: &str, capabilities: Value) -> String {
+    let mut initialize = initialize_body();
+    initialize["params"]["capabilities"] = capabilities;
+    let (status, headers, _) = post(endpoint, token, None, initialize).await;
+    assert_eq!(status, reqwest::StatusCode::OK);
+    headers["mcp-session-id"]
+        .to_str()
+        .expect("ascii")
+        .to_owned()
+}
+
+/// Asserts that `session` refuses `token`'s caller: a request, its stream and its end (which
+/// rmcp would grant without asking).
+async fn refuses(endpoint: &Endpoint, token: &str, session: &str) {
+    let list = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/list" });
+    let (status, _, answer) = post(endpoint, token, Some(session), list).await;
+    assert_eq!(status, reqwest::StatusCode::FORBIDDEN, "{answer}");
+    assert!(answer.contains("opened by another caller"), "{answer}");
+    assert!(!answer.contains("demo_echo"), "{answer}");
+    for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
+        let response = without_body(endpoint, token, session, method.clone()).await;
+        assert_eq!(
+            response.status(),
+            reqwest::StatusCode::FORBIDDEN,
+            "{method}"
+        );
+    }
 }
 
 #[tokio::test]
@@ -360,19 +383,8 @@ async fn a_session_serves_only_the_caller_who_opened_it() {
     let (alice, bob) = (jwt_for("alice"), jwt_for("bob"));
     let session = open(&endpoint, &alice, json!({})).await;
 
+    refuses(&endpoint, &bob, &session).await;
     let list = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/list" });
-    let (_, _, as_bob) = post(&endpoint, &bob, Some(&session), list.clone()).await;
-    assert!(as_bob.contains("opened by another caller"), "{as_bob}");
-    assert!(!as_bob.contains("demo_echo"), "{as_bob}");
-    // Nor can another caller end the session or open its stream: rmcp would not ask.
-    for method in [reqwest::Method::DELETE, reqwest::Method::GET] {
-        let response = without_body(&endpoint, &bob, &session, method.clone()).await;
-        assert_eq!(
-            response.status(),
-            reqwest::StatusCode::FORBIDDEN,
-            "{method}"
-        );
-    }
     let (_, _, as_alice) = post(&endpoint, &alice, Some(&session), list).await;
     assert!(as_alice.contains("demo_echo"), "{as_alice}");
     endpoint.stop().await;
@@ -382,29 +394,14 @@ async fn a_session_serves_only_the_caller_who_opened_it() {
 async fn a_session_serves_only_its_opener_from_its_first_answer() {
     let endpoint = Endpoint::start_with(jwt_auth()).await;
     let (alice, bob) = (jwt_for("alice"), jwt_for("bob"));
-    let (status, headers, _) = post(&endpoint, &alice, None, initialize_body()).await;
-    assert_eq!(status, reqwest::StatusCode::OK);
-    let session = headers["mcp-session-id"]
-        .to_str()
-        .expect("ascii")
-        .to_owned();
+    let session = begin(&endpoint, &alice, json!({})).await;
     // Alice has not sent `notifications/initialized` yet: nobody else may, nor use, stream
     // or end the session meanwhile.
     let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
+    let (status, _, as_bob) = post(&endpoint, &bob, Some(&session), initialized.clone()).await;
+    assert_eq!(status, reqwest::StatusCode::FORBIDDEN, "{as_bob}");
+    refuses(&endpoint, &bob, &session).await;
     let list = json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/list" });
-    for body in [initialized.clone(), list.clone()] {
-        let (status, _, as_bob) = post(&endpoint, &bob, Some(&session), body).await;
-        assert_eq!(status, reqwest::StatusCode::FORBIDDEN, "{as_bob}");
-        assert!(as_bob.contains("opened by another caller"), "{as_bob}");
-    }
-    for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
-        let response = without_body(&endpoint, &bob, &session, method.clone()).await;
-        assert_eq!(
-            response.status(),
-            reqwest::StatusCode::FORBIDDEN,
-            "{method}"
-        );
-    }
     // The session is whole, and Alice's.
     let (status, _, _) = post(&endpoint, &alice, Some(&session), initialized).await;
     assert_eq!(status, reqwest::StatusCode::ACCEPTED);
