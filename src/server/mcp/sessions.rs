@@ -28,6 +28,8 @@ use rmcp::{
     },
 };
 
+use crate::policy::CallContext;
+
 /// Most MCP sessions open at once. A session costs a task and a few small channels, and
 /// idles out (`[server] mcp_session_idle`, 5 minutes) when its client vanishes; a thousand covers
 /// many users with several clients each while bounding what one misbehaving client can hold.
@@ -42,10 +44,8 @@ pub enum SessionsError {
     Local(#[from] LocalSessionManagerError),
 }
 
-use crate::policy::CallContext;
-
 /// Who opened a session.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug)]
 struct Opener {
     tenant: String,
     user: String,
