@@ -416,6 +416,35 @@ async fn a_session_serves_only_its_opener_from_its_first_answer() {
 }
 
 #[tokio::test]
+async fn a_session_that_fails_to_initialize_keeps_no_opener() {
+    use rmcp::{
+        model::{ClientJsonRpcMessage, GetExtensions as _, JsonRpcMessage},
+        transport::streamable_http_server::SessionManager,
+    };
+    let sessions = CappedSessions::new(4, std::time::Duration::from_secs(300));
+    let mut initialize: ClientJsonRpcMessage =
+        serde_json::from_value(initialize_body()).expect("an initialize request");
+    let (mut parts, ()) = http::Request::new(()).into_parts();
+    let alice = crate::policy::CallContext {
+        user: "alice".to_owned(),
+        ..crate::policy::CallContext::local()
+    };
+    parts.extensions.insert(std::sync::Arc::new(alice));
+    let JsonRpcMessage::Request(request) = &mut initialize else {
+        panic!("a request");
+    };
+    request.request.extensions_mut().insert(parts);
+    // No such session: rmcp refuses it, and the opener noted for it goes with it.
+    let id: rmcp::transport::streamable_http_server::SessionId = "no-such-session".into();
+    assert!(sessions.initialize_session(&id, initialize).await.is_err());
+    let bob = crate::policy::CallContext {
+        user: "bob".to_owned(),
+        ..crate::policy::CallContext::local()
+    };
+    assert!(!sessions.opened_by_another(&id, &bob));
+}
+
+#[tokio::test]
 async fn sessions_are_capped() {
     use rmcp::transport::streamable_http_server::SessionManager;
     let sessions = CappedSessions::new(1, std::time::Duration::from_secs(300));
