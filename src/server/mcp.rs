@@ -47,7 +47,6 @@ use axum::{
 };
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
-use tower_service::Service as _;
 
 use super::{ApiError, AppState};
 use crate::{config::ServerId, policy::CallContext};
@@ -79,23 +78,21 @@ const MAX_SCOPE_SESSIONS: usize = 256;
 type McpService = StreamableHttpService<GatewayServer, CappedSessions>;
 
 /// One endpoint (`/mcp`, or one server's view): rmcp's service, and the calls answered
-/// without it.
-#[derive(Clone)]
+/// without it. Shared, not cloned, per request: rmcp's service clones its whole
+/// configuration with itself.
 struct Endpoint {
     rmcp: McpService,
     direct: Arc<Direct>,
 }
 
 impl Endpoint {
-    async fn serve(mut self, request: Request) -> Response {
+    async fn serve(&self, request: Request) -> Response {
         let request = match self.direct.answer(request).await {
             Ok(answer) => return answer,
             Err(request) => request,
         };
-        match self.rmcp.call(request).await {
-            Ok(response) => response.into_response(),
-            Err(never) => match never {},
-        }
+        // Boxed: a call answered directly does not carry the room of rmcp's handling.
+        Box::pin(self.rmcp.handle(request)).await.into_response()
     }
 }
 
@@ -107,7 +104,7 @@ fn mcp_service(
     max_sessions: usize,
     shutdown: &CancellationToken,
     rounds: &Arc<Rounds>,
-) -> Endpoint {
+) -> Arc<Endpoint> {
     let sessions = Arc::new(CappedSessions::new(
         max_sessions,
         state.service.mcp_session_idle,
@@ -127,10 +124,10 @@ fn mcp_service(
             ))
         }
     };
-    Endpoint {
+    Arc::new(Endpoint {
         rmcp: StreamableHttpService::new(factory, sessions, config),
         direct,
-    }
+    })
 }
 
 /// The per-server views, each made when first asked for.
@@ -139,13 +136,13 @@ struct Scopes {
     config: StreamableHttpServerConfig,
     shutdown: CancellationToken,
     rounds: Arc<Rounds>,
-    services: Mutex<HashMap<ServerId, Endpoint>>,
+    services: Mutex<HashMap<ServerId, Arc<Endpoint>>>,
 }
 
 impl Scopes {
     /// The view of `server`, made now if new; `None` when [`MAX_SCOPES`] views of configured
     /// servers already exist.
-    fn service(&self, server: &ServerId) -> Option<Endpoint> {
+    fn service(&self, server: &ServerId) -> Option<Arc<Endpoint>> {
         let mut services = self.services.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(service) = services.get(server) {
             return Some(service.clone());
@@ -237,7 +234,10 @@ where
             scopes.serve(&server, request).await
         },
     );
-    let merged = any(move |request: Request| merged.clone().serve(request));
+    let merged = any(move |request: Request| {
+        let merged = merged.clone();
+        async move { merged.serve(request).await }
+    });
     Router::new()
         .route(MCP_PATH, merged)
         .route(SCOPED_MCP_PATH, scoped)

@@ -192,6 +192,14 @@ async fn a_relayed_request_is_bounded_by_the_call() {
 }
 
 #[test]
+fn no_tenant_and_user_pair_reads_as_another() {
+    assert_eq!(Owner::caller("t", "bob"), Owner::caller("t", "bob"));
+    assert_ne!(Owner::caller("ab", "c"), Owner::caller("a", "bc"));
+    assert_ne!(Owner::caller("1:a", "b"), Owner::caller("1", "a:b"));
+    assert_ne!(Owner::caller("", "3:abc"), Owner::caller("3:abc", ""));
+}
+
+#[test]
 fn local_log_text_is_cut_and_escaped() {
     let long = "x".repeat(MAX_LOGGED_CHARS + 5);
     let clean = sanitize(&long);

@@ -36,7 +36,7 @@ use std::{
 use axum::{
     body::Body,
     extract::Request,
-    http::{HeaderMap, HeaderValue, StatusCode, header},
+    http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
 };
 use bytes::Bytes;
@@ -65,8 +65,14 @@ use crate::{policy::CallContext, server::errors::ApiError};
 const TOUCHES_PER_IDLE: u32 = 5;
 /// The method of the notification that shows a session as in use; the handler ignores it.
 const TOUCH_METHOD: &str = "notifications/mcpgate/in_use";
+// Headers the direct path reads, as names: a lookup by string parses the name first.
 /// Header naming the protocol version of the request.
-const PROTOCOL_VERSION: &str = "mcp-protocol-version";
+const PROTOCOL_VERSION: HeaderName = HeaderName::from_static("mcp-protocol-version");
+/// Header of a request resuming a stream.
+const LAST_EVENT_ID: HeaderName = HeaderName::from_static("last-event-id");
+/// The standard headers (SEP-2243) naming a request's method and its tool.
+const MCP_METHOD: HeaderName = HeaderName::from_static("mcp-method");
+const MCP_NAME: HeaderName = HeaderName::from_static("mcp-name");
 /// Progress notifications of one call waiting for its client to read them (as rmcp's
 /// request streams: the upstream's side waits when the client does not read).
 const PROGRESS_QUEUE: usize = 16;
@@ -165,7 +171,7 @@ impl Direct {
 
     /// The session `headers` name, if it is here; shows it to rmcp as in use when due.
     fn session(&self, headers: &HeaderMap) -> Option<Arc<SessionCore>> {
-        let id = headers.get(SESSION_ID_HEADER)?.to_str().ok()?;
+        let id = headers.get(&SESSION_ID_HEADER)?.to_str().ok()?;
         let mut sessions = self.lock();
         let entry = sessions.get_mut(id)?;
         let core = entry.core.upgrade()?;
@@ -202,7 +208,7 @@ impl Direct {
             // does not know. Its opener, if it has one, is the only caller it serves.
             let another = request
                 .headers()
-                .get(SESSION_ID_HEADER)
+                .get(&SESSION_ID_HEADER)
                 .and_then(|id| id.to_str().ok())
                 .zip(caller)
                 .is_some_and(|(id, caller)| self.manager.opened_by_another(id, caller));
@@ -233,17 +239,25 @@ impl Direct {
             return Err(Request::from_parts(parts, Body::from(bytes)));
         };
         context.extensions.insert(parts);
-        let (progress, notes) = mpsc::channel(PROGRESS_QUEUE);
-        context.extensions.insert(CallStream(progress));
-        let call = Box::pin(async move {
+        // Progress can go only to a call that asked for it (with a token); any other call
+        // answers with JSON, and needs no channel.
+        let notes = context.meta.get_progress_token().is_some().then(|| {
+            let (progress, notes) = mpsc::channel(PROGRESS_QUEUE);
+            context.extensions.insert(CallStream(progress));
+            notes
+        });
+        let call = async move {
             let _cancellable = core.answering(id.clone(), context.ct.clone());
             match core.call_tool(params, context).await {
                 Ok(response) => JsonRpcMessage::response(ServerResult::from(response), id),
                 Err(error) => JsonRpcMessage::error(error, Some(id)),
             }
-        });
+        };
+        let Some(notes) = notes else {
+            return Ok(json_answer(&call.await));
+        };
         let flow = Flow {
-            call: Some(call),
+            call: Some(Box::pin(call)),
             answer: None,
             notes,
         };
@@ -270,7 +284,7 @@ impl Direct {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.parse::<usize>().ok());
         length.is_some_and(|length| length <= self.max_body_bytes)
-            && !headers.contains_key("last-event-id")
+            && !headers.contains_key(&LAST_EVENT_ID)
             && is_json(headers.get(header::CONTENT_TYPE))
             && accepts_both(headers)
     }
@@ -298,7 +312,7 @@ fn call_here(
         context.meta = meta;
     }
     let eligible = standard_headers_agree(headers, &params.name)
-        && needs_nothing_of_the_client(&context, headers.get(PROTOCOL_VERSION));
+        && needs_nothing_of_the_client(&context, headers.get(&PROTOCOL_VERSION));
     eligible.then_some((id, params, context))
 }
 
@@ -353,7 +367,7 @@ fn accepts_both(headers: &HeaderMap) -> bool {
 /// The request's standard headers (SEP-2243) are absent or say what its body says; rmcp
 /// checks any other case.
 fn standard_headers_agree(headers: &HeaderMap, tool: &str) -> bool {
-    let names_the = |name: &str, expected: &str| {
+    let names_the = |name: &HeaderName, expected: &str| {
         let mut values = headers.get_all(name).iter();
         match (values.next(), values.next()) {
             (None, _) => true,
@@ -361,8 +375,8 @@ fn standard_headers_agree(headers: &HeaderMap, tool: &str) -> bool {
             (Some(_), Some(_)) => false,
         }
     };
-    names_the("mcp-method", "tools/call")
-        && names_the("mcp-name", tool)
+    names_the(&MCP_METHOD, "tools/call")
+        && names_the(&MCP_NAME, tool)
         && !headers
             .keys()
             .any(|name| name.as_str().starts_with("mcp-param-"))

@@ -37,13 +37,15 @@ use super::{
 use crate::{config::ServerId, policy::CallContext, server::AppState};
 
 /// Header carrying the MCP session id (set by rmcp on `initialize`, sent back by clients).
-pub(super) const SESSION_ID_HEADER: &str = "mcp-session-id";
+/// A `HeaderName`, not a `&str`: a lookup by string parses the name first.
+pub(super) const SESSION_ID_HEADER: http::HeaderName =
+    http::HeaderName::from_static("mcp-session-id");
 
 /// The MCP session id the HTTP request behind `extensions` named, if any.
 fn session_of(extensions: &Extensions) -> Option<&str> {
     extensions
         .get::<http::request::Parts>()
-        .and_then(|p| p.headers.get(SESSION_ID_HEADER))
+        .and_then(|p| p.headers.get(&SESSION_ID_HEADER))
         .and_then(|v| v.to_str().ok())
 }
 

@@ -110,8 +110,8 @@ async fn progress_from_an_http_upstream_comes_before_the_answer() {
 }
 
 /// Calls the conformance fixture's progress tool (server `conf`) in a session that cannot
-/// be asked: an event stream of the three steps in order, then the answer; and a call that
-/// reports no progress is answered in JSON.
+/// be asked: an event stream of the three steps in order, then the answer; a call that
+/// reports no progress, or reports it unasked, is answered in JSON.
 async fn progress_comes_before_the_answer(endpoint: Endpoint) {
     let token = endpoint.token.clone();
     let session = open(&endpoint, &token, json!({})).await;
@@ -158,6 +158,20 @@ async fn progress_comes_before_the_answer(endpoint: Endpoint) {
     assert_eq!(content_type(&headers), "application/json", "{body}");
     let answer: Value = serde_json::from_str(&body).expect("one JSON-RPC message");
     assert_eq!(answer["id"], 6, "{answer}");
+
+    // A call that reports progress but did not ask for it: its progress goes nowhere (it
+    // has no token to name), and it is answered in JSON.
+    let mut unasked = call(7, "conf_test_tool_with_progress");
+    unasked["params"]
+        .as_object_mut()
+        .expect("params")
+        .remove("_meta");
+    let (status, headers, body) = post(&endpoint, &token, Some(&session), unasked).await;
+    assert_eq!(status, reqwest::StatusCode::OK);
+    assert_eq!(content_type(&headers), "application/json", "{body}");
+    let answer: Value = serde_json::from_str(&body).expect("one JSON-RPC message");
+    assert_eq!(answer["id"], 7, "{answer}");
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
     endpoint.stop().await;
 }
 
