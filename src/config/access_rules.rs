@@ -4,8 +4,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{
-    AccessConfig, Grant, ServerId, TenantAccess,
-    raw::{RawAccess, RawGrant},
+    AccessConfig, Grant, Operator, ServerId, TenantAccess,
+    raw::{RawAccess, RawGrant, RawOperator},
     validate::{Known, Report, join},
 };
 
@@ -71,7 +71,53 @@ pub(super) fn validate(raw: &RawAccess, known: &Known<'_>, report: &mut Report) 
             )
         })
         .collect();
-    AccessConfig { tenants, grants }
+    let operators = raw
+        .operators
+        .iter()
+        .enumerate()
+        .filter_map(|(i, raw)| validate_operator(raw, &format!("access.operators[{i}]"), report))
+        .collect();
+    AccessConfig {
+        tenants,
+        grants,
+        operators,
+    }
+}
+
+/// An operator entry: a tenant (listed under `tenants` or not: an operators' tenant need see
+/// no server) and the users or roles in it; one with neither would make a whole tenant
+/// operators by omission, so it is refused.
+fn validate_operator(raw: &RawOperator, at: &str, report: &mut Report) -> Option<Operator> {
+    let before = report.problem_count();
+    match &raw.tenant {
+        None => report.problem(at, "needs `tenant`"),
+        Some(tenant) => {
+            check_name(tenant, &format!("{at}.tenant"), report);
+        }
+    }
+    let users = names(&raw.users, at, "users", report);
+    let roles = names(&raw.roles, at, "roles", report);
+    if users.is_empty() && roles.is_empty() {
+        report.problem(
+            at,
+            "names no `users` or `roles`: say which callers of the tenant operate the gateway",
+        );
+    }
+    let tenant = raw.tenant.clone()?;
+    (report.problem_count() == before).then_some(Operator {
+        tenant,
+        users,
+        roles,
+    })
+}
+
+/// The names of a grant's or operator's `field`, each checked.
+fn names(items: &Option<Vec<String>>, at: &str, field: &str, report: &mut Report) -> Vec<String> {
+    let items = items.as_deref().unwrap_or_default();
+    for (i, item) in items.iter().enumerate() {
+        check_name(item, &format!("{at}.{field}[{i}]"), report);
+    }
+    items.to_vec()
 }
 
 /// A tenant's `servers`: configured ids (enabled or not), or `*` alone.
@@ -124,15 +170,8 @@ fn validate_grant(
             }
         },
     };
-    let names = |items: &Option<Vec<String>>, field: &str, report: &mut Report| {
-        let items = items.as_deref().unwrap_or_default();
-        for (i, item) in items.iter().enumerate() {
-            check_name(item, &format!("{at}.{field}[{i}]"), report);
-        }
-        items.to_vec()
-    };
-    let users = names(&raw.users, "users", report);
-    let roles = names(&raw.roles, "roles", report);
+    let users = names(&raw.users, at, "users", report);
+    let roles = names(&raw.roles, at, "roles", report);
     let Some(tools) = &raw.tools else {
         report.problem(at, "needs `tools`: `server.*` or `server.tool` patterns");
         return None;

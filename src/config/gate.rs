@@ -12,6 +12,19 @@ pub struct AccessConfig {
     pub tenants: Vec<TenantAccess>,
     /// Which users or roles of a tenant may use which tools; no matching grant → hidden.
     pub grants: Vec<Grant>,
+    /// Who operates the gateway as a whole: reloads it, refreshes any server, reads every
+    /// tenant's audit and metrics. The `admin` role alone administers only its own tenant.
+    pub operators: Vec<Operator>,
+}
+
+/// Callers of `tenant` who operate the gateway: those among `users`, or with one of `roles`
+/// (at least one of the two is non-empty). The tenant is part of the match, so a role a
+/// tenant gives its own users opens nothing beyond that tenant.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Operator {
+    pub tenant: String,
+    pub users: Vec<String>,
+    pub roles: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -24,8 +24,8 @@ use std::{fmt, path::PathBuf, time::Duration};
 pub use agent::{AgentConfig, LlmConfig};
 pub use env::Env;
 pub use gate::{
-    AccessConfig, AuditConfig, AuditSync, CallLimits, ConfirmationConfig, Grant, PinsConfig,
-    ResultOverflow, StateConfig, TenantAccess,
+    AccessConfig, AuditConfig, AuditSync, CallLimits, ConfirmationConfig, Grant, Operator,
+    PinsConfig, ResultOverflow, StateConfig, TenantAccess,
 };
 pub use load::{ConfigSource, Loaded, load, load_with_embedded_state};
 pub use secret::{Secret, SecretTemplate};

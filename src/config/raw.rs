@@ -155,6 +155,13 @@
 //! roles = ["dev"]                  # grant with neither matches everyone in the tenant
 //! tools = ["github.*", "time.get_current_time"]  # server.* or server.tool, servers of the
 //!                                                # tenant
+//!
+//! # The `admin` role administers its own tenant: its audit records, its servers. Operating
+//! # the whole gateway (reload, refresh any server, every tenant's audit, /metrics) is for
+//! # the callers named here, by tenant and user or role; the tenant need not see any server.
+//! [[access.operators]]
+//! tenant = "ops"
+//! roles = ["operator"]             # and/or users = ["root@example.com"]
 //! ```
 //!
 //! Durations are a number of seconds (`30`, `0.5`) or a string with a unit: `"500ms"`,
@@ -282,6 +289,17 @@ pub struct RawAccess {
     pub tenants: BTreeMap<String, RawTenant>,
     #[serde(default)]
     pub grants: Vec<RawGrant>,
+    #[serde(default)]
+    pub operators: Vec<RawOperator>,
+}
+
+/// `{ tenant, users?, roles? }`: who operates the whole gateway.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawOperator {
+    pub tenant: Option<String>,
+    pub users: Option<Vec<String>>,
+    pub roles: Option<Vec<String>>,
 }
 
 /// Required fields are optional here so that a missing one is reported with its path.

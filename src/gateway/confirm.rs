@@ -42,7 +42,8 @@ fn store_error(err: StoreError) -> GatewayError {
 
 impl Gateway {
     /// Approves confirmation `id` for `ctx`; returns the token that lets exactly the bound
-    /// call run once. Another caller's confirmation is refused (and, being taken, is gone).
+    /// call run once. Another caller's confirmation is not found, like an unknown one (and,
+    /// being taken, is gone: an id seen in the wrong hands has leaked).
     pub async fn approve(&self, ctx: &CallContext, id: &str) -> Result<Approval, GatewayError> {
         let pending = self.take_own_pending(ctx, id).await?;
         let token = random_hex(TOKEN_BYTES);
@@ -141,26 +142,25 @@ impl Gateway {
             .map_err(store_error)?;
         let Some(pending) = taken else {
             // Probing ids, or deciding twice or too late, leaves a trace too.
-            let invalid = GatewayError::ConfirmationInvalid {
-                reason: "unknown or expired confirmation",
-            };
-            super::audit::report_decision(self, ctx, id, None, "refused", invalid.code()).await;
-            return Err(invalid);
+            super::audit::report_decision(self, ctx, id, None, "refused", "not_found").await;
+            return Err(GatewayError::ConfirmationNotFound);
         };
         let b = &pending.binding;
         if (&b.tenant, &b.user, &b.session) != (&ctx.tenant, &ctx.user, &ctx.session) {
-            super::audit::report_decision(
-                self,
-                ctx,
-                &pending.id,
-                Some(&pending.binding.tool),
-                "refused",
-                "forbidden",
-            )
-            .await;
-            return Err(GatewayError::Forbidden {
-                reason: "the confirmation belongs to another user or session",
-            });
+            // Within one tenant its admin may see whose call it was; across tenants the trace
+            // reads as an unknown id, since the caller's tenant reads its own audit.
+            let (tool, code) = if b.tenant == ctx.tenant {
+                (Some(b.tool.as_str()), "forbidden")
+            } else {
+                tracing::warn!(
+                    tenant = %ctx.tenant,
+                    user = %ctx.user,
+                    "a caller decided another tenant's confirmation; it is gone"
+                );
+                (None, "not_found")
+            };
+            super::audit::report_decision(self, ctx, &pending.id, tool, "refused", code).await;
+            return Err(GatewayError::ConfirmationNotFound);
         }
         Ok(pending)
     }

@@ -35,9 +35,12 @@ pub enum GatewayError {
     /// The confirmation token is unknown, used, expired, or bound to another call.
     #[error("the confirmation token is not valid for this call: {reason}")]
     ConfirmationInvalid { reason: &'static str },
-    /// The caller may not do this (e.g. approve another user's confirmation).
-    #[error("forbidden: {reason}")]
-    Forbidden { reason: &'static str },
+    /// No confirmation with that id waits for this caller: unknown, expired, already decided,
+    /// or another caller's. The four are one answer on purpose, so ids cannot be probed.
+    #[error(
+        "no such confirmation waits for you (unknown, expired, already decided, or another caller's)"
+    )]
+    ConfirmationNotFound,
     /// A rate or concurrency limit was hit.
     #[error("limit exceeded: {limit}")]
     LimitExceeded {
@@ -74,7 +77,7 @@ impl GatewayError {
             GatewayError::PendingReview { .. } => "pending_review",
             GatewayError::ConfirmationRequired { .. } => "confirmation_required",
             GatewayError::ConfirmationInvalid { .. } => "confirmation_invalid",
-            GatewayError::Forbidden { .. } => "forbidden",
+            GatewayError::ConfirmationNotFound => "not_found",
             GatewayError::LimitExceeded { .. } => "limit_exceeded",
             GatewayError::ToolError { .. } => "tool_error",
             GatewayError::ResultTooLarge { .. } => "result_too_large",
@@ -94,7 +97,7 @@ impl GatewayError {
                 | GatewayError::PendingReview { .. }
                 | GatewayError::ConfirmationRequired { .. }
                 | GatewayError::ConfirmationInvalid { .. }
-                | GatewayError::Forbidden { .. }
+                | GatewayError::ConfirmationNotFound
                 | GatewayError::LimitExceeded { .. }
                 | GatewayError::StoreUnavailable { .. }
         )

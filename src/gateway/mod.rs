@@ -25,7 +25,9 @@ pub use result::{Part, ToolOutput};
 use crate::{
     catalog::{Catalog, CatalogTool, Fingerprint, PinStatus, Pins, PinsError, ServerTools},
     config::{AuditSync, Config, Env, StateConfig},
-    policy::{Access, CallContext, Clock, CompiledSchema, Limiter, classify, needs_confirmation},
+    policy::{
+        Access, Admin, CallContext, Clock, CompiledSchema, Limiter, classify, needs_confirmation,
+    },
     store::{AuditStore, ConfirmationStore, StoreError, memory_stores, open_sqlite_with},
     upstream::{ConnectOptions, Manager, ServerStatus},
 };
@@ -219,6 +221,21 @@ impl Gateway {
     /// Every server's state, in id order.
     pub fn servers(&self) -> Vec<ServerStatus> {
         self.inner.manager.statuses()
+    }
+
+    /// What `ctx` administers under this configuration (see [`Access::administers`]).
+    pub fn administers(&self, ctx: &CallContext) -> Admin {
+        self.inner.access.administers(ctx)
+    }
+
+    /// Whether `ctx` may read `/metrics` (see [`Access::reads_metrics`]).
+    pub fn reads_metrics(&self, ctx: &CallContext) -> bool {
+        self.inner.access.reads_metrics(ctx)
+    }
+
+    /// Whether `server` is one of the servers `ctx`'s tenant sees.
+    pub fn tenant_sees(&self, ctx: &CallContext, server: &crate::config::ServerId) -> bool {
+        self.inner.access.tenant_sees(ctx, server)
     }
 
     pub fn config(&self) -> &Config {

@@ -1,9 +1,26 @@
-//! Access: which servers a tenant sees and which tools its users and roles may use. A tool a
-//! caller may not use is invisible to them, exactly like one that does not exist.
+//! Access: which servers a tenant sees and which tools its users and roles may use (a tool a
+//! caller may not use is invisible to them, exactly like one that does not exist), and who
+//! administers what: a tenant's admin its own tenant, an operator the whole gateway.
 
-use crate::config::{AccessConfig, ServerId};
+use crate::config::{AccessConfig, Operator, ServerId};
 
 use super::CallContext;
+
+/// The role of a tenant's administrator (of the whole gateway in single-tenant mode).
+pub const ADMIN_ROLE: &str = "admin";
+/// A role that may read `/metrics` and nothing else admin-only, for a scraper's token.
+pub const METRICS_ROLE: &str = "metrics";
+
+/// What a caller administers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admin {
+    /// Nothing.
+    None,
+    /// Its own tenant: that tenant's audit records, and the servers the tenant sees.
+    Tenant,
+    /// The whole gateway: reload, every server, every tenant's audit.
+    Operator,
+}
 
 /// Access decisions over the configured tenants and grants.
 #[derive(Debug, Clone, Default)]
@@ -54,6 +71,60 @@ impl Access {
                     && grant.tools.iter().any(|p| names_server(p, server))
             })
     }
+
+    /// What `ctx` administers. Without `[access]` the `admin` role operates the gateway (one
+    /// tenant, nothing to keep apart). With it, the configured operators operate it, and the
+    /// `admin` role administers only its own tenant, which must be a listed one: a tenant
+    /// unknown to the configuration administers nothing.
+    pub fn administers(&self, ctx: &CallContext) -> Admin {
+        let Some(config) = &self.config else {
+            return if ctx.has_role(ADMIN_ROLE) {
+                Admin::Operator
+            } else {
+                Admin::None
+            };
+        };
+        if config.operators.iter().any(|o| operates(o, ctx)) {
+            Admin::Operator
+        } else if ctx.has_role(ADMIN_ROLE) && config.tenants.iter().any(|t| t.tenant == ctx.tenant)
+        {
+            Admin::Tenant
+        } else {
+            Admin::None
+        }
+    }
+
+    /// Whether `ctx` may read `/metrics`, whose labels name every tenant's servers and tools:
+    /// an operator, or the `metrics` role. With `[access]` that role counts only in a tenant
+    /// named by an operator entry, so a tenant cannot grant it to itself.
+    pub fn reads_metrics(&self, ctx: &CallContext) -> bool {
+        if self.administers(ctx) == Admin::Operator {
+            return true;
+        }
+        ctx.has_role(METRICS_ROLE)
+            && self
+                .config
+                .as_ref()
+                .is_none_or(|config| config.operators.iter().any(|o| o.tenant == ctx.tenant))
+    }
+
+    /// Whether `server` is one `ctx`'s tenant sees (every server in single-tenant mode): the
+    /// servers a tenant's admin administers.
+    pub fn tenant_sees(&self, ctx: &CallContext, server: &ServerId) -> bool {
+        let Some(config) = &self.config else {
+            return true;
+        };
+        config
+            .tenants
+            .iter()
+            .any(|t| t.tenant == ctx.tenant && t.servers.contains(server))
+    }
+}
+
+/// The tenant is matched exactly, then the user or a role.
+fn operates(operator: &Operator, ctx: &CallContext) -> bool {
+    operator.tenant == ctx.tenant
+        && (operator.users.contains(&ctx.user) || operator.roles.iter().any(|r| ctx.has_role(r)))
 }
 
 /// `server.*` or `server.tool`: the part before the first `.` is the server id.
@@ -129,7 +200,74 @@ mod tests {
                     tools: vec!["github.*".into()],
                 },
             ],
+            operators: vec![],
         }))
+    }
+
+    #[test]
+    fn a_tenants_admin_administers_its_tenant_and_operators_the_gateway() {
+        let mut config = match access() {
+            Access { config: Some(c) } => c,
+            Access { config: None } => unreachable!("access() configures tenants"),
+        };
+        config.operators = vec![
+            Operator {
+                tenant: "ops".into(),
+                users: vec![],
+                roles: vec!["operator".into()],
+            },
+            Operator {
+                tenant: "acme".into(),
+                users: vec!["root".into()],
+                roles: vec![],
+            },
+        ];
+        let a = Access::new(Some(config));
+        assert_eq!(
+            a.administers(&ctx("acme", "ann", &["admin"])),
+            Admin::Tenant
+        );
+        assert_eq!(a.administers(&ctx("acme", "ann", &[])), Admin::None);
+        assert_eq!(a.administers(&ctx("acme", "root", &[])), Admin::Operator);
+        assert_eq!(
+            a.administers(&ctx("ops", "olga", &["operator"])),
+            Admin::Operator
+        );
+        // The operator role opens nothing in another tenant, nor the user name elsewhere.
+        assert_eq!(
+            a.administers(&ctx("acme", "ann", &["operator"])),
+            Admin::None
+        );
+        assert_eq!(
+            a.administers(&ctx("other", "root", &["admin"])),
+            Admin::Tenant
+        );
+        // A tenant the configuration does not list administers nothing.
+        assert_eq!(
+            a.administers(&ctx("nobody", "ann", &["admin"])),
+            Admin::None
+        );
+        assert_eq!(a.administers(&ctx("ACME", "root", &["admin"])), Admin::None);
+
+        assert!(a.reads_metrics(&ctx("ops", "olga", &["operator"])));
+        assert!(a.reads_metrics(&ctx("ops", "scraper", &["metrics"])));
+        assert!(!a.reads_metrics(&ctx("other", "scraper", &["metrics"])));
+        assert!(!a.reads_metrics(&ctx("other", "ann", &["admin"])));
+
+        assert!(a.tenant_sees(&ctx("other", "u", &[]), &id("time")));
+        assert!(!a.tenant_sees(&ctx("other", "u", &[]), &id("github")));
+        assert!(!a.tenant_sees(&ctx("ops", "olga", &["operator"]), &id("time")));
+    }
+
+    #[test]
+    fn without_access_the_admin_role_operates_the_gateway() {
+        let a = Access::new(None);
+        assert_eq!(a.administers(&ctx("x", "y", &["admin"])), Admin::Operator);
+        assert_eq!(a.administers(&ctx("x", "y", &["metrics"])), Admin::None);
+        assert!(a.reads_metrics(&ctx("x", "y", &["metrics"])));
+        assert!(a.reads_metrics(&ctx("x", "y", &["admin"])));
+        assert!(!a.reads_metrics(&ctx("x", "y", &[])));
+        assert!(a.tenant_sees(&ctx("x", "y", &[]), &id("any")));
     }
 
     #[test]

@@ -8,7 +8,7 @@ mod clock;
 mod context;
 mod limits;
 
-pub use access::Access;
+pub use access::{ADMIN_ROLE, Access, Admin, METRICS_ROLE};
 pub use arguments::{
     ArgumentError, CompiledSchema, InvalidSchema, MAX_ARGUMENT_DEPTH, check_value, parse_arguments,
     type_name, validate as validate_arguments,

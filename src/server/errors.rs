@@ -48,8 +48,9 @@ impl From<GatewayError> for ApiError {
     fn from(err: GatewayError) -> ApiError {
         let status = match &err {
             GatewayError::InvalidArguments { .. } => StatusCode::BAD_REQUEST,
-            GatewayError::NotFound { .. } => StatusCode::NOT_FOUND,
-            GatewayError::Forbidden { .. } => StatusCode::FORBIDDEN,
+            GatewayError::NotFound { .. } | GatewayError::ConfirmationNotFound => {
+                StatusCode::NOT_FOUND
+            }
             GatewayError::Quarantined { .. } | GatewayError::PendingReview { .. } => {
                 StatusCode::LOCKED
             }

@@ -19,7 +19,7 @@ use axum::{
     routing::get,
 };
 
-use super::{ApiError, AppState, rest::ADMIN_ROLE};
+use super::{ApiError, AppState};
 use crate::{
     agent::AgentEvent,
     gateway::{Gateway, GatewayError, ToolOutput},
@@ -28,7 +28,7 @@ use crate::{
 };
 
 /// A role that may read `/metrics` and nothing else admin-only, for a scraper's token.
-pub const METRICS_ROLE: &str = "metrics";
+pub use crate::policy::METRICS_ROLE;
 
 /// The media type of text exposition format 0.0.4.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -60,7 +60,6 @@ pub const OUTCOMES: &[&str] = &[
     "pending_review",
     "confirmation_required",
     "confirmation_invalid",
-    "forbidden",
     "limit_exceeded",
     "tool_error",
     "result_too_large",
@@ -343,7 +342,7 @@ impl Metrics {
     pub fn decided<T>(&self, decision: Decision, result: &Result<T, GatewayError>) {
         match result {
             Ok(_) => self.confirmation(decision),
-            Err(GatewayError::ConfirmationInvalid { .. } | GatewayError::Forbidden { .. }) => {
+            Err(GatewayError::ConfirmationNotFound) => {
                 self.confirmation(Decision::Refused);
             }
             Err(_) => {}
@@ -490,20 +489,21 @@ pub fn routes() -> Router<AppState> {
     Router::new().route("/metrics", get(serve_metrics))
 }
 
-/// Tool names and call volumes map what a tenant uses: only the admin or metrics role reads
-/// them.
+/// Tool names and call volumes map what every tenant uses: only an operator or the metrics
+/// role reads them (see [`crate::policy::Access::reads_metrics`]).
 async fn serve_metrics(
     State(state): State<AppState>,
     Extension(ctx): Extension<Arc<CallContext>>,
 ) -> Result<Response, ApiError> {
-    if !(ctx.has_role(ADMIN_ROLE) || ctx.has_role(METRICS_ROLE)) {
+    let gateway = state.gateway.current();
+    if !gateway.reads_metrics(&ctx) {
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
             "forbidden",
-            "this needs the admin or metrics role",
+            "this needs a gateway operator or the metrics role",
         ));
     }
-    let body = state.metrics.render(&state.gateway.current());
+    let body = state.metrics.render(&gateway);
     Ok(([(header::CONTENT_TYPE, CONTENT_TYPE)], body).into_response())
 }
 

@@ -19,9 +19,11 @@ enum Access {
     Public,
     /// Any authenticated caller.
     Caller,
-    /// The admin role.
+    /// An administrator: the admin role (of its own tenant with `[access]`) or an operator.
     Admin,
-    /// The admin or metrics role.
+    /// A gateway operator (the admin role without `[access]`).
+    Operator,
+    /// An operator or the metrics role.
     Scraper,
 }
 
@@ -70,7 +72,11 @@ const AUTHENTICATED: &[(u16, &str)] = &[
         "No token, or one that is invalid, expired or not yet valid (see `WWW-Authenticate`).",
     ),
 ];
-const ADMIN_ONLY: (u16, &str) = (403, "The caller lacks the admin role (`forbidden`).");
+const ADMIN_ONLY: (u16, &str) = (
+    403,
+    "The caller administers nothing: neither the admin role of a configured tenant nor an operator (`forbidden`).",
+);
+const OPERATOR_ONLY: (u16, &str) = (403, "The caller is not a gateway operator (`forbidden`).");
 
 fn operation(route: &Route) -> Value {
     let mut responses: BTreeMap<u16, (Vec<&str>, &str)> = BTreeMap::new();
@@ -84,8 +90,10 @@ fn operation(route: &Route) -> Value {
     for (status, description, schema) in route.errors {
         add(*status, description, schema);
     }
-    if route.access == Access::Admin {
-        add(ADMIN_ONLY.0, ADMIN_ONLY.1, "Error");
+    match route.access {
+        Access::Admin => add(ADMIN_ONLY.0, ADMIN_ONLY.1, "Error"),
+        Access::Operator => add(OPERATOR_ONLY.0, OPERATOR_ONLY.1, "Error"),
+        _ => {}
     }
     if route.access != Access::Public {
         for (status, description) in AUTHENTICATED {

@@ -24,7 +24,7 @@ use tokio_util::{
     task::{TaskTracker, task_tracker::TaskTrackerToken},
 };
 
-use super::{ApiError, AppState, rest::ADMIN_ROLE};
+use super::{ApiError, AppState, rest::require_operator};
 use crate::{
     config::{ServerId, StateConfig, load_with_embedded_state},
     gateway::{Gateway, GatewayOptions, StartError},
@@ -306,13 +306,7 @@ async fn reload_handler(
     State(state): State<AppState>,
     Extension(ctx): Extension<Arc<CallContext>>,
 ) -> Result<Response, ApiError> {
-    if !ctx.has_role(ADMIN_ROLE) {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            "this needs the admin role",
-        ));
-    }
+    require_operator(&state.gateway.current(), &ctx)?;
     let result = match &state.reload {
         Some(source) => reload(&state, source).await,
         None => Err(ReloadError::Unavailable),

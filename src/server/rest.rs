@@ -24,12 +24,14 @@ use super::{
 };
 use crate::{
     config::ServerId,
-    policy::{CallContext, parse_arguments},
+    gateway::Gateway,
+    policy::{Admin, CallContext, parse_arguments},
     store::AuditQuery,
 };
 
-/// The role that may refresh servers and read the audit log.
-pub const ADMIN_ROLE: &str = "admin";
+/// The role that refreshes servers and reads the audit log: of the whole gateway without
+/// `[access]`, of the caller's own tenant with it.
+pub use crate::policy::ADMIN_ROLE;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -157,11 +159,17 @@ async fn list_servers(
 ) -> Json<Value> {
     let gateway = state.gateway.current();
     let visible = gateway.list_tools(&ctx);
+    let admin = gateway.administers(&ctx);
     let servers: Vec<Value> = gateway
         .servers()
         .iter()
-        // A caller sees the servers whose tools they may see (admins see all).
-        .filter(|s| ctx.has_role(ADMIN_ROLE) || visible.iter().any(|t| t.server == s.id))
+        // A caller sees the servers whose tools they may see; a tenant's admin every server
+        // of the tenant, an operator every server.
+        .filter(|s| match admin {
+            Admin::Operator => true,
+            Admin::Tenant => gateway.tenant_sees(&ctx, &s.id),
+            Admin::None => visible.iter().any(|t| t.server == s.id),
+        })
         .map(|s| {
             json!({
                 "id": s.id.as_str(),
@@ -176,15 +184,27 @@ async fn list_servers(
     Json(json!({ "servers": servers }))
 }
 
-fn require_admin(ctx: &CallContext) -> Result<(), ApiError> {
-    if ctx.has_role(ADMIN_ROLE) {
-        Ok(())
-    } else {
-        Err(ApiError::new(
+/// What `ctx` administers; refused when nothing.
+fn require_admin(gateway: &Gateway, ctx: &CallContext) -> Result<Admin, ApiError> {
+    match gateway.administers(ctx) {
+        Admin::None => Err(ApiError::new(
             StatusCode::FORBIDDEN,
             "forbidden",
-            "this needs the admin role",
-        ))
+            "this needs the admin role (or, with [access], an operator)",
+        )),
+        admin => Ok(admin),
+    }
+}
+
+/// Refused unless `ctx` operates the whole gateway.
+pub(super) fn require_operator(gateway: &Gateway, ctx: &CallContext) -> Result<(), ApiError> {
+    match gateway.administers(ctx) {
+        Admin::Operator => Ok(()),
+        _ => Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "this needs a gateway operator (the admin role without [access])",
+        )),
     }
 }
 
@@ -193,8 +213,12 @@ async fn refresh_server(
     Extension(ctx): Extension<Arc<CallContext>>,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    require_admin(&ctx)?;
-    let found = ServerId::new(&id).is_some_and(|id| state.gateway.current().refresh(&id));
+    let gateway = state.gateway.current();
+    let admin = require_admin(&gateway, &ctx)?;
+    // Another tenant's server is not found, like one that does not exist.
+    let found = ServerId::new(&id)
+        .filter(|id| admin == Admin::Operator || gateway.tenant_sees(&ctx, id))
+        .is_some_and(|id| gateway.refresh(&id));
     if !found {
         return Err(ApiError::new(
             StatusCode::NOT_FOUND,
@@ -226,12 +250,22 @@ async fn audit(
     Extension(ctx): Extension<Arc<CallContext>>,
     Query(params): Query<AuditParams>,
 ) -> Result<Json<Value>, ApiError> {
-    require_admin(&ctx)?;
+    let gateway = state.gateway.current();
+    // A tenant's admin reads its own tenant's records, whatever the query names.
+    let tenant = match require_admin(&gateway, &ctx)? {
+        Admin::Operator => params.tenant,
+        _ => match params.tenant {
+            Some(tenant) if tenant != ctx.tenant => {
+                return Ok(Json(json!({ "records": [], "before": null })));
+            }
+            _ => Some(ctx.tenant.clone()),
+        },
+    };
     let at = |secs: u64| UNIX_EPOCH + Duration::from_secs(secs);
     let query = AuditQuery {
         since: params.since.map(at),
         until: params.until.map(at),
-        tenant: params.tenant,
+        tenant,
         user: params.user,
         tool: params.tool,
         outcome: params.outcome,
@@ -240,20 +274,14 @@ async fn audit(
             .unwrap_or(crate::store::DEFAULT_AUDIT_QUERY_LIMIT),
         before_id: params.before,
     };
-    let records = state
-        .gateway
-        .current()
-        .audit_store()
-        .query(query)
-        .await
-        .map_err(|err| {
-            tracing::error!(error = %err, "audit query failed");
-            ApiError::new(
-                StatusCode::SERVICE_UNAVAILABLE,
-                "store_unavailable",
-                "the audit log is unavailable",
-            )
-        })?;
+    let records = gateway.audit_store().query(query).await.map_err(|err| {
+        tracing::error!(error = %err, "audit query failed");
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store_unavailable",
+            "the audit log is unavailable",
+        )
+    })?;
     let list: Vec<Value> = records.iter().map(|(id, r)| r.to_json(*id)).collect();
     let next = records.last().map(|(id, _)| *id);
     Ok(Json(json!({ "records": list, "before": next })))

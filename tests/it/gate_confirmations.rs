@@ -96,8 +96,11 @@ fn invalid_reason(result: Result<ToolOutput, GatewayError>) -> &'static str {
 
 /// Reason given for a token that is unknown, already used or expired.
 const SPENT: &str = "unknown, already used or expired";
-/// Reason given when approving a confirmation that is unknown, decided or expired.
-const UNKNOWN_CONFIRMATION: &str = "unknown or expired confirmation";
+/// Whether deciding a confirmation found none waiting for the caller (unknown, decided,
+/// expired or another caller's: one answer).
+fn not_found<T>(result: &Result<T, GatewayError>) -> bool {
+    matches!(result, Err(GatewayError::ConfirmationNotFound))
+}
 
 /// Every audit record of `ctx`'s tenant and user, newest first.
 async fn records(gateway: &Gateway, ctx: &CallContext) -> Vec<AuditRecord> {

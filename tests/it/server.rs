@@ -15,6 +15,8 @@ use tokio::net::TcpListener;
 
 use crate::support::{self, fixture, in_process, no_confirm};
 
+mod tenants;
+
 const SECRET: &str = "0123456789abcdef0123456789abcdef-test-secret";
 
 /// A running service and what a test needs to talk to it.
@@ -88,11 +90,19 @@ async fn json_of(response: reqwest::Response) -> (StatusCode, Value) {
 }
 
 fn demo_config() -> Config {
-    let mut demo = in_process("demo", mcpgate::fixtures::demo::DemoServer::new());
-    demo.read_only_tools = ["echo", "add", "time_now", "list_notes"]
-        .map(String::from)
-        .to_vec();
-    support::config(vec![demo])
+    demo_config_with(&["demo"])
+}
+
+/// The demo server in process under each of `ids`, its read tools marked.
+fn demo_config_with(ids: &[&str]) -> Config {
+    let servers = ids.iter().map(|id| {
+        let mut demo = in_process(id, mcpgate::fixtures::demo::DemoServer::new());
+        demo.read_only_tools = ["echo", "add", "time_now", "list_notes"]
+            .map(String::from)
+            .to_vec();
+        demo
+    });
+    support::config(servers.collect())
 }
 
 #[tokio::test]
@@ -287,7 +297,7 @@ async fn calls_and_confirmations_over_rest() {
         .send()
         .await
         .expect("approve");
-    assert_eq!(again.status(), StatusCode::CONFLICT);
+    assert_eq!(again.status(), StatusCode::NOT_FOUND);
 
     let (status, audit) = json_of(
         service

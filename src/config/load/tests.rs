@@ -7,8 +7,8 @@ use tempfile::TempDir;
 
 use super::*;
 use crate::config::{
-    AccessConfig, CallLimits, Confirm, ConfirmationConfig, Grant, HttpKind, OnChange, PinsConfig,
-    ScanMode, ServerConfig, ServerId, TenantAccess, TransportConfig,
+    AccessConfig, CallLimits, Confirm, ConfirmationConfig, Grant, HttpKind, OnChange, Operator,
+    PinsConfig, ScanMode, ServerConfig, ServerId, TenantAccess, TransportConfig,
 };
 
 const EXE: &str = "/opt/mcpgate/bin/mcpgate";
@@ -179,6 +179,11 @@ fn the_documented_example_loads_with_every_option() {
             users: vec!["alice".to_owned()],
             roles: vec!["dev".to_owned()],
             tools: vec!["github.*".to_owned(), "time.get_current_time".to_owned()],
+        }],
+        operators: vec![Operator {
+            tenant: "ops".to_owned(),
+            users: vec![],
+            roles: vec!["operator".to_owned()],
         }],
     };
     assert_eq!(config.access, Some(access));

@@ -145,7 +145,7 @@ fn the_exposition_parses_and_counts_calls() {
     metrics.decided(Decision::Approved, &Ok::<(), GatewayError>(()));
     metrics.decided(
         Decision::Denied,
-        &Err::<(), _>(GatewayError::Forbidden { reason: "x" }),
+        &Err::<(), _>(GatewayError::ConfirmationNotFound),
     );
     metrics.decided(
         Decision::Denied,
@@ -320,7 +320,7 @@ fn every_gateway_code_is_a_listed_outcome() {
             expires_at: std::time::UNIX_EPOCH,
         },
         GatewayError::ConfirmationInvalid { reason: "x" },
-        GatewayError::Forbidden { reason: "x" },
+        GatewayError::ConfirmationNotFound,
         GatewayError::LimitExceeded {
             limit: "x".into(),
             retry_after: None,

@@ -58,7 +58,7 @@ pub(super) fn routes() -> Vec<Route> {
                 "text/plain; version=0.0.4": { "schema": { "type": "string" } } } }),
             errors: &[(
                 403,
-                "The caller has neither the admin nor the metrics role (`forbidden`).",
+                "The caller is neither a gateway operator nor has the metrics role (`forbidden`).",
                 "Error",
             )],
         },
@@ -172,13 +172,8 @@ pub(super) fn routes() -> Vec<Route> {
             ok: json_body("Approved.", schema_ref("Approval")),
             errors: &[
                 (
-                    403,
-                    "The confirmation belongs to another user or session (`forbidden`).",
-                    "Error",
-                ),
-                (
-                    409,
-                    "Unknown or expired confirmation (`confirmation_invalid`).",
+                    404,
+                    "No such confirmation waits for the caller: unknown, expired, already decided, or another caller's (`not_found`).",
                     "Error",
                 ),
                 (
@@ -199,13 +194,8 @@ pub(super) fn routes() -> Vec<Route> {
             ok: json_body("Denied.", schema_ref("Ok")),
             errors: &[
                 (
-                    403,
-                    "The confirmation belongs to another user or session (`forbidden`).",
-                    "Error",
-                ),
-                (
-                    409,
-                    "Unknown or expired confirmation (`confirmation_invalid`).",
+                    404,
+                    "No such confirmation waits for the caller: unknown, expired, already decided, or another caller's (`not_found`).",
                     "Error",
                 ),
                 (
@@ -220,7 +210,7 @@ pub(super) fn routes() -> Vec<Route> {
             path: "/api/v1/mcp/servers",
             id: "listServers",
             access: Access::Caller,
-            summary: "Servers whose tools the caller may see (admins: all), with their state.",
+            summary: "Servers whose tools the caller may see (a tenant's admin: its tenant's; an operator: all), with their state.",
             parameters: none(),
             body: None,
             ok: json_body("Servers.", schema_ref("ServerList")),
@@ -235,7 +225,11 @@ pub(super) fn routes() -> Vec<Route> {
             parameters: path_id("The server id."),
             body: None,
             ok: json_body("Refresh started.", schema_ref("Refreshing")),
-            errors: &[(404, "No such server (`not_found`).", "Error")],
+            errors: &[(
+                404,
+                "No such server, or (for a tenant's admin) not one of the tenant's (`not_found`).",
+                "Error",
+            )],
         },
         Route {
             method: "get",
@@ -246,7 +240,7 @@ pub(super) fn routes() -> Vec<Route> {
             parameters: json!([
                 query("since", "integer", "Records at or after this time (seconds since the epoch)."),
                 query("until", "integer", "Records before this time (seconds since the epoch)."),
-                query("tenant", "string", "Only this tenant."),
+                query("tenant", "string", "Only this tenant (a tenant's admin reads its own tenant only: another gives no records)."),
                 query("user", "string", "Only this user."),
                 query("tool", "string", "Only this canonical tool id."),
                 query("outcome", "string", "Only this outcome (`ok` or an error code)."),
@@ -276,7 +270,7 @@ pub(super) fn routes() -> Vec<Route> {
             method: "post",
             path: "/api/v1/admin/reload",
             id: "reload",
-            access: Access::Admin,
+            access: Access::Operator,
             summary: "Reads the configuration file again; a valid one replaces the running gateway.",
             parameters: none(),
             body: None,

@@ -10,8 +10,7 @@ use mcpgate::{
 use serde_json::json;
 
 use super::{
-    SPENT, UNKNOWN_CONFIRMATION, ask, assert_last_audit, caller, demo, invalid_reason, notes,
-    records,
+    SPENT, ask, assert_last_audit, caller, demo, invalid_reason, not_found, notes, records,
 };
 use crate::support;
 
@@ -126,10 +125,7 @@ async fn a_pending_confirmation_expires_exactly_at_pending_ttl() {
     let listed = gateway.pending_confirmations(&alice).await.expect("listed");
     assert!(listed.is_empty(), "expired at expires_at: {listed:?}");
     let late = gateway.approve(&alice, &id).await;
-    assert!(
-        matches!(late, Err(GatewayError::ConfirmationInvalid { reason }) if reason == UNKNOWN_CONFIRMATION),
-        "{late:?}"
-    );
+    assert!(not_found(&late), "{late:?}");
 
     let (id, expires_at) = ask_with_expiry(&gateway, &alice, "in time").await;
     hand.set(expires_at - TICK);
@@ -163,15 +159,12 @@ async fn failed_approvals_are_audited() {
     hand.set(expires_at);
     for id in [&denied, &expired] {
         let result = gateway.approve(&alice, id).await;
-        assert_eq!(
-            result.map(|_| ()).map_err(|e| e.code()),
-            Err("confirmation_invalid")
-        );
+        assert_eq!(result.map(|_| ()).map_err(|e| e.code()), Err("not_found"));
         let all = records(&gateway, &alice).await;
         let newest = all.first().expect("records");
         assert_eq!(
             (newest.confirmation_id.as_deref(), newest.outcome.as_str()),
-            (Some(id.as_str()), "confirmation_invalid"),
+            (Some(id.as_str()), "not_found"),
             "the failed approval of {id} is on record: {newest:?}"
         );
     }

@@ -264,10 +264,10 @@ async fn another_user_or_session_repeating_the_call_is_asked_again() {
     let alice = service.connect("alice").await;
     let (id, session) = asked(&alice, "mine").await;
 
-    // Approving needs the asking user and session.
+    // Approving needs the asking user and session; another's is not found.
     assert_eq!(
         service.approve("bob", &session, &id).await,
-        StatusCode::FORBIDDEN
+        StatusCode::NOT_FOUND
     );
     // A refused decision ends the confirmation; ask again and approve properly.
     let (id, session) = asked(&alice, "mine").await;

@@ -54,6 +54,7 @@ fn access() -> AccessConfig {
             grant("acme", &["alice"], &[], &["demo.*"]),
             grant("beta", &[], &[], &["demo.list_notes", "extra.*"]),
         ],
+        operators: vec![],
     }
 }
 

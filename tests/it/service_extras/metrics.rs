@@ -55,7 +55,7 @@ async fn calls_and_decisions_are_counted_by_outcome() {
     let approved = harness.send(Method::POST, &approve, None).await;
     assert_eq!(approved.status, StatusCode::OK, "{}", approved.text);
     let again = harness.send(Method::POST, &approve, None).await;
-    assert_eq!(again.status, StatusCode::CONFLICT);
+    assert_eq!(again.status, StatusCode::NOT_FOUND);
 
     let reply = harness.send(Method::GET, "/metrics", None).await;
     assert_eq!(reply.status, StatusCode::OK, "{}", reply.text);

@@ -247,3 +247,62 @@ fn access_may_name_servers_added_by_the_environment() {
     assert_eq!(access.tenants[0].servers, [id("clock")]);
     assert_eq!(access.grants[0].tools, ["clock.*"]);
 }
+
+#[test]
+fn operators_name_a_tenant_and_its_users_or_roles() {
+    // The operators' tenant need not be listed under `tenants`: it may see no server.
+    let (config, warnings) = access(
+        r#"
+        [access.tenants.acme]
+        servers = ["time"]
+        [[access.operators]]
+        tenant = "ops"
+        roles = ["operator"]
+        [[access.operators]]
+        tenant = "acme"
+        users = ["root@acme.example"]
+    "#,
+    );
+    assert!(warnings.is_empty(), "{warnings:?}");
+    assert_eq!(
+        config.operators,
+        [
+            Operator {
+                tenant: "ops".to_owned(),
+                users: vec![],
+                roles: vec!["operator".to_owned()],
+            },
+            Operator {
+                tenant: "acme".to_owned(),
+                users: vec!["root@acme.example".to_owned()],
+                roles: vec![],
+            },
+        ]
+    );
+
+    let got = problems(
+        r#"
+        [access.tenants.acme]
+        servers = ["time"]
+        [[access.operators]]
+        roles = ["operator"]
+        [[access.operators]]
+        tenant = "ops"
+        [[access.operators]]
+        tenant = ""
+        users = ["bob\n"]
+    "#,
+    );
+    assert_eq!(
+        got,
+        [
+            "access.operators[0]: needs `tenant`",
+            "access.operators[1]: names no `users` or `roles`: say which callers of the \
+             tenant operate the gateway",
+            "access.operators[2].tenant: must not be empty",
+            "access.operators[2].users[0]: holds a control character",
+        ]
+    );
+    let got = problems("[[access.operators]]\ntenant = \"ops\"\nroles = [\"op\"]\nrole = \"x\"\n");
+    assert!(got[0].contains("unknown field `role`"), "{got:?}");
+}

@@ -165,6 +165,7 @@ async fn a_server_without_grants_shows_nothing() {
             servers: vec![server("conf"), server("demo")],
         }],
         grants: vec![grant("alice", "conf.*"), grant("bob", "demo.echo")],
+        operators: vec![],
     };
     let endpoint = start(jwt_auth(), Some(access)).await;
     let bob = endpoint

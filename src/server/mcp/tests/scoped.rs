@@ -150,6 +150,7 @@ async fn unknown_and_hidden_servers_are_404_alike() {
             servers: vec![server("conf"), server("demo")],
         }],
         grants: vec![grant("bob", "demo.echo")],
+        operators: vec![],
     };
     let endpoint = start(jwt_auth(), Some(access)).await;
     let bob = jwt_for("bob");

@@ -419,6 +419,7 @@ async fn a_hidden_servers_resource_cannot_be_subscribed() {
             roles: vec![],
             tools: vec!["demo.echo".into()],
         }],
+        operators: vec![],
     };
     let endpoint = endpoint(&Upstream::new(false), jwt_auth(), Some(access)).await;
     let (bob, service) = connect(&endpoint, &jwt_for("bob")).await;

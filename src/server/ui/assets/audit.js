@@ -1,5 +1,5 @@
-// The audit log (admin role): recent tool-call attempts, newest first, filtered by user,
-// tool, outcome and time, paged with "Load older".
+// The audit log (the admin role: its tenant's; an operator: all): recent tool-call attempts,
+// newest first, filtered by user, tool, outcome and time, paged with "Load older".
 
 import { ApiError, api } from './api.js';
 import { clear, h, localTime, pill, say } from './dom.js';
@@ -61,7 +61,8 @@ export class Audit {
       if (error instanceof ApiError && error.status === 403) {
         this.results.append(h('div', { class: 'note info admin-only', role: 'note' },
           h('strong', {}, 'Admin only. '),
-          'The audit log is shown to callers with the admin role; your token does not carry it.'));
+          'The audit log is shown to administrators: the admin role reads its tenant\'s calls, ' +
+          'a gateway operator every tenant\'s. Your token is neither.'));
         say(this.status, '');
       } else {
         say(this.status, `The audit log could not be loaded: ${error.message}`);
