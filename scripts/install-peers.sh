@@ -44,19 +44,31 @@ install_npm() {
   printf '%s\n' "$want" >"$stamp"
 }
 
+# The venv's interpreter: the system's /usr/bin/python3 when it has the venv module, since
+# the sandbox tests start mcp-server-time as an unprivileged user, who cannot reach an
+# interpreter installed under root's home (pyenv); else the python3 on PATH.
+python_for_venv() {
+  if /usr/bin/python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
+    printf '/usr/bin/python3\n'
+  else
+    command -v python3
+  fi
+}
+
 install_python() {
   local venv="$peers/venv"
   local stamp="$peers/.pip-installed"
-  local want
-  want="$(digest "$pins/requirements.txt")"
+  local python want
+  need python3 "Python 3.10 or newer with the venv module"
+  python="$(python_for_venv)"
+  want="$( (cat "$pins/requirements.txt"; printf '%s\n' "$python") | sha256sum | cut -d' ' -f1)"
   if [[ -f "$stamp" && "$(cat "$stamp")" == "$want" && -x "$venv/bin/mcp-server-time" ]]; then
     log "python packages up to date"
     return
   fi
-  need python3 "Python 3.10 or newer with the venv module"
-  log "installing python packages into $venv"
+  log "installing python packages into $venv (with $python)"
   rm -rf "$venv"
-  python3 -m venv "$venv"
+  "$python" -m venv "$venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check --no-input -r "$pins/requirements.txt"
   printf '%s\n' "$want" >"$stamp"
 }

@@ -45,8 +45,8 @@ use serde_json::Value;
 use crate::{
     catalog::Catalog,
     config::{
-        Config, Confirm, Env, HttpConfig, HttpKind, InProcess, Limits, PinsConfig, SecretTemplate,
-        ServerConfig, ServerId, StateConfig, StdioConfig, TransportConfig,
+        Config, Confirm, Env, HttpConfig, HttpKind, InProcess, Limits, PinsConfig, Sandbox,
+        SecretTemplate, ServerConfig, ServerId, StateConfig, StdioConfig, TransportConfig,
     },
     gateway::{Gateway, GatewayError, GatewayOptions, ToolOutput},
     policy::CallContext,
@@ -77,7 +77,9 @@ impl ServerSpec {
         })))
     }
 
-    /// A stdio server started from `program` and `args` (no shell).
+    /// A stdio server started from `program` and `args` (no shell). It runs unsandboxed:
+    /// the sandbox is applied by the `mcpgate` binary's supervisor, which an embedding
+    /// program does not have (run servers you do not trust through `mcpgate serve`).
     pub fn command<I, S>(program: &str, args: I) -> ServerSpec
     where
         I: IntoIterator<Item = S>,
@@ -88,6 +90,7 @@ impl ServerSpec {
             args: args.into_iter().map(Into::into).collect(),
             env: Vec::new(),
             cwd: None,
+            sandbox: Sandbox::off(),
         }))
     }
 

@@ -88,6 +88,9 @@ enum Command {
     Supervise {
         #[arg(long)]
         parent: u32,
+        /// The sandbox to enter first (JSON, from the gateway).
+        #[arg(long)]
+        sandbox: Option<String>,
         #[arg(last = true, required = true)]
         command: Vec<OsString>,
     },
@@ -116,11 +119,22 @@ enum ConfigCommand {
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Command::Supervise { parent, command } = cli.command {
-        // Synchronous on purpose: no runtime, no threads but the one that waits for signals.
+    if let Command::Supervise {
+        parent,
+        sandbox,
+        command,
+    } = cli.command
+    {
+        // Synchronous on purpose: no runtime, no threads but the one that waits for signals
+        // (started after the sandbox, which Landlock applies to the calling thread).
         let mut command = command.into_iter();
         let program = command.next().unwrap_or_default();
-        let code = mcpgate::upstream::supervisor::run(parent, program, command.collect());
+        let code = mcpgate::upstream::supervisor::run(
+            parent,
+            sandbox.as_deref(),
+            program,
+            command.collect(),
+        );
         return ExitCode::from(u8::try_from(code).unwrap_or(1));
     }
     // `serve` starts logging once its configuration is read (`[server] log_json`).

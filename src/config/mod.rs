@@ -13,6 +13,8 @@ mod limit_rules;
 mod load;
 mod mcp_servers;
 mod raw;
+mod sandbox;
+mod sandbox_rules;
 mod secret;
 mod secret_rules;
 mod server_rules;
@@ -28,6 +30,10 @@ pub use gate::{
     PinsConfig, ResultOverflow, StateConfig, TenantAccess,
 };
 pub use load::{ConfigSource, Loaded, load, load_with_embedded_state};
+pub use sandbox::{
+    DEFAULT_MEMORY_BYTES, DEFAULT_OPEN_FILES, DEFAULT_PROCESSES, Network, RunAs, Sandbox,
+    SandboxMode,
+};
 pub use secret::{Secret, SecretTemplate};
 pub use service::{AuthConfig, JwtAlgorithm, JwtConfig, ServiceConfig};
 pub use validate::{ConfigError, Problem};
@@ -240,6 +246,9 @@ pub struct StdioConfig {
     /// The child's whole environment (nothing is inherited), values possibly `${VAR}` references.
     pub env: Vec<(String, SecretTemplate)>,
     pub cwd: Option<PathBuf>,
+    /// Who it runs as and what it may touch; [`Sandbox::default`] is on, as the gateway's
+    /// user (refused for root), with no network.
+    pub sandbox: Sandbox,
 }
 
 #[derive(Debug, Clone)]
@@ -291,6 +300,16 @@ impl Config {
                 args: vec!["demo-server".to_owned()],
                 env: Vec::new(),
                 cwd: None,
+                // Our own code: sandboxed, but as the gateway's user even when that is root,
+                // so a fresh checkout anywhere runs it.
+                sandbox: Sandbox {
+                    run_as: RunAs::User {
+                        name: "the gateway's user".to_owned(),
+                        uid: nix::unistd::geteuid().as_raw(),
+                        gid: nix::unistd::getegid().as_raw(),
+                    },
+                    ..Sandbox::default()
+                },
             }),
         );
         demo.read_only_tools = crate::fixtures::demo::READ_ONLY_TOOLS

@@ -144,6 +144,21 @@
 //! max_running_turns = 64           # chat turns at once, whole process (1 ..= 10000)
 //! max_messages = 200               # messages in one chat request (1 ..= 10000)
 //!
+//! # Every stdio server runs sandboxed (see README, Security): these are the defaults, and a
+//! # server's own `[servers.ID.sandbox]` table overrides them field by field (its `read` and
+//! # `write` add to these).
+//! [sandbox]
+//! mode = "on"                      # on: as far as the kernel allows | required | off
+//! run_as = "nobody"                # user[:group]; unset: the gateway's user, never root
+//!                                  # unless written `run_as = "root"`
+//! memory = "4GiB"                  # address space (RLIMIT_AS); bytes or a size with a unit
+//! cpu_seconds = 3600               # CPU time of the server's life (RLIMIT_CPU); unset: none
+//! open_files = 1024                # RLIMIT_NOFILE
+//! processes = 256                  # processes and threads of its user (RLIMIT_NPROC)
+//! read = ["/srv"]                 # readable beyond the system folders and its program's
+//! write = ["/var/tmp"]             # writable beyond its working folder
+//! network = false                  # true, false, or TCP ports it may connect to: [443]
+//!
 //! # Without an [access] section the gateway is single-tenant: every caller sees every
 //! # server. With one, a caller sees only what a grant of its tenant gives it.
 //! [access.tenants.acme]            # tenant, user and role names: 1 to 128 characters,
@@ -224,8 +239,46 @@ pub struct RawFile {
     pub agent: RawAgent,
     /// Kept apart from an empty section: absent means single-tenant mode.
     pub access: Option<RawAccess>,
+    /// Defaults for every stdio server's sandbox.
+    #[serde(default)]
+    pub sandbox: RawSandbox,
     #[serde(default)]
     pub servers: BTreeMap<String, toml::Value>,
+}
+
+/// `[sandbox]`, or one server's `sandbox` table (camelCase names in JSON sources).
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSandbox {
+    /// `on`, `required` or `off`; checked with its path during validation.
+    pub mode: Option<String>,
+    #[serde(alias = "runAs")]
+    pub run_as: Option<String>,
+    pub memory: Option<RawSize>,
+    #[serde(alias = "cpuSeconds")]
+    pub cpu_seconds: Option<u64>,
+    #[serde(alias = "openFiles")]
+    pub open_files: Option<u64>,
+    pub processes: Option<u64>,
+    pub read: Option<Vec<String>>,
+    pub write: Option<Vec<String>>,
+    pub network: Option<RawNetwork>,
+}
+
+/// A size: bytes, or a string with a unit (`"512MiB"`, `"4GiB"`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum RawSize {
+    Bytes(u64),
+    Text(String),
+}
+
+/// `true`, `false`, or the TCP ports a server may connect to.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum RawNetwork {
+    All(bool),
+    Ports(Vec<i64>),
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -414,6 +467,7 @@ server_fields! {
     connect_timeout: RawDuration,
     call_timeout: RawDuration,
     tool_timeouts: BTreeMap<String, RawDuration>,
+    sandbox: RawSandbox,
 }
 
 /// A JSON object kept in written order that rejects duplicate keys: `serde_json` would keep

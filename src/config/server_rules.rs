@@ -1,15 +1,19 @@
 //! Rules for one server: command or URL, the URL policy, tool lists, confirmations and
 //! timeouts.
 
-use std::{net::IpAddr, path::PathBuf};
+use std::{
+    net::IpAddr,
+    path::{Path, PathBuf},
+};
 
 use url::{Host, Url};
 
 use super::{
-    Confirm, Env, HttpConfig, HttpKind, OnChange, ScanMode, ServerConfig, ServerId, StdioConfig,
-    TransportConfig,
+    Confirm, Env, HttpConfig, HttpKind, OnChange, Sandbox, ScanMode, ServerConfig, ServerId,
+    StdioConfig, TransportConfig,
     limit_rules::TIMEOUT_RANGE,
     raw::{RawConfirm, RawReaction, RawServer, RawTransport},
+    sandbox_rules,
     secret_rules::{self, Context},
     validate::{Entry, FieldCase, Report, duration, join},
 };
@@ -35,6 +39,7 @@ pub(super) fn validate(
     id: ServerId,
     entry: &Entry,
     env: &Env,
+    sandbox: (&Sandbox, &Path),
     report: &mut Report,
 ) -> Option<ServerConfig> {
     let before = report.problem_count();
@@ -47,7 +52,7 @@ pub(super) fn validate(
         env,
         enabled: raw.enabled.unwrap_or(true),
     };
-    let transport = transport(raw, &f, &cx, report);
+    let transport = transport(raw, &f, &cx, sandbox, report);
     // Misplaced on a command server, where `transport` already reported it.
     let allowed_hosts = match raw.command {
         None => allowed_hosts(raw, &f, report),
@@ -143,6 +148,7 @@ fn transport(
     raw: &RawServer,
     f: &Fields<'_>,
     cx: &Context<'_>,
+    sandbox: (&Sandbox, &Path),
     report: &mut Report,
 ) -> Option<TransportConfig> {
     let misplaced = |fields: &[(&str, bool)], needs: &str, report: &mut Report| {
@@ -164,13 +170,14 @@ fn transport(
                 ("allow_private", raw.allow_private.is_some()),
             ];
             misplaced(&fields, "url", report);
-            stdio(command, raw, f, cx, report).map(TransportConfig::Stdio)
+            stdio(command, raw, f, cx, sandbox, report).map(TransportConfig::Stdio)
         }
         (None, Some(url)) => {
             let fields = [
                 ("args", raw.args.is_some()),
                 ("env", raw.env.is_some()),
                 ("cwd", raw.cwd.is_some()),
+                ("sandbox", raw.sandbox.is_some()),
             ];
             misplaced(&fields, "command", report);
             http(url, raw, f, cx, report).map(TransportConfig::Http)
@@ -194,6 +201,7 @@ fn stdio(
     raw: &RawServer,
     f: &Fields<'_>,
     cx: &Context<'_>,
+    (defaults, base): (&Sandbox, &Path),
     report: &mut Report,
 ) -> Option<StdioConfig> {
     let before = report.problem_count();
@@ -220,11 +228,16 @@ fn stdio(
             "must be a directory path (non-empty, no NUL)",
         );
     }
+    let sandbox = match &raw.sandbox {
+        Some(own) => sandbox_rules::apply(defaults.clone(), own, &f.path("sandbox"), base, report),
+        None => defaults.clone(),
+    };
     (report.problem_count() == before).then(|| StdioConfig {
         command: command.to_owned(),
         args,
         env,
         cwd,
+        sandbox,
     })
 }
 

@@ -12,11 +12,12 @@ use std::{
 
 use super::{
     AccessConfig, AuditConfig, CacheConfig, CallLimits, Config, ConfirmationConfig, Env, Limits,
-    PinsConfig, ReconnectConfig, ServerConfig, ServerId, StateConfig, access_rules, agent_rules,
+    PinsConfig, ReconnectConfig, Sandbox, ServerConfig, ServerId, StateConfig, access_rules,
+    agent_rules,
     duration::RawDuration,
     gate_rules, limit_rules,
     raw::{RawAccess, RawAgent, RawAudit, RawFile, RawLlm, RawServer, RawService},
-    server_rules,
+    sandbox_rules, server_rules,
 };
 
 mod auth_rules;
@@ -186,8 +187,10 @@ pub(super) struct Draft {
     /// (`MCPGATE_MODEL`, `OPENAI_BASE_URL`, `OPENAI_API_KEY`).
     llm: Option<RawLlm>,
     agent: RawAgent,
-    /// The folder that `[server.auth] public_keys` are relative to.
+    /// The folder that `[server.auth] public_keys` and sandbox paths are relative to.
     base: PathBuf,
+    /// `[sandbox]`: what every stdio server added from now on starts from.
+    sandbox: Sandbox,
 }
 
 impl Draft {
@@ -223,6 +226,7 @@ impl Draft {
             llm: None,
             agent: RawAgent::default(),
             base: base.to_path_buf(),
+            sandbox: Sandbox::default(),
         }
     }
 
@@ -246,6 +250,7 @@ impl Draft {
             llm: file.llm,
             agent: file.agent,
             base: base.to_path_buf(),
+            sandbox: sandbox_rules::defaults(&file.sandbox, base, report),
         }
     }
 
@@ -267,7 +272,8 @@ impl Draft {
             if entry.server.enabled == Some(false) {
                 self.disabled.insert(id.clone());
             }
-            if let Some(server) = server_rules::validate(id, &entry, env, report) {
+            let sandbox = (&self.sandbox, self.base.as_path());
+            if let Some(server) = server_rules::validate(id, &entry, env, sandbox, report) {
                 self.servers.push(server);
             }
         }

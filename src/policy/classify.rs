@@ -60,6 +60,7 @@ mod tests {
                 args: vec![],
                 env: vec![],
                 cwd: None,
+                sandbox: crate::config::Sandbox::default(),
             }),
         )
     }

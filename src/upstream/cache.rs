@@ -217,6 +217,7 @@ mod tests {
             args: args.iter().map(|a| (*a).to_owned()).collect(),
             env: Vec::new(),
             cwd: Some(PathBuf::from("/srv")),
+            sandbox: crate::config::Sandbox::default(),
         })
     }
 

@@ -285,10 +285,14 @@ async fn connect_stdio(
             framing: Some(framing),
             link: Some(CallLink::Line(link)),
         }),
-        Err(err) => {
-            child.shutdown().await;
-            Err(framing_or(&framing, err))
-        }
+        Err(err) => match child.shutdown().await {
+            // The process ending is the cause worth telling (a sandbox it could not enter, a
+            // limit it hit before it answered).
+            Some(how) if framing.get().is_none() => {
+                Err(UpstreamError::Connect(format!("the server exited: {how}")))
+            }
+            _ => Err(framing_or(&framing, err)),
+        },
     }
 }
 

@@ -50,6 +50,9 @@ pub struct ServerStatus {
     pub tools: Option<Arc<Vec<Tool>>>,
     /// Whether `tools` may be out of date (the last refresh failed or the connection is down).
     pub stale: bool,
+    /// What the sandbox of a stdio server's latest process enforces, as its supervisor said
+    /// (`landlock`: `full`, `partial` or `none`; `uid`).
+    pub sandbox: Option<serde_json::Value>,
 }
 
 #[derive(Debug)]
@@ -63,6 +66,8 @@ struct SlotState {
     link: Option<CallLink>,
     tools: Option<Arc<Vec<Tool>>>,
     stale: bool,
+    /// The supervisor's word on the latest process's sandbox.
+    sandbox: Option<super::stdio::SandboxStatus>,
     /// At least one connection attempt has finished (for [`Manager::wait_settled`]).
     settled: bool,
     /// Counts connections, so a caller that saw one connection die marks down that one and
@@ -78,6 +83,7 @@ impl SlotState {
             transport: None,
             peer: None,
             link: None,
+            sandbox: None,
             tools: None,
             stale: false,
             settled: false,
@@ -234,6 +240,7 @@ impl Manager {
                     transport: s.transport,
                     tools: s.tools.clone(),
                     stale: s.stale,
+                    sandbox: s.sandbox.as_ref().and_then(|status| status.get()),
                 }
             })
             .collect()
@@ -617,6 +624,7 @@ async fn serve(inner: &Inner, slot: &Slot, connection: super::Connection) -> Opt
         s.peer = Some(peer.clone());
         s.link = link;
         s.transport = Some(transport);
+        s.sandbox = child.as_ref().map(super::stdio::ChildGuard::sandbox_status);
         s.connection += 1;
     }
     relist(inner, slot, &peer, true).await;
@@ -652,13 +660,17 @@ async fn serve(inner: &Inner, slot: &Slot, connection: super::Connection) -> Opt
             }
         }
     };
-    if let Some(child) = child {
-        child.shutdown().await;
-    }
+    let ended = match child {
+        Some(child) => child.shutdown().await,
+        None => None,
+    };
     lost.then(|| {
         framing
             .and_then(|f| f.get())
-            .unwrap_or_else(|| "connection closed by the server".to_owned())
+            .unwrap_or_else(|| match ended {
+                Some(how) => format!("connection closed by the server: {how}"),
+                None => "connection closed by the server".to_owned(),
+            })
     })
 }
 

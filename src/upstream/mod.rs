@@ -7,6 +7,7 @@ mod input;
 mod line_transport;
 mod manager;
 pub mod relay;
+pub mod sandbox;
 pub mod sse;
 pub mod stdio;
 pub mod supervisor;

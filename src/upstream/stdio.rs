@@ -1,6 +1,6 @@
 //! stdio upstreams: a hardened child process (no shell, cleared environment, own process
-//! group, optional supervisor), stdout framed with a line-length bound, stderr drained into
-//! the log with a byte bound.
+//! group, optional supervisor, a sandbox entered by the supervisor), stdout framed with a
+//! line-length bound, stderr drained into the log with a byte bound.
 
 use std::{
     io,
@@ -20,7 +20,11 @@ use tokio::{
     process::{Child, ChildStdin, ChildStdout, Command},
 };
 
-use crate::config::{Env, Secret, ServerId, StdioConfig};
+use super::{
+    sandbox::{self, SANDBOX_FAILED, STATUS_PREFIX},
+    supervisor::NOT_STARTED,
+};
+use crate::config::{Env, RunAs, SandboxMode, Secret, ServerId, StdioConfig};
 
 /// Variables passed to every child from the gateway's own environment: what programs need to
 /// start (find executables, a home, a locale), nothing that usually carries a secret.
@@ -45,33 +49,52 @@ pub struct StdioLaunch {
     pub max_stderr_line_bytes: usize,
 }
 
-/// A running child process; kills its whole process group when closed or dropped.
+/// A running child process; kills its whole process group when closed or dropped, and
+/// removes the scratch folder it was given.
 #[derive(Debug)]
 pub struct ChildGuard {
     child: Child,
     group: Option<Pid>,
+    scratch: Option<PathBuf>,
+    /// What the sandbox enforced, as the supervisor said before the server ran.
+    sandbox: SandboxStatus,
 }
 
 impl ChildGuard {
     /// Stops the child: waits for it to exit after stdin was closed, then SIGTERM, then
-    /// SIGKILL to the whole group, and reaps it.
-    pub async fn shutdown(mut self) {
-        if tokio::time::timeout(EXIT_GRACE, self.child.wait())
-            .await
-            .is_err()
-        {
-            self.signal(Signal::SIGTERM);
-            if tokio::time::timeout(EXIT_GRACE, self.child.wait())
-                .await
-                .is_err()
-            {
-                self.signal(Signal::SIGKILL);
-                let _ = self.child.wait().await;
+    /// SIGKILL to the whole group, and reaps it. Says how it ended when it ended by itself
+    /// in a way worth telling (a limit, a signal, a sandbox that could not be entered).
+    pub async fn shutdown(mut self) -> Option<String> {
+        let mut ended = None;
+        match tokio::time::timeout(EXIT_GRACE, self.child.wait()).await {
+            Ok(status) => ended = status.ok().and_then(|s| exit_reason(s, &self.sandbox)),
+            Err(_) => {
+                self.signal(Signal::SIGTERM);
+                if tokio::time::timeout(EXIT_GRACE, self.child.wait())
+                    .await
+                    .is_err()
+                {
+                    self.signal(Signal::SIGKILL);
+                    let _ = self.child.wait().await;
+                }
             }
         }
         // Grandchildren may outlive a server that exited by itself.
         self.signal(Signal::SIGKILL);
         self.group = None;
+        self.remove_scratch();
+        ended
+    }
+
+    /// What the sandbox enforced (`None` before the supervisor said, or without a sandbox).
+    pub fn sandbox_status(&self) -> SandboxStatus {
+        self.sandbox.clone()
+    }
+
+    fn remove_scratch(&mut self) {
+        if let Some(scratch) = self.scratch.take() {
+            let _ = std::fs::remove_dir_all(scratch);
+        }
     }
 
     fn signal(&self, signal: Signal) {
@@ -86,7 +109,61 @@ impl Drop for ChildGuard {
         // Last resort when `shutdown` was not awaited: no orphans, whatever path we took.
         self.signal(Signal::SIGKILL);
         let _ = self.child.start_kill();
+        self.remove_scratch();
     }
+}
+
+/// What the supervisor reported of a server's sandbox: the status line's JSON.
+#[derive(Debug, Clone, Default)]
+pub struct SandboxStatus(Arc<Mutex<Option<serde_json::Value>>>);
+
+impl SandboxStatus {
+    pub fn get(&self) -> Option<serde_json::Value> {
+        self.0.lock().ok().and_then(|slot| slot.clone())
+    }
+
+    fn set(&self, value: serde_json::Value) {
+        if let Ok(mut slot) = self.0.lock() {
+            *slot = Some(value);
+        }
+    }
+}
+
+/// Why a server's process ended, when it says more than "closed": 128 plus a signal from the
+/// supervisor (or the signal itself without one), or the sandbox failing.
+fn exit_reason(status: std::process::ExitStatus, sandbox: &SandboxStatus) -> Option<String> {
+    use std::os::unix::process::ExitStatusExt as _;
+    let signal = status.signal().or_else(|| {
+        status
+            .code()
+            .filter(|c| (129..=159).contains(c))
+            .map(|c| c - 128)
+    });
+    if status.code() == Some(NOT_STARTED) {
+        return Some(
+            "its program could not be started (the log has why: not found, or not readable \
+             by its user or its sandbox)"
+                .into(),
+        );
+    }
+    if status.code() == Some(SANDBOX_FAILED) && sandbox.get().is_none() {
+        return Some(
+            "its sandbox could not be entered (the log has the supervisor's reason)".into(),
+        );
+    }
+    let signal = Signal::try_from(signal?).ok()?;
+    Some(match signal {
+        Signal::SIGXCPU => {
+            "it used up its CPU time limit (sandbox cpu_seconds) and was stopped by SIGXCPU"
+                .to_owned()
+        }
+        Signal::SIGXFSZ => "it exceeded the file size limit (SIGXFSZ)".to_owned(),
+        Signal::SIGKILL => {
+            "it was killed (SIGKILL: past the hard CPU limit, out of memory, or by another process)"
+                .to_owned()
+        }
+        other => format!("it ended on signal {}", other.as_str()),
+    })
 }
 
 /// Starts the child. Returns its stdout (line-bounded), stdin, the guard, and the shared slot
@@ -103,17 +180,32 @@ pub fn spawn(
     ),
     SpawnError,
 > {
-    let vars = resolve_env(&launch.config, env)?;
+    let mut vars = resolve_env(&launch.config, env)?;
+    let sandboxed = launch.config.sandbox.mode != SandboxMode::Off;
+    let mut scratch = None;
     let mut command = match &launch.supervisor {
         Some(exe) => {
             let mut c = Command::new(exe);
             c.arg("supervise")
                 .arg("--parent")
-                .arg(std::process::id().to_string())
-                .arg("--")
+                .arg(std::process::id().to_string());
+            if sandboxed {
+                let (plan, made) = sandbox_plan(launch, &mut vars)?;
+                scratch = made;
+                c.arg("--sandbox").arg(plan);
+            }
+            c.arg("--")
                 .arg(&launch.config.command)
                 .args(&launch.config.args);
             c
+        }
+        None if sandboxed => {
+            return Err(SpawnError::Sandbox(
+                "the sandbox is entered by the mcpgate supervisor, and none is configured \
+                 (GatewayOptions::supervisor); set the server's sandbox mode to \"off\" to \
+                 run it unsandboxed"
+                    .to_owned(),
+            ));
         }
         None => {
             let mut c = Command::new(&launch.config.command);
@@ -129,23 +221,108 @@ pub fn spawn(
         .stderr(std::process::Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
-    if let Some(cwd) = &launch.config.cwd {
+    if let Some(cwd) = launch.config.cwd.as_ref().or(scratch.as_ref()) {
         command.current_dir(cwd);
     }
-    let mut child = command.spawn().map_err(|source| SpawnError::Spawn {
-        command: launch.config.command.clone(),
-        source,
-    })?;
+    let mut child = match command.spawn() {
+        Ok(child) => child,
+        Err(source) => {
+            if let Some(scratch) = &scratch {
+                let _ = std::fs::remove_dir_all(scratch);
+            }
+            return Err(SpawnError::Spawn {
+                command: launch.config.command.clone(),
+                source,
+            });
+        }
+    };
     let group = child.id().map(|id| Pid::from_raw(id as i32));
-    let (Some(stdin), Some(stdout), Some(stderr)) =
-        (child.stdin.take(), child.stdout.take(), child.stderr.take())
-    else {
+    let status = SandboxStatus::default();
+    let guard_parts = (child.stdin.take(), child.stdout.take(), child.stderr.take());
+    let guard = ChildGuard {
+        child,
+        group,
+        scratch,
+        sandbox: status.clone(),
+    };
+    let (Some(stdin), Some(stdout), Some(stderr)) = guard_parts else {
         return Err(SpawnError::Pipes);
     };
-    drain_stderr(launch.server.clone(), stderr, launch.max_stderr_line_bytes);
+    let status = sandboxed.then_some(status);
+    drain_stderr(
+        launch.server.clone(),
+        stderr,
+        launch.max_stderr_line_bytes,
+        status,
+    );
     let failure = FramingError::default();
     let stdout = LineBounded::new(stdout, launch.max_line_bytes, failure.clone());
-    Ok((stdout, stdin, ChildGuard { child, group }, failure))
+    Ok((stdout, stdin, guard, failure))
+}
+
+/// The sandbox plan for `launch` (as JSON for the supervisor), and the scratch folder made
+/// for it when it has no `cwd`: its working folder, `HOME` and `TMPDIR` unless its `env`
+/// names them, owned by the user it runs as, removed when it stops.
+fn sandbox_plan(
+    launch: &StdioLaunch,
+    vars: &mut Vec<(String, Secret)>,
+) -> Result<(String, Option<PathBuf>), SpawnError> {
+    let config = &launch.config;
+    let gateway_uid = nix::unistd::geteuid().as_raw();
+    if let Some(reason) = config.sandbox.refusal(gateway_uid) {
+        return Err(SpawnError::Sandbox(reason.to_owned()));
+    }
+    let (workdir, scratch) = match &config.cwd {
+        Some(cwd) => (cwd.clone(), None),
+        None => {
+            let scratch = make_scratch(&launch.server, &config.sandbox.run_as)?;
+            (scratch.clone(), Some(scratch))
+        }
+    };
+    for name in ["HOME", "TMPDIR"] {
+        if !config.env.iter().any(|(n, _)| n == name) {
+            vars.retain(|(n, _)| n != name);
+            vars.push((
+                name.to_owned(),
+                Secret::new(workdir.to_string_lossy().into_owned()),
+            ));
+        }
+    }
+    let path = vars
+        .iter()
+        .find(|(n, _)| n == "PATH")
+        .map(|(_, v)| v.expose().to_owned());
+    let plan = sandbox::plan(config, &workdir, path.as_deref());
+    let json = serde_json::to_string(&plan)
+        .map_err(|err| SpawnError::Sandbox(format!("a sandbox path is not UTF-8: {err}")))?;
+    Ok((json, scratch))
+}
+
+/// A fresh, private folder for one start of `server`, owned by the user it runs as.
+fn make_scratch(server: &ServerId, run_as: &RunAs) -> Result<PathBuf, SpawnError> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    let fail = |what: &str, err: &dyn std::fmt::Display| {
+        SpawnError::Sandbox(format!(
+            "cannot make the server's scratch folder ({what}): {err}"
+        ))
+    };
+    let dir = std::env::temp_dir().join(format!(
+        "mcpgate-{}-{server}-{}",
+        std::process::id(),
+        crate::digest::random_hex(4)
+    ));
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&dir)
+        .map_err(|e| fail("create", &e))?;
+    if let RunAs::User { uid, gid, .. } = run_as {
+        let owner = (Some((*uid).into()), Some((*gid).into()));
+        if let Err(err) = nix::unistd::chown(&dir, owner.0, owner.1) {
+            let _ = std::fs::remove_dir(&dir);
+            return Err(fail("chown", &err));
+        }
+    }
+    Ok(dir)
 }
 
 fn resolve_env(config: &StdioConfig, env: &Env) -> Result<Vec<(String, Secret)>, SpawnError> {
@@ -168,8 +345,15 @@ fn resolve_env(config: &StdioConfig, env: &Env) -> Result<Vec<(String, Secret)>,
 }
 
 /// Copies the child's stderr into the log, a line at a time, each line cut to `max` bytes.
-/// The task ends when the child closes stderr.
-fn drain_stderr(server: ServerId, stderr: tokio::process::ChildStderr, max: usize) {
+/// With `sandbox`, the first line is the supervisor's word on the sandbox: kept there, and
+/// logged as a warning when the kernel enforced less than asked. The task ends when the
+/// child closes stderr.
+fn drain_stderr(
+    server: ServerId,
+    stderr: tokio::process::ChildStderr,
+    max: usize,
+    mut sandbox: Option<SandboxStatus>,
+) {
     tokio::spawn(async move {
         let mut reader = BufReader::new(stderr);
         let mut line = Vec::new();
@@ -179,7 +363,22 @@ fn drain_stderr(server: ServerId, stderr: tokio::process::ChildStderr, max: usiz
                 Ok(0) | Err(_) => break,
                 Ok(_) => {
                     let text = String::from_utf8_lossy(&line);
-                    tracing::info!(server = %server, stderr = %text.trim_end(), "upstream stderr");
+                    let text = text.trim_end();
+                    // Only the first line: the server itself writes after it.
+                    let status = sandbox.take().and_then(|slot| {
+                        let json = text.strip_prefix(STATUS_PREFIX)?;
+                        Some((slot, serde_json::from_str::<serde_json::Value>(json).ok()?))
+                    });
+                    if let Some((slot, status)) = status {
+                        if status["landlock"] != "full" {
+                            tracing::warn!(server = %server, sandbox = %status, "the kernel enforces only part of this server's sandbox");
+                        } else {
+                            tracing::debug!(server = %server, sandbox = %status, "sandbox entered");
+                        }
+                        slot.set(status);
+                        continue;
+                    }
+                    tracing::info!(server = %server, stderr = %text, "upstream stderr");
                 }
             }
         }
@@ -296,6 +495,8 @@ pub enum SpawnError {
     Env { name: String, reason: String },
     #[error("child process pipes were not available")]
     Pipes,
+    #[error("sandbox: {0}")]
+    Sandbox(String),
 }
 
 #[cfg(test)]

@@ -7,16 +7,26 @@
 //! whole group when the server exits or the gateway goes away. A parent-death signal alone
 //! would not do: it covers only the direct child and is cleared across `fork`, so the
 //! grandchildren that `npx` and `uvx` start would survive.
+//!
+//! With `--sandbox PLAN` it first enters the server's sandbox ([`super::sandbox::enter`]), so
+//! the server starts inside it, and says on stderr what was enforced.
 
 use std::{ffi::OsString, process::Command, thread};
+
+use super::sandbox::{self, Plan, SANDBOX_FAILED, STATUS_PREFIX};
 
 use nix::{
     sys::signal::{SigSet, Signal, killpg},
     unistd::{Pid, getpgrp, getppid},
 };
 
-/// Runs `program` under supervision and returns the exit code to exit with. Blocks.
-pub fn run(parent: u32, program: OsString, args: Vec<OsString>) -> i32 {
+/// The exit code when the server's program could not be started (as a shell's).
+pub const NOT_STARTED: i32 = 127;
+
+/// Runs `program` under supervision (in the sandbox `plan`, a JSON [`Plan`], describes) and
+/// returns the exit code to exit with: the server's, or 128 plus the signal that ended it.
+/// Blocks.
+pub fn run(parent: u32, plan: Option<&str>, program: OsString, args: Vec<OsString>) -> i32 {
     let signals = [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP]
         .into_iter()
         .collect::<SigSet>();
@@ -24,6 +34,22 @@ pub fn run(parent: u32, program: OsString, args: Vec<OsString>) -> i32 {
     // not inherit the mask: std resets the signal mask of spawned children.
     if signals.thread_block().is_err() {
         return 70;
+    }
+    // Before the parent-death signal: a change of user clears it.
+    if let Some(plan) = plan {
+        let entered = serde_json::from_str::<Plan>(plan)
+            .map_err(|err| format!("the sandbox plan is not readable: {err}"))
+            .and_then(|plan| sandbox::enter(&plan).map_err(|err| err.to_string()));
+        match entered {
+            Ok(enforced) => {
+                let status = serde_json::to_string(&enforced).unwrap_or_default();
+                eprintln!("{STATUS_PREFIX}{status}");
+            }
+            Err(err) => {
+                eprintln!("mcpgate supervise: the sandbox could not be entered: {err}");
+                return SANDBOX_FAILED;
+            }
+        }
     }
     if nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).is_err() {
         return 70;
@@ -39,7 +65,7 @@ pub fn run(parent: u32, program: OsString, args: Vec<OsString>) -> i32 {
                 "mcpgate supervise: cannot start {}: {err}",
                 program.to_string_lossy()
             );
-            return 127;
+            return NOT_STARTED;
         }
     };
     let group = getpgrp();
@@ -49,7 +75,13 @@ pub fn run(parent: u32, program: OsString, args: Vec<OsString>) -> i32 {
         let _ = signals.wait();
         let _ = killpg(group, Signal::SIGKILL);
     });
-    let code = child.wait().ok().and_then(|s| s.code()).unwrap_or(1);
+    let code = child.wait().ok().map_or(1, |status| {
+        use std::os::unix::process::ExitStatusExt as _;
+        status
+            .code()
+            .or_else(|| status.signal().map(|signal| 128 + signal))
+            .unwrap_or(1)
+    });
     // The server is gone; its descendants must not linger.
     let _ = killpg(group, Signal::SIGKILL);
     code

@@ -20,11 +20,13 @@ use crate::{
 fn write_config(dir: &Path) -> std::path::PathBuf {
     let bin = mcpgate_bin();
     let bin = bin.to_string_lossy();
+    let sandbox = crate::support::sandbox_section(&[], &[]);
     let path = dir.join("mcpgate.toml");
     std::fs::write(
         &path,
         format!(
             r#"
+{sandbox}
 [state]
 database = "memory"
 

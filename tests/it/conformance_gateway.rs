@@ -27,10 +27,11 @@ const PASSING_FLOOR: usize = 30;
 /// authentication, memory state) on a loopback port; returns the child and its base URL.
 async fn serve(dir: &Path) -> (Child, String) {
     let config = format!(
-        "[state]\ndatabase = \"memory\"\n\n[server.auth]\nmode = \"none\"\n\n\
+        "{sandbox}[state]\ndatabase = \"memory\"\n\n[server.auth]\nmode = \"none\"\n\n\
          [servers.conformance]\ncommand = {bin:?}\nargs = [\"fixture\", \"conformance\"]\n\
          confirm = \"none\"\n",
         bin = mcpgate_bin().display().to_string(),
+        sandbox = crate::support::sandbox_section(&[], &[]),
     );
     std::fs::write(dir.join("mcpgate.toml"), config).expect("config written");
     let mut child = Command::new(mcpgate_bin())

@@ -133,7 +133,8 @@ fn demo_config(root: &Path) -> PathBuf {
     write_config(
         root,
         &format!(
-            "[state]\ndatabase = \"{STATE_DB}\"\n\n[servers.demo]\ncommand = {bin}\nargs = [\"demo-server\"]\nread_only_tools = [\"echo\", \"add\", \"time_now\", \"list_notes\"]\n"
+            "{sandbox}[state]\ndatabase = \"{STATE_DB}\"\n\n[servers.demo]\ncommand = {bin}\nargs = [\"demo-server\"]\nread_only_tools = [\"echo\", \"add\", \"time_now\", \"list_notes\"]\n",
+            sandbox = crate::support::sandbox_section(&[], &[])
         ),
     )
 }

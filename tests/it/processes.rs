@@ -15,6 +15,7 @@ fn write_config(dir: &Path) -> std::path::PathBuf {
     let pid_file = dir.join("pids");
     let text = format!(
         r#"
+{sandbox}
 [servers.spawner]
 command = "{bin}"
 args = ["fixture", "spawner"]
@@ -26,7 +27,8 @@ args = ["fixture", "slow"]
 confirm = "none"
 "#,
         bin = bin.display(),
-        pids = pid_file.display()
+        pids = pid_file.display(),
+        sandbox = crate::support::sandbox_section(&[], &[dir]),
     );
     let path = dir.join("mcpgate.toml");
     std::fs::write(&path, text).expect("config written");

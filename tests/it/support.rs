@@ -42,6 +42,26 @@ pub fn everything_js() -> String {
         .into_owned()
 }
 
+/// A `[sandbox]` section for test configurations: stdio servers run as the user running the
+/// tests (root included, and named, since the sandbox refuses to start a server as an unnamed
+/// root), reading `read` and writing `write` beyond the defaults.
+pub fn sandbox_section(read: &[&std::path::Path], write: &[&std::path::Path]) -> String {
+    let paths = |paths: &[&std::path::Path]| {
+        let quoted: Vec<String> = paths
+            .iter()
+            .map(|p| toml::Value::String(p.to_string_lossy().into_owned()).to_string())
+            .collect();
+        quoted.join(", ")
+    };
+    format!(
+        "[sandbox]\nrun_as = \"{}:{}\"\nread = [{}]\nwrite = [{}]\n\n",
+        nix::unistd::geteuid(),
+        nix::unistd::getegid(),
+        paths(read),
+        paths(write)
+    )
+}
+
 pub fn mcpgate_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_mcpgate"))
 }
@@ -59,6 +79,8 @@ pub fn stdio(id_: &str, command: &str, args: &[&str]) -> ServerConfig {
             args: args.iter().map(|s| (*s).to_owned()).collect(),
             env: Vec::new(),
             cwd: None,
+            // The sandbox has tests of its own (`sandbox`); these test transports.
+            sandbox: mcpgate::config::Sandbox::off(),
         }),
     ))
 }

@@ -103,6 +103,27 @@ tools = [{tools}]
                     quote(program.map_or("", String::as_str)),
                     args.join(", ")
                 );
+                // Sandboxed as a user would run it, as the user running the benchmark (root
+                // included, named), reading the packages of the scripts it is given (a
+                // script's whole `node_modules`, where its imports are).
+                let read: Vec<String> = command
+                    .iter()
+                    .map(Path::new)
+                    .filter(|p| p.is_absolute() && p.exists())
+                    .filter_map(|p| {
+                        p.ancestors()
+                            .find(|a| a.file_name().is_some_and(|n| n == "node_modules"))
+                            .or_else(|| p.parent())
+                    })
+                    .map(|p| quote(&p.to_string_lossy()))
+                    .collect();
+                let _ = writeln!(
+                    out,
+                    "sandbox = {{ run_as = \"{}:{}\", read = [{}] }}",
+                    nix::unistd::geteuid(),
+                    nix::unistd::getegid(),
+                    read.join(", ")
+                );
             }
         }
         // The benchmark's tools only read: no confirmation step.

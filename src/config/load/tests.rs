@@ -105,6 +105,25 @@ fn the_documented_example_loads_with_every_option() {
     let loaded = load(None, dir.path(), &env, Path::new(EXE)).expect("loads");
     assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);
     assert_eq!(ids(&loaded), ["github", "time"]);
+    // `[sandbox]` reaches the stdio server, its user resolved to ids.
+    let time = loaded
+        .config
+        .server(&ServerId::new("time").expect("valid id"))
+        .expect("time");
+    let TransportConfig::Stdio(stdio) = &time.transport else {
+        panic!("time is a command server")
+    };
+    let sandbox = &stdio.sandbox;
+    assert_eq!(sandbox.mode, crate::config::SandboxMode::On);
+    assert!(
+        matches!(&sandbox.run_as, crate::config::RunAs::User { name, uid, .. } if name == "nobody" && *uid != 0),
+        "{sandbox:?}"
+    );
+    assert_eq!(sandbox.memory, Some(4 << 30));
+    assert_eq!(sandbox.cpu_seconds, Some(3600));
+    assert_eq!(sandbox.read, [PathBuf::from("/srv")]);
+    assert_eq!(sandbox.write, [PathBuf::from("/var/tmp")]);
+    assert_eq!(sandbox.network, crate::config::Network::Off);
     let llm = loaded
         .config
         .llm

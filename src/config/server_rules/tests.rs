@@ -15,7 +15,9 @@ fn check(body: &str, env: &Env) -> (Option<ServerConfig>, Vec<String>, Vec<Strin
     };
     let mut report = Report::default();
     let id = ServerId::new("s").expect("valid id");
-    let out = validate(id, &entry, env, &mut report);
+    let defaults = crate::config::Sandbox::default();
+    let base = std::path::Path::new("/etc/mcpgate");
+    let out = validate(id, &entry, env, (&defaults, base), &mut report);
     match report.finish() {
         Ok(warnings) => (out, Vec::new(), warnings),
         Err(e) => {

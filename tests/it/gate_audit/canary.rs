@@ -35,8 +35,10 @@ fn canary_config(web_port: u16) -> String {
     let bin = toml_str(&mcpgate_bin().to_string_lossy());
     let everything = toml_str(&everything_js());
     let down_port = free_port();
+    let sandbox = crate::support::sandbox_section(&[&crate::support::peers()], &[]);
     format!(
         r#"
+{sandbox}
 [state]
 database = "{STATE_DB}"
 
@@ -288,7 +290,8 @@ async fn invalid_argument_errors_do_not_echo_short_argument_values() {
     let config = write_config(
         root.path(),
         &format!(
-            "[state]\ndatabase = \"memory\"\n\n[servers.demo]\ncommand = {bin}\nargs = [\"demo-server\"]\nread_only_tools = [\"add\"]\n"
+            "{sandbox}[state]\ndatabase = \"memory\"\n\n[servers.demo]\ncommand = {bin}\nargs = [\"demo-server\"]\nread_only_tools = [\"add\"]\n",
+            sandbox = crate::support::sandbox_section(&[], &[])
         ),
     );
     let secret = canary("key");

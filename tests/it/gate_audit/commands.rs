@@ -165,6 +165,7 @@ fn logging_config(root: &Path, logged: &[&str]) -> PathBuf {
         root,
         &format!(
             r#"
+{sandbox}
 [state]
 database = "{STATE_DB}"
 
@@ -181,7 +182,8 @@ command = {bin}
 args = ["demo-server"]
 confirm = "none"
 "#,
-            logged = logged.join(", ")
+            logged = logged.join(", "),
+            sandbox = crate::support::sandbox_section(&[], &[]),
         ),
     )
 }

@@ -153,7 +153,8 @@ impl Reloadable {
 
 /// A valid file: state in memory, `servers` as given (TOML tables).
 pub(super) fn file_with(servers: &str) -> String {
-    format!("[state]\ndatabase = \"memory\"\n\n{servers}")
+    let sandbox = crate::support::sandbox_section(&[], &[]);
+    format!("{sandbox}[state]\ndatabase = \"memory\"\n\n{servers}")
 }
 
 /// The demo server as `id`, run by the mcpgate binary; `echo` needs no confirmation.
