@@ -17,7 +17,7 @@ use super::sandbox::{self, Plan, SANDBOX_FAILED, STATUS_PREFIX};
 
 use nix::{
     sys::signal::{SigSet, Signal, killpg},
-    unistd::{Pid, getpgrp, getppid},
+    unistd::{Pid, getpgid, getpgrp, getppid, setpgid},
 };
 
 /// The exit code when the server's program could not be started (as a shell's).
@@ -82,7 +82,11 @@ pub fn run(parent: u32, plan: Option<&str>, program: OsString, args: Vec<OsStrin
             .or_else(|| status.signal().map(|signal| 128 + signal))
             .unwrap_or(1)
     });
-    // The server is gone; its descendants must not linger.
+    // The server is gone; its descendants must not linger. We lead their group, so we step
+    // into the gateway's group first: otherwise the kill would take us too, and the gateway
+    // would see a SIGKILL instead of how the server ended (a limit it hit, say).
+    let _ = getpgid(Some(Pid::from_raw(parent as i32)))
+        .and_then(|gateway| setpgid(Pid::from_raw(0), gateway));
     let _ = killpg(group, Signal::SIGKILL);
     code
 }

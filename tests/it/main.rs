@@ -16,6 +16,7 @@ mod llm_client;
 mod page;
 mod peers;
 mod processes;
+mod sandbox;
 mod scripted_llm;
 mod server;
 mod service_extras;

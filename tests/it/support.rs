@@ -323,3 +323,81 @@ impl Served {
         let _ = tokio::time::timeout(WAIT, self.task).await;
     }
 }
+
+/// `mcpgate serve` run from the binary in `dir`, whose `mcpgate.toml` it writes from
+/// `config`, with `env` added to its environment; listening on a loopback port.
+pub struct ServedBinary {
+    child: Child,
+    pub base: String,
+}
+
+impl ServedBinary {
+    pub async fn start(dir: &std::path::Path, config: &str, env: &[(&str, &str)]) -> ServedBinary {
+        use tokio::io::{AsyncBufReadExt as _, BufReader};
+        std::fs::write(dir.join("mcpgate.toml"), config).expect("config written");
+        let mut child = Command::new(mcpgate_bin())
+            .current_dir(dir)
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("serve starts");
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let mut base = None;
+        while let Some(line) = tokio::time::timeout(WAIT, lines.next_line())
+            .await
+            .expect("banner in time")
+            .expect("stdout readable")
+        {
+            if let Some(rest) = line.strip_prefix("mcpgate is serving on ") {
+                base = Some(rest.trim().to_owned());
+            }
+            if line.starts_with("Press Ctrl-C") {
+                break;
+            }
+        }
+        // Whatever the gateway prints later must never fill the pipe and stall it.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        ServedBinary {
+            child,
+            base: base.expect("address printed"),
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id().expect("the gateway is running")
+    }
+
+    /// Waits until `/readyz` says every upstream settled.
+    pub async fn wait_ready(&self) {
+        let client = reqwest::Client::builder()
+            .no_proxy()
+            .build()
+            .expect("client");
+        let ready = async {
+            loop {
+                let response = client.get(format!("{}/readyz", self.base)).send().await;
+                if response.is_ok_and(|r| r.status().is_success()) {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        };
+        tokio::time::timeout(WAIT, ready)
+            .await
+            .expect("the gateway gets ready");
+    }
+
+    /// Stops it with SIGTERM, so it reaps its stdio children; how it exited.
+    pub async fn stop(mut self) -> std::process::ExitStatus {
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.pid()).expect("a Linux pid"));
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("signal sent");
+        tokio::time::timeout(WAIT, self.child.wait())
+            .await
+            .expect("the gateway exits in time")
+            .expect("the gateway is reaped")
+    }
+}
