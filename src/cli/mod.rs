@@ -226,6 +226,13 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             command: ConfigCommand::Check,
         } => {
             let loaded = load(cli.config.as_deref())?;
+            // What the gateway would refuse at start, checked as whoever runs the check.
+            let problems = loaded
+                .config
+                .sandbox_problems(nix::unistd::geteuid().as_raw());
+            if !problems.is_empty() {
+                return Err(config::ConfigError { problems }.into());
+            }
             for warning in &loaded.warnings {
                 println!("warning: {warning}");
             }

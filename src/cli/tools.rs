@@ -20,6 +20,7 @@ pub fn print(gateway: &Gateway, as_json: bool) -> anyhow::Result<()> {
                     "transport": s.transport,
                     "toolCount": catalog.for_server(&s.id).len(),
                     "stale": s.stale,
+                    "sandbox": gateway.sandbox_of(s),
                 })
             })
             .collect();
@@ -47,6 +48,9 @@ pub fn print(gateway: &Gateway, as_json: bool) -> anyhow::Result<()> {
         match &s.last_error {
             Some(error) => writeln!(out, "  last error: {}", one_line(error))?,
             None => writeln!(out)?,
+        }
+        if let Some(sandbox) = gateway.sandbox_of(s) {
+            writeln!(out, "      sandbox: {}", one_line(&sandbox_line(&sandbox)))?;
         }
     }
     writeln!(out, "\nTOOLS")?;
@@ -77,6 +81,38 @@ pub fn print(gateway: &Gateway, as_json: bool) -> anyhow::Result<()> {
         writeln!(out, "warning: {warning}")?;
     }
     Ok(())
+}
+
+/// A server's sandbox in one line: user, what the kernel enforces, network, limits, paths.
+fn sandbox_line(sandbox: &serde_json::Value) -> String {
+    if sandbox["mode"] == "off" {
+        return "off (runs as the gateway's user, unconfined)".to_owned();
+    }
+    let text = |v: &serde_json::Value| match v {
+        serde_json::Value::Null => "-".to_owned(),
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    let memory = sandbox["memoryBytes"]
+        .as_u64()
+        .map_or("-".to_owned(), |b| format!("{} MiB", b >> 20));
+    let network = match &sandbox["network"] {
+        serde_json::Value::Bool(true) => "any".to_owned(),
+        serde_json::Value::Bool(false) => "none".to_owned(),
+        ports => format!("tcp ports {ports}"),
+    };
+    format!(
+        "{} as {}, landlock {}, network {network}, memory {memory}, cpu {} s, files {}, \
+         processes {}, read +{}, write +{}",
+        text(&sandbox["mode"]),
+        text(&sandbox["user"]),
+        text(&sandbox["enforced"]["landlock"]),
+        text(&sandbox["cpuSeconds"]),
+        text(&sandbox["openFiles"]),
+        text(&sandbox["processes"]),
+        text(&sandbox["read"]),
+        text(&sandbox["write"]),
+    )
 }
 
 /// Control characters could forge extra lines in a terminal: fold them to spaces.

@@ -335,6 +335,23 @@ impl Config {
         longest_connect + limits.list_timeout + Duration::from_secs(1)
     }
 
+    /// The stdio servers a gateway running as `gateway_uid` would refuse to start, by their
+    /// sandbox's `run_as` (see [`Sandbox::refusal`]).
+    pub fn sandbox_problems(&self, gateway_uid: u32) -> Vec<Problem> {
+        self.servers
+            .iter()
+            .filter_map(|server| match &server.transport {
+                TransportConfig::Stdio(stdio) => {
+                    stdio.sandbox.refusal(gateway_uid).map(|why| Problem {
+                        path: format!("servers.{}.sandbox.run_as", server.id),
+                        message: why.to_owned(),
+                    })
+                }
+                _ => None,
+            })
+            .collect()
+    }
+
     pub fn server(&self, id: &ServerId) -> Option<&ServerConfig> {
         self.servers.iter().find(|s| &s.id == id)
     }

@@ -223,6 +223,17 @@ impl Gateway {
         self.inner.manager.statuses()
     }
 
+    /// What a stdio server's sandbox lets it do and what the kernel enforced of it (see
+    /// [`crate::upstream::sandbox::describe`]); `None` for other servers.
+    pub fn sandbox_of(&self, status: &ServerStatus) -> Option<serde_json::Value> {
+        match &self.config().server(&status.id)?.transport {
+            crate::config::TransportConfig::Stdio(stdio) => Some(
+                crate::upstream::sandbox::describe(&stdio.sandbox, status.sandbox.as_ref()),
+            ),
+            _ => None,
+        }
+    }
+
     /// What `ctx` administers under this configuration (see [`Access::administers`]).
     pub fn administers(&self, ctx: &CallContext) -> Admin {
         self.inner.access.administers(ctx)

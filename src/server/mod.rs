@@ -477,7 +477,15 @@ async fn readyz(State(state): State<AppState>) -> Response {
     let servers: Vec<_> = gateway
         .servers()
         .iter()
-        .map(|s| json!({ "id": s.id.as_str(), "state": s.state.as_str() }))
+        .map(|s| {
+            let mut server = json!({ "id": s.id.as_str(), "state": s.state.as_str() });
+            // How much of a sandbox the kernel enforces (`full`, `partial`, `none`), so a
+            // kernel without Landlock shows here and not only in the log.
+            if let Some(landlock) = s.sandbox.as_ref().and_then(|e| e.get("landlock")) {
+                server["landlock"] = landlock.clone();
+            }
+            server
+        })
         .collect();
     let settled = gateway
         .servers()

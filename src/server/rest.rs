@@ -171,14 +171,22 @@ async fn list_servers(
             Admin::None => visible.iter().any(|t| t.server == s.id),
         })
         .map(|s| {
-            json!({
+            let mut server = json!({
                 "id": s.id.as_str(),
                 "state": s.state.as_str(),
                 "lastError": s.last_error,
                 "transport": s.transport,
                 "toolCount": visible.iter().filter(|t| t.server == s.id).count(),
                 "stale": s.stale,
-            })
+            });
+            // Its user, paths and limits are the operator's business, shown to those who
+            // administer the server.
+            if admin != Admin::None
+                && let Some(sandbox) = gateway.sandbox_of(s)
+            {
+                server["sandbox"] = sandbox;
+            }
+            server
         })
         .collect();
     Json(json!({ "servers": servers }))

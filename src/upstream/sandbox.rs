@@ -183,6 +183,8 @@ pub enum EnterError {
     Landlock(#[from] landlock::RulesetError),
     #[error("Landlock is required, but this kernel does not enforce it")]
     NotEnforced,
+    #[error("the socket filter could not be applied: {0}")]
+    Sockets(#[from] seccompiler::Error),
     #[error("cannot switch to user {uid} and group {gid}: {source}")]
     User {
         uid: u32,
@@ -206,6 +208,7 @@ pub struct Enforced {
 pub fn enter(plan: &Plan) -> Result<Enforced, EnterError> {
     limits(plan)?;
     let landlock = landlock(plan)?;
+    sockets(plan)?;
     if let Some((uid, gid)) = plan.user {
         switch_user(uid, gid)?;
     }
@@ -299,6 +302,62 @@ fn landlock(plan: &Plan) -> Result<&'static str, EnterError> {
     }
 }
 
+/// The address families a server may not open sockets of: with no network, Unix-domain,
+/// IP (TCP and UDP alike) and raw packet sockets; with ports, Unix-domain and raw ones (IP
+/// stays for TCP, which Landlock limits to the ports, and for DNS over UDP); with any network,
+/// none. Socket pairs (`socketpair`) stay: runtimes use them between their own threads.
+fn denied_families(plan: &Plan) -> &'static [i32] {
+    match &plan.connect {
+        None => &[],
+        Some(ports) if ports.is_empty() => &[
+            libc::AF_UNIX,
+            libc::AF_INET,
+            libc::AF_INET6,
+            libc::AF_PACKET,
+        ],
+        Some(_) => &[libc::AF_UNIX, libc::AF_PACKET],
+    }
+}
+
+/// A seccomp filter refusing `socket()` for [`denied_families`] with `EACCES`, as a Landlock
+/// refusal reads.
+fn sockets(plan: &Plan) -> Result<(), EnterError> {
+    use seccompiler::{
+        BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+        SeccompRule,
+    };
+    let families = denied_families(plan);
+    if families.is_empty() {
+        return Ok(());
+    }
+    let rules = families
+        .iter()
+        .map(|family| {
+            let condition = SeccompCondition::new(
+                0,
+                SeccompCmpArgLen::Dword,
+                SeccompCmpOp::Eq,
+                u64::from(family.unsigned_abs()),
+            )?;
+            SeccompRule::new(vec![condition])
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(seccompiler::Error::Backend)?;
+    let arch = std::env::consts::ARCH
+        .try_into()
+        .map_err(seccompiler::Error::Backend)?;
+    let filter = SeccompFilter::new(
+        [(libc::SYS_socket, rules)].into_iter().collect(),
+        SeccompAction::Allow,
+        SeccompAction::Errno(libc::EACCES.unsigned_abs()),
+        arch,
+    )
+    .map_err(seccompiler::Error::Backend)?;
+    let program: BpfProgram = filter.try_into().map_err(seccompiler::Error::Backend)?;
+    seccompiler::apply_filter(&program)?;
+    Ok(())
+}
+
 /// Drops to `uid` and `gid` with no supplementary groups, for good (real, effective and
 /// saved ids alike); staying the same user needs no privilege.
 fn switch_user(uid: u32, gid: u32) -> Result<(), EnterError> {
@@ -312,8 +371,9 @@ fn switch_user(uid: u32, gid: u32) -> Result<(), EnterError> {
     Ok(())
 }
 
-/// The words that describe `sandbox`, for `mcpgate tools`, the API and the log.
-pub fn describe(sandbox: &Sandbox) -> serde_json::Value {
+/// What `sandbox` lets a server do, for `mcpgate tools` and the API, with what the kernel
+/// `enforced` of it as the supervisor said (`null` until a process reported).
+pub fn describe(sandbox: &Sandbox, enforced: Option<&serde_json::Value>) -> serde_json::Value {
     let mode = match sandbox.mode {
         SandboxMode::Off => return serde_json::json!({ "mode": "off" }),
         SandboxMode::On => "on",
@@ -338,6 +398,7 @@ pub fn describe(sandbox: &Sandbox) -> serde_json::Value {
         "read": sandbox.read,
         "write": sandbox.write,
         "network": network,
+        "enforced": enforced,
     })
 }
 

@@ -96,6 +96,51 @@ url = "https://example.com/"
     assert_eq!(out.status.code(), Some(2));
 }
 
+#[test]
+fn a_stdio_server_without_a_user_is_refused_as_root_and_named_root_runs() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let bin = toml::Value::String(mcpgate_bin().to_string_lossy().into_owned()).to_string();
+    let write = |run_as: &str| {
+        std::fs::write(
+            dir.path().join("mcpgate.toml"),
+            format!(
+                "[state]\ndatabase = \"memory\"\n\n[sandbox]\n{run_as}\n\n\
+                 [servers.demo]\ncommand = {bin}\nargs = [\"demo-server\"]\n"
+            ),
+        )
+        .expect("written");
+    };
+    write("");
+    let check = mcpgate(dir.path(), &["config", "check"]);
+    let tools = mcpgate(dir.path(), &["tools"]);
+    let stdout = String::from_utf8_lossy(&tools.stdout);
+    if nix::unistd::geteuid().is_root() {
+        // What serving would refuse, the check refuses first.
+        assert_eq!(check.status.code(), Some(2));
+        let stderr = String::from_utf8_lossy(&check.stderr);
+        assert!(stderr.contains("servers.demo.sandbox.run_as"), "{stderr}");
+        assert!(stderr.contains("runs as root"), "{stderr}");
+        assert!(stdout.contains("failed"), "{stdout}");
+        assert!(stdout.contains("runs as root"), "{stdout}");
+    } else {
+        assert!(check.status.success(), "{check:?}");
+        assert!(stdout.contains("6 tools"), "{stdout}");
+    }
+    // Named, even root runs; and the catalog shows what the sandbox is.
+    write("run_as = \"root\"");
+    let check = mcpgate(dir.path(), &["config", "check"]);
+    assert!(check.status.success(), "{check:?}");
+    if nix::unistd::geteuid().is_root() {
+        let tools = mcpgate(dir.path(), &["tools"]);
+        let stdout = String::from_utf8_lossy(&tools.stdout);
+        assert!(stdout.contains("6 tools"), "{stdout}");
+        assert!(
+            stdout.contains("sandbox: on as root (0:0), landlock full, network none"),
+            "{stdout}"
+        );
+    }
+}
+
 /// A listener that counts connections; stands in for a proxy that must never be used.
 fn counting_listener() -> (u16, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");

@@ -160,6 +160,9 @@ async fn a_hostile_server_is_held_by_its_sandbox_and_the_gateway_keeps_serving()
     let open_port = TcpListener::bind("127.0.0.1:0").expect("bind");
     let closed_port = TcpListener::bind("127.0.0.1:0").expect("bind");
     let port = |l: &TcpListener| l.local_addr().expect("addr").port();
+    let unix_path = root.path().join("db.sock");
+    let _unix = std::os::unix::net::UnixListener::bind(&unix_path).expect("unix socket");
+    std::fs::set_permissions(&unix_path, std::fs::Permissions::from_mode(0o777)).expect("chmod");
     let canary = random_hex(16);
     let state = root.path().join("state.db");
     let config = format!(
@@ -246,6 +249,20 @@ confirm = "none"
         .call("hostile.connect", json!({ "port": port(&open_port) }))
         .await;
     assert!(ok, "the allowed port connects: {text}");
+    // A local Unix socket anyone may connect to (a database's, say) is not a way out; UDP
+    // is, with ports given (for DNS), but not without.
+    let text = api
+        .refused("hostile.unix", json!({ "path": unix_path }))
+        .await;
+    assert!(text.contains("PermissionError"), "{text}");
+    let (ok, text) = api
+        .call("hostile.udp", json!({ "port": port(&open_port) }))
+        .await;
+    assert!(ok, "UDP stays open with ports: {text}");
+    for tool in ["bystander.udp", "bystander.connect"] {
+        let text = api.refused(tool, json!({ "port": port(&open_port) })).await;
+        assert!(text.contains("PermissionError"), "{tool}: {text}");
+    }
     // A fork bomb stops at the process limit.
     let text = api
         .refused("hostile.fork", json!({ "count": 10_000 }))

@@ -48,6 +48,18 @@ def connect(args):
         return f"connected to port {args['port']}"
 
 
+def unix(args):
+    with socket.socket(socket.AF_UNIX) as sock:
+        sock.connect(args["path"])
+    return f"connected to {args['path']}"
+
+
+def udp(args):
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+        sock.sendto(b"hello", ("127.0.0.1", args["port"]))
+    return f"sent a datagram to port {args['port']}"
+
+
 def fork(args):
     pids = []
     try:
@@ -105,6 +117,8 @@ TOOLS = {
     "read": (read, {"path": {"type": "string"}}),
     "write": (write, {"path": {"type": "string"}}),
     "connect": (connect, {"port": {"type": "integer"}}),
+    "unix": (unix, {"path": {"type": "string"}}),
+    "udp": (udp, {"port": {"type": "integer"}}),
     "fork": (fork, {"count": {"type": "integer"}}),
     "allocate": (allocate, {"bytes": {"type": "integer"}}),
     "spin": (spin, {"seconds": {"type": "number"}, "catch": {"type": "boolean"}}),

@@ -36,6 +36,26 @@ fn object(properties: Value) -> Value {
     json!({ "type": "object", "required": required, "properties": properties })
 }
 
+/// A server as listed; `sandbox` (a stdio server's, shown to its administrators) is optional.
+fn server() -> Value {
+    let mut server = object(json!({
+        "id": string(),
+        "state": { "$ref": "#/components/schemas/ServerState" },
+        "lastError": nullable_string(),
+        "transport": { "enum": ["stdio", "streamable-http", "sse", null] },
+        "toolCount": integer(),
+        "stale": { "type": "boolean" },
+    }));
+    server["properties"]["sandbox"] = json!({
+        "type": "object",
+        "description": "A stdio server's sandbox, to administrators: `mode`, `user`, \
+            `memoryBytes`, `cpuSeconds`, `openFiles`, `processes`, `read`, `write`, `network`, \
+            and `enforced` (`landlock`: `full`, `partial` or `none`; `uid`) once its process \
+            reported.",
+    });
+    server
+}
+
 /// The error body with more required fields.
 fn error_with(properties: Value) -> Value {
     json!({ "allOf": [{ "$ref": "#/components/schemas/Error" }, object(properties)] })
@@ -174,14 +194,7 @@ pub(super) fn schemas() -> Value {
             "confirmationId": string(),
             "expiresAt": epoch("When the token lapses"),
         })),
-        "Server": object(json!({
-            "id": string(),
-            "state": { "$ref": "#/components/schemas/ServerState" },
-            "lastError": nullable_string(),
-            "transport": { "enum": ["stdio", "streamable-http", "sse", null] },
-            "toolCount": integer(),
-            "stale": { "type": "boolean" },
-        })),
+        "Server": server(),
         "ServerList": object(json!({ "servers": list_of("Server") })),
         "Refreshing": object(json!({ "ok": { "const": true }, "refreshing": string() })),
         "AuditRecord": object(json!({

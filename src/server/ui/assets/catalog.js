@@ -87,7 +87,7 @@ export class Catalog {
         h('th', { scope: 'row' }, h('code', {}, server.id)),
         h('td', {}, pill(server.state, SERVER_TONES[server.state] ?? 'muted'),
           server.stale ? [' ', pill('stale', 'warn')] : null),
-        h('td', {}, server.transport ?? ''),
+        h('td', {}, server.transport ?? '', sandboxNote(server.sandbox)),
         h('td', { class: 'num' }, String(server.toolCount ?? 0)),
         h('td', { class: 'last-error' }, server.lastError ?? h('span', { class: 'muted' }, '—')),
         h('td', {}, refresh, ' ', note));
@@ -229,4 +229,19 @@ function tryIt(tool, write) {
 export function failure(code, message) {
   return h('p', { class: 'note danger', role: 'alert' },
     h('code', { class: 'error-code' }, code ?? 'error'), ' ', message ?? '');
+}
+
+// A stdio server's sandbox in a line (shown to administrators, who get it from the API):
+// its user, what the kernel enforces, its network and paths beyond the defaults.
+function sandboxNote(sandbox) {
+  if (!sandbox) return null;
+  if (sandbox.mode === 'off') {
+    return h('div', { class: 'muted small-text sandbox' }, 'sandbox: off');
+  }
+  const network = sandbox.network === true ? 'any network'
+    : sandbox.network === false ? 'no network' : `TCP ports ${sandbox.network.join(', ')}`;
+  const landlock = sandbox.enforced?.landlock ?? 'not yet reported';
+  const parts = [`as ${sandbox.user}`, `Landlock ${landlock}`, network];
+  if ((sandbox.write ?? []).length > 0) parts.push(`writes ${sandbox.write.join(', ')}`);
+  return h('div', { class: 'muted small-text sandbox' }, `sandbox: ${parts.join(' · ')}`);
 }
