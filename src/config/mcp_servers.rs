@@ -7,7 +7,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::{
-    raw::{RawServer, RawTransport, UniqueMap},
+    raw::{RawServer, RawServerSandbox, RawTransport, UniqueMap},
     validate::{Entry, FieldCase, Report, join},
 };
 
@@ -36,6 +36,9 @@ struct McpServer {
     kind: Option<RawTransport>,
     /// Cline and others park a server this way.
     disabled: Option<bool>,
+    /// mcpgate's own: the stdio sandbox (camelCase fields), since such a file has no
+    /// `[sandbox]` section.
+    sandbox: Option<RawServerSandbox>,
 }
 
 /// The servers of an `mcpServers` document; `label` names the file in problems.
@@ -98,6 +101,7 @@ impl McpServer {
             cwd: self.cwd,
             url: self.url,
             headers: self.headers,
+            sandbox: self.sandbox,
             ..RawServer::default()
         }
     }

@@ -265,6 +265,54 @@ pub struct RawSandbox {
     pub network: Option<RawNetwork>,
 }
 
+/// A server's `sandbox`: a table of fields, or just its mode (`sandbox = "required"`).
+#[derive(Debug, Clone)]
+pub enum RawServerSandbox {
+    Mode(String),
+    Fields(RawSandbox),
+}
+
+/// By hand rather than `untagged`, so a mistake inside the table is reported as itself (an
+/// unknown field, a wrong type) instead of as "matches no variant".
+impl<'de> Deserialize<'de> for RawServerSandbox {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct SandboxVisitor;
+
+        impl<'de> Visitor<'de> for SandboxVisitor {
+            type Value = RawServerSandbox;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a mode (\"on\", \"required\", \"off\") or a table of sandbox fields")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, mode: &str) -> Result<Self::Value, E> {
+                Ok(RawServerSandbox::Mode(mode.to_owned()))
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Self::Value, A::Error> {
+                let fields =
+                    RawSandbox::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(RawServerSandbox::Fields(fields))
+            }
+        }
+
+        deserializer.deserialize_any(SandboxVisitor)
+    }
+}
+
+impl RawServerSandbox {
+    /// The fields it writes (a mode alone is a table with only `mode`).
+    pub fn fields(&self) -> RawSandbox {
+        match self {
+            RawServerSandbox::Mode(mode) => RawSandbox {
+                mode: Some(mode.clone()),
+                ..RawSandbox::default()
+            },
+            RawServerSandbox::Fields(fields) => fields.clone(),
+        }
+    }
+}
+
 /// A size: bytes, or a string with a unit (`"512MiB"`, `"4GiB"`).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
@@ -467,7 +515,7 @@ server_fields! {
     connect_timeout: RawDuration,
     call_timeout: RawDuration,
     tool_timeouts: BTreeMap<String, RawDuration>,
-    sandbox: RawSandbox,
+    sandbox: RawServerSandbox,
 }
 
 /// A JSON object kept in written order that rejects duplicate keys: `serde_json` would keep

@@ -229,7 +229,10 @@ fn stdio(
         );
     }
     let sandbox = match &raw.sandbox {
-        Some(own) => sandbox_rules::apply(defaults.clone(), own, &f.path("sandbox"), base, report),
+        Some(own) => {
+            let own = own.fields();
+            sandbox_rules::apply(defaults.clone(), &own, &f.path("sandbox"), base, report)
+        }
         None => defaults.clone(),
     };
     (report.problem_count() == before).then(|| StdioConfig {

@@ -368,7 +368,16 @@ sandbox = {{ write = [{memory}] }}
 command = {time}
 args = ["--local-timezone", "UTC"]
 confirm = "none"
+
+# As `npx` starts it: npx and node from the system, the package from the folder it runs in.
+[servers.npx]
+command = "npx"
+args = ["--no-install", "mcp-server-everything"]
+cwd = {peers}
+sandbox = {{ read = [{peers}] }}
+confirm = "none"
 "#,
+        peers = toml_str(&peers()),
         run_as = run_as_line(),
         everything = toml_str(&bin.join("mcp-server-everything")),
         filesystem = toml_str(&bin.join("mcp-server-filesystem")),
@@ -383,14 +392,14 @@ confirm = "none"
     let served = ServedBinary::start(root.path(), &config, &[]).await;
     served.wait_ready().await;
     let api = Api::new(&served);
-    for id in ["everything", "filesystem", "memory", "time"] {
+    for id in ["everything", "filesystem", "memory", "time", "npx"] {
         let server = api.server(id).await;
         assert_eq!(server["state"], "ready", "{server}");
     }
-    let (ok, text) = api
-        .call("everything.echo", json!({ "message": "sandboxed" }))
-        .await;
-    assert!(ok && text.contains("sandboxed"), "{text}");
+    for echo in ["everything.echo", "npx.echo"] {
+        let (ok, text) = api.call(echo, json!({ "message": "sandboxed" })).await;
+        assert!(ok && text.contains("sandboxed"), "{echo}: {text}");
+    }
     let (ok, text) = api
         .call(
             "filesystem.read_text_file",

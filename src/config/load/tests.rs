@@ -423,4 +423,5 @@ fn mcp_servers_json_problems_are_reported() {
 mod access;
 mod env_source;
 mod gate_sections;
+mod sandbox;
 mod service;
