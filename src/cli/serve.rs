@@ -63,7 +63,7 @@ pub async fn run(
     let gateway = Gateway::start(config, options.clone()).await?;
     // Requests wait in the listen queue meanwhile: what the banner promises works at once.
     gateway.wait_ready(settle).await;
-    banner(addr, &service.auth, auth.dev_token())?;
+    banner(addr, &service.auth, auth.dev_token(), gateway.config())?;
     // Read again exactly as `super::load` read it.
     let source = ReloadSource {
         explicit: explicit.map(Path::to_path_buf),
@@ -123,10 +123,25 @@ async fn reload_on_hangup(state: AppState, mut hangups: Signal, stop: Cancellati
 }
 
 /// Tells a new user where the API is and which token to send.
-fn banner(addr: SocketAddr, auth: &AuthConfig, dev_token: Option<&str>) -> std::io::Result<()> {
+fn banner(
+    addr: SocketAddr,
+    auth: &AuthConfig,
+    dev_token: Option<&str>,
+    config: &mcpgate::config::Config,
+) -> std::io::Result<()> {
     let base = format!("http://{addr}");
     let mut out = std::io::stdout().lock();
     writeln!(out, "mcpgate is serving on {base}")?;
+    let servers: Vec<String> = config
+        .servers
+        .iter()
+        .map(|s| format!("{} (from {})", s.id, s.source.as_str()))
+        .collect();
+    if servers.is_empty() {
+        writeln!(out, "  servers    none configured")?;
+    } else {
+        writeln!(out, "  servers    {}", servers.join(", "))?;
+    }
     writeln!(out, "  page       {base}/")?;
     writeln!(out, "  REST API   {base}/api/v1/mcp/tools")?;
     writeln!(

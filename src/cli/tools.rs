@@ -20,6 +20,7 @@ pub fn print(gateway: &Gateway, as_json: bool) -> anyhow::Result<()> {
                     "transport": s.transport,
                     "toolCount": catalog.for_server(&s.id).len(),
                     "stale": s.stale,
+                    "source": source(gateway, s),
                     "sandbox": gateway.sandbox_of(s),
                 })
             })
@@ -38,11 +39,12 @@ pub fn print(gateway: &Gateway, as_json: bool) -> anyhow::Result<()> {
         let count = catalog.for_server(&s.id).len();
         write!(
             out,
-            "  {:<20} {:<10} {:<16} {:>3} tools{}",
+            "  {:<20} {:<10} {:<16} {:>3} tools  from {}{}",
             s.id.as_str(),
             s.state.as_str(),
             s.transport.unwrap_or("-"),
             count,
+            source(gateway, s),
             if s.stale { " (stale)" } else { "" }
         )?;
         match &s.last_error {
@@ -81,6 +83,14 @@ pub fn print(gateway: &Gateway, as_json: bool) -> anyhow::Result<()> {
         writeln!(out, "warning: {warning}")?;
     }
     Ok(())
+}
+
+/// Where a server was configured: `file`, `environment`, `default` or `code`.
+fn source(gateway: &Gateway, status: &mcpgate::upstream::ServerStatus) -> &'static str {
+    gateway
+        .config()
+        .server(&status.id)
+        .map_or("-", |server| server.source.as_str())
 }
 
 /// A server's sandbox in one line: user, what the kernel enforces, network, limits, paths.

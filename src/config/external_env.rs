@@ -5,7 +5,7 @@
 use serde_json::Value;
 
 use super::{
-    Env,
+    Env, ServerSource,
     duration::RawDuration,
     limit_rules::{PAYLOAD_BYTES_RANGE, TIMEOUT_RANGE},
     raw::{EnvServer, UniqueMap},
@@ -66,7 +66,7 @@ pub(super) fn apply(env: &Env, draft: &mut Draft, report: &mut Report) {
         return;
     }
     let entries = entries(json, report);
-    draft.add_servers(entries, env, report);
+    draft.add_servers(entries, ServerSource::Environment, env, report);
 }
 
 /// The servers of `EXTERNAL_MCP_SERVERS_JSON`, object or array form.

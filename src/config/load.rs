@@ -7,7 +7,7 @@ use std::{
 };
 
 use super::{
-    Config, ConfigError, Env, StateConfig, external_env, mcp_servers,
+    Config, ConfigError, Env, ServerSource, StateConfig, external_env, mcp_servers,
     raw::{RawFile, RawServer},
     validate::{Draft, Entry, FieldCase, Report, join},
 };
@@ -69,20 +69,31 @@ pub fn load_with_embedded_state(
         Some(path) => Some(cwd.join(path)),
         None => Some(cwd.join(DEFAULT_FILE)).filter(|p| p.is_file()),
     };
-    let (mut draft, source) = match file {
-        Some(path) => (from_file(&path, env, &mut report), ConfigSource::File(path)),
+    // The embedded default's demo server is added only when no other source defines a
+    // server: beside real ones its write tools would be offered to every caller.
+    let (mut draft, source, demo) = match file {
+        Some(path) => (
+            from_file(&path, env, &mut report),
+            ConfigSource::File(path),
+            Vec::new(),
+        ),
         None => {
-            let config = Config {
+            let mut config = Config {
                 state: embedded_state,
                 ..Config::embedded_default(exe.to_path_buf())
             };
+            let demo = std::mem::take(&mut config.servers);
             (
                 Draft::from_config(config, "the embedded default", cwd),
                 ConfigSource::Embedded,
+                demo,
             )
         }
     };
     external_env::apply(env, &mut draft, &mut report);
+    if draft.defines_no_server() {
+        draft.add_valid_servers(demo, "the embedded default");
+    }
     let config = draft.finish(env, &mut report);
     let warnings = report.finish()?;
     Ok(Loaded {
@@ -124,7 +135,7 @@ fn from_file(path: &Path, env: &Env, report: &mut Report) -> Draft {
             return draft;
         }
     };
-    draft.add_servers(entries, env, report);
+    draft.add_servers(entries, ServerSource::File, env, report);
     draft
 }
 

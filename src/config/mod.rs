@@ -164,7 +164,8 @@ pub struct ServerConfig {
     pub transport: TransportConfig,
     /// Permit loopback/private addresses for this server (local experiments).
     pub allow_private: bool,
-    /// Permit plain `http://` for this server.
+    /// Permit plain `http://` for this server: as validated, `allow_http` or a loopback URL
+    /// with `allow_private` (the network layer applies it as it stands).
     pub allow_http: bool,
     /// Exact-match host allowlist for HTTP servers; empty means "the URL's own host".
     pub allowed_hosts: Vec<String>,
@@ -183,6 +184,32 @@ pub struct ServerConfig {
     pub call_timeout: Option<Duration>,
     /// Per-tool call timeouts, by upstream tool name.
     pub tool_timeouts: Vec<(String, Duration)>,
+    /// Where the server was configured.
+    pub source: ServerSource,
+}
+
+/// Where a server was configured, as `mcpgate tools` and the banner show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerSource {
+    /// A configuration file (TOML, or `mcpServers` JSON).
+    File,
+    /// `EXTERNAL_MCP_SERVERS_JSON`.
+    Environment,
+    /// The embedded default (the built-in demo server, when nothing else is configured).
+    Default,
+    /// Built by a program embedding the library.
+    Code,
+}
+
+impl ServerSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServerSource::File => "file",
+            ServerSource::Environment => "environment",
+            ServerSource::Default => "default",
+            ServerSource::Code => "code",
+        }
+    }
 }
 
 impl ServerConfig {
@@ -205,6 +232,7 @@ impl ServerConfig {
             connect_timeout: None,
             call_timeout: None,
             tool_timeouts: Vec::new(),
+            source: ServerSource::Code,
         }
     }
 
@@ -312,6 +340,7 @@ impl Config {
                 },
             }),
         );
+        demo.source = ServerSource::Default;
         demo.read_only_tools = crate::fixtures::demo::READ_ONLY_TOOLS
             .iter()
             .map(|s| (*s).to_owned())

@@ -106,7 +106,15 @@ pub(super) fn validate(
     }
     let mut server = ServerConfig::new(id, transport?);
     server.allow_private = raw.allow_private.unwrap_or(false);
-    server.allow_http = raw.allow_http.unwrap_or(false);
+    // The effective rule, decided here once: the network layer applies it as it stands.
+    server.allow_http = match &server.transport {
+        TransportConfig::Http(http) => plain_http_permitted(
+            &http.url,
+            raw.allow_http.unwrap_or(false),
+            server.allow_private,
+        ),
+        _ => raw.allow_http.unwrap_or(false),
+    };
     server.allowed_hosts = allowed_hosts;
     server.allowed_tools = allowed_tools;
     server.denied_tools = denied_tools;
@@ -264,10 +272,12 @@ fn http(
     let loopback = is_loopback(&url);
     match url.scheme() {
         "https" => {}
-        // Plain HTTP to loopback never crosses a network, and loopback already needs
-        // allow_private: asking for allow_http as well would add friction, not safety.
-        "http" if raw.allow_http == Some(true) || (loopback && raw.allow_private == Some(true)) => {
-        }
+        "http"
+            if plain_http_permitted(
+                &url,
+                raw.allow_http == Some(true),
+                raw.allow_private == Some(true),
+            ) => {}
         "http" => report.problem(
             &at,
             format!(
@@ -308,6 +318,13 @@ fn http(
         .map(|h| secret_rules::headers(h, &f.path("headers"), cx, report))
         .unwrap_or_default();
     (report.problem_count() == before).then_some(HttpConfig { url, kind, headers })
+}
+
+/// Whether plain `http://` may be used for `url`: `allow_http`, or a loopback address with
+/// `allow_private` (plain HTTP to loopback never crosses a network, and loopback already needs
+/// allow_private: asking for allow_http as well would add friction, not safety).
+fn plain_http_permitted(url: &Url, allow_http: bool, allow_private: bool) -> bool {
+    allow_http || (is_loopback(url) && allow_private)
 }
 
 fn is_loopback(url: &Url) -> bool {

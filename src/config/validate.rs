@@ -12,8 +12,8 @@ use std::{
 
 use super::{
     AccessConfig, AuditConfig, CacheConfig, CallLimits, Config, ConfirmationConfig, Env, Limits,
-    PinsConfig, ReconnectConfig, Sandbox, ServerConfig, ServerId, StateConfig, access_rules,
-    agent_rules,
+    PinsConfig, ReconnectConfig, Sandbox, ServerConfig, ServerId, ServerSource, StateConfig,
+    access_rules, agent_rules,
     duration::RawDuration,
     gate_rules, limit_rules,
     raw::{RawAccess, RawAgent, RawAudit, RawFile, RawLlm, RawServer, RawService},
@@ -256,7 +256,13 @@ impl Draft {
 
     /// Validates `entries`; an id already taken (by this batch or an earlier source) is an
     /// error naming where it was first defined.
-    pub fn add_servers(&mut self, entries: Vec<Entry>, env: &Env, report: &mut Report) {
+    pub fn add_servers(
+        &mut self,
+        entries: Vec<Entry>,
+        source: ServerSource,
+        env: &Env,
+        report: &mut Report,
+    ) {
         for entry in entries {
             let Some(id) = server_id(&entry, report) else {
                 continue;
@@ -273,9 +279,23 @@ impl Draft {
                 self.disabled.insert(id.clone());
             }
             let sandbox = (&self.sandbox, self.base.as_path());
-            if let Some(server) = server_rules::validate(id, &entry, env, sandbox, report) {
+            if let Some(mut server) = server_rules::validate(id, &entry, env, sandbox, report) {
+                server.source = source;
                 self.servers.push(server);
             }
+        }
+    }
+
+    /// Whether no source defined any server yet (enabled or not).
+    pub fn defines_no_server(&self) -> bool {
+        self.taken.is_empty()
+    }
+
+    /// Adds servers already valid (the embedded default's), defined by `origin`.
+    pub fn add_valid_servers(&mut self, servers: Vec<ServerConfig>, origin: &str) {
+        for server in servers {
+            self.taken.insert(server.id.clone(), origin.to_owned());
+            self.servers.push(server);
         }
     }
 

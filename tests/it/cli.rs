@@ -141,6 +141,48 @@ fn a_stdio_server_without_a_user_is_refused_as_root_and_named_root_runs() {
     }
 }
 
+#[test]
+fn servers_from_the_environment_replace_the_demo_and_say_where_they_came_from() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let servers = serde_json::json!({ "notes": {
+        "command": mcpgate_bin(),
+        "args": ["demo-server"],
+        "sandbox": { "runAs": format!("{}:{}", nix::unistd::geteuid(), nix::unistd::getegid()) },
+    }});
+    let out = Command::new(mcpgate_bin())
+        .current_dir(dir.path())
+        .args(["tools", "--json"])
+        .env("EXTERNAL_MCP_SERVERS_JSON", servers.to_string())
+        .output()
+        .expect("mcpgate runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let listing: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    let servers: Vec<(&str, &str)> = listing["servers"]
+        .as_array()
+        .expect("servers")
+        .iter()
+        .map(|s| {
+            (
+                s["id"].as_str().expect("id"),
+                s["source"].as_str().expect("source"),
+            )
+        })
+        .collect();
+    assert_eq!(servers, [("notes", "environment")], "{listing}");
+    assert!(
+        !listing["tools"].to_string().contains("\"demo."),
+        "no demo tools beside real ones: {listing}"
+    );
+    // Alone, the demo says it is the default.
+    let out = mcpgate(dir.path(), &["tools"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("from default"), "{stdout}");
+}
+
 /// A listener that counts connections; stands in for a proxy that must never be used.
 fn counting_listener() -> (u16, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("bind");

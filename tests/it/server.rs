@@ -533,11 +533,14 @@ async fn the_binary_prints_where_to_go_and_stops_cleanly() {
         .spawn()
         .expect("serve starts");
     let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let (mut base, mut token) = (None, None);
+    let (mut base, mut token, mut servers) = (None, None, None);
     while let Ok(Some(line)) = tokio::time::timeout(support::WAIT, lines.next_line())
         .await
         .expect("banner in time")
     {
+        if let Some(rest) = line.trim().strip_prefix("servers") {
+            servers = Some(rest.trim().to_owned());
+        }
         if let Some(rest) = line.strip_prefix("mcpgate is serving on ") {
             base = Some(rest.trim().to_owned());
         }
@@ -552,6 +555,8 @@ async fn the_binary_prints_where_to_go_and_stops_cleanly() {
         base.expect("address printed"),
         token.expect("token printed"),
     );
+    // Where each server came from: here, the embedded default's demo.
+    assert_eq!(servers.as_deref(), Some("demo (from default)"));
     let client = reqwest::Client::builder()
         .no_proxy()
         .build()

@@ -72,6 +72,10 @@ fn without_file_or_env_the_embedded_demo_runs_from_this_binary() {
     let loaded = load_env(&Env::default()).expect("loads");
     assert_eq!(loaded.source, ConfigSource::Embedded);
     assert_eq!(ids(&loaded), ["demo"]);
+    assert_eq!(
+        server(&loaded, "demo").source,
+        crate::config::ServerSource::Default
+    );
     let TransportConfig::Stdio(stdio) = &server(&loaded, "demo").transport else {
         panic!("demo is stdio");
     };
@@ -87,6 +91,10 @@ fn mcpgate_toml_in_the_working_directory_is_found() {
     let loaded = load(None, dir.path(), &Env::default(), Path::new(EXE)).expect("loads");
     assert_eq!(loaded.source, ConfigSource::File(file));
     assert_eq!(ids(&loaded), ["time"]);
+    assert_eq!(
+        server(&loaded, "time").source,
+        crate::config::ServerSource::File
+    );
 }
 
 /// The environment the documented example needs to load without warnings.

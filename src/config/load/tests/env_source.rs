@@ -1,6 +1,7 @@
 //! Tests of the `EXTERNAL_MCP_*` environment applied on top of a file or the default.
 
 use super::*;
+use crate::config::ServerSource;
 
 #[test]
 fn env_json_object_form_takes_every_option_in_camel_case() {
@@ -17,8 +18,8 @@ fn env_json_object_form_takes_every_option_in_camel_case() {
     let loaded = load_env(&env).expect("loads");
     assert_eq!(
         ids(&loaded),
-        ["demo", "search"],
-        "the environment adds to the default"
+        ["search"],
+        "servers from the environment replace the default's demo server"
     );
     let s = server(&loaded, "search");
     assert!(s.exposes("find") && s.exposes("fetch") && !s.exposes("drop"));
@@ -95,16 +96,18 @@ fn env_json_problems_name_the_variable_and_field() {
         messages[5]
     );
 
-    let err = load_env(&env(&[(
+    // The demo is not there to clash with: an environment server may be called `demo`.
+    let loaded = load_env(&env(&[(
         external_env::SERVERS_JSON,
         r#"{"demo": {"command": "x"}}"#,
     )]))
-    .expect_err("clashes with the embedded default");
-    assert!(
-        err.problems[0]
-            .message
-            .contains("already defined by the embedded default")
-    );
+    .expect("no clash");
+    let demo = server(&loaded, "demo");
+    assert_eq!(demo.source, ServerSource::Environment);
+    let TransportConfig::Stdio(stdio) = &demo.transport else {
+        panic!("demo is stdio");
+    };
+    assert_eq!(stdio.command, "x");
 
     let err = load_env(&env(&[(
         external_env::SERVERS_JSON,
@@ -133,7 +136,7 @@ fn env_enabled_false_ignores_the_servers_json() {
         (external_env::SERVERS_JSON, "not even json"),
     ];
     let loaded = load_env(&env(&pairs)).expect("ignored");
-    assert_eq!(ids(&loaded), ["demo"]);
+    assert_eq!(ids(&loaded), ["demo"], "no other server: the demo stays");
     assert_eq!(
         loaded.warnings,
         ["EXTERNAL_MCP_SERVERS_JSON: ignored because EXTERNAL_MCP_ENABLED is false"]
@@ -146,7 +149,7 @@ fn env_enabled_false_ignores_the_servers_json() {
             (external_env::SERVERS_JSON, json),
         ]))
         .expect(on);
-        assert_eq!(ids(&loaded), ["demo", "x"], "{on}");
+        assert_eq!(ids(&loaded), ["x"], "{on}");
     }
     let err = load_env(&env(&[(external_env::ENABLED, "yes")])).expect_err("not a bool");
     assert_eq!(paths(&err), [external_env::ENABLED]);
