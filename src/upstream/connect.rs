@@ -133,7 +133,7 @@ impl UpstreamClient {
     }
 
     async fn progress(&self, params: ProgressNotificationParam) {
-        if let Some(route) = self.relays.by_token(&params.progress_token) {
+        if let Some(route) = self.relays.by_token_when_sent(&params.progress_token).await {
             relay::notify(&route, route.relay.progress(params)).await;
         }
     }

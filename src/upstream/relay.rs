@@ -138,6 +138,11 @@ pub struct Routed {
 /// How long an ended call still receives its late notifications.
 const LINGER: Duration = Duration::from_secs(2);
 
+/// Longest a progress notification waits for a call to record its token
+/// ([`RelayRegistry::by_token_when_sent`]): a call's task descheduled between queueing its
+/// request and recording the token runs again well within it.
+const TOKEN_WAIT: Duration = Duration::from_secs(2);
+
 /// Most ended calls kept lingering per connection, so a flood of short calls cannot grow
 /// the list; the oldest go first.
 const MAX_LINGERING: usize = 64;
@@ -209,6 +214,8 @@ pub struct RelayRegistry {
     /// Progress read for no known token, until handled: every call's answer waits for
     /// these too ([`RelayRegistry::announce`]).
     unrouted: Arc<Busy>,
+    /// Told whenever a call records the token it was sent with ([`CallGuard::sent`]).
+    sent: Notify,
 }
 
 /// Running requests in the order they were registered (their keys ascend), and ended ones
@@ -320,6 +327,30 @@ impl RelayRegistry {
     /// The relay of the call (running or lingering) whose upstream request carries `token`.
     pub fn by_token(&self, token: &ProgressToken) -> Option<Routed> {
         self.find(|e| e.request.as_ref().is_some_and(|(_, t)| t == token))
+    }
+
+    /// [`RelayRegistry::by_token`] for a progress notification being handled: when no call
+    /// has `token` yet but a relayed call is still to record its token (rmcp queued the
+    /// request and the upstream answered with progress before the calling task ran on: a
+    /// busy machine), waits for it, at most [`TOKEN_WAIT`], rather than drop the progress.
+    pub async fn by_token_when_sent(&self, token: &ProgressToken) -> Option<Routed> {
+        let deadline = tokio::time::Instant::now() + TOKEN_WAIT;
+        loop {
+            let sent = self.sent.notified();
+            tokio::pin!(sent);
+            sent.as_mut().enable();
+            if let Some(route) = self.by_token(token) {
+                return Some(route);
+            }
+            let unsent = self
+                .lock()
+                .running
+                .iter()
+                .any(|e| e.relay.is_some() && e.request.is_none());
+            if !unsent || tokio::time::timeout_at(deadline, sent).await.is_err() {
+                return None;
+            }
+        }
     }
 
     /// Counts `notification` as being relayed, for the call it will be relayed to, until the
@@ -552,6 +583,7 @@ impl CallGuard {
         if let Some(entry) = self.registry.lock().running_mut(self.key) {
             entry.request = Some((id, token));
         }
+        self.registry.sent.notify_waiters();
     }
 }
 

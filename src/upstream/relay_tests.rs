@@ -191,6 +191,33 @@ async fn a_relayed_request_is_bounded_by_the_call() {
     drop(guard);
 }
 
+#[tokio::test(start_paused = true)]
+async fn progress_read_before_its_call_recorded_the_token_waits_for_it() {
+    let registry = RelayRegistry::new();
+    let relay = Recorder::of("alice");
+    let guard = registry.register(Some(relay.clone()), TIMEOUT);
+    // The upstream's progress is handled before the call ran on to record its token.
+    let early = tokio::spawn({
+        let registry = registry.clone();
+        async move {
+            log_through(registry.by_token_when_sent(&token(7)).await, "early").await;
+        }
+    });
+    tokio::task::yield_now().await;
+    guard.sent(RequestId::Number(7), token(7));
+    early.await.expect("the progress found its call");
+    assert_eq!(relay.logs(), ["early"]);
+    // A token no call has, with every call's token known, is dropped at once; with a call
+    // still to record its own, after the bound.
+    let start = tokio::time::Instant::now();
+    assert!(registry.by_token_when_sent(&token(8)).await.is_none());
+    assert_eq!(start.elapsed(), Duration::ZERO);
+    let _unsent = registry.register(Some(Recorder::of("bob")), TIMEOUT);
+    assert!(registry.by_token_when_sent(&token(8)).await.is_none());
+    assert_eq!(start.elapsed(), TOKEN_WAIT);
+    drop(guard);
+}
+
 #[test]
 fn no_tenant_and_user_pair_reads_as_another() {
     assert_eq!(Owner::caller("t", "bob"), Owner::caller("t", "bob"));
