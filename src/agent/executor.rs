@@ -25,9 +25,8 @@ use super::{
     relay::{ProgressRelay, Signal},
 };
 use crate::{
-    gateway::{Gateway, GatewayError, ToolOutput},
+    gateway::{CallRelay, Gateway, GatewayError, ToolOutput},
     policy::CallContext,
-    upstream::CallRelay,
 };
 
 /// Progress and approval notices from running calls waiting for the round to pass them on;

@@ -18,7 +18,7 @@ use rmcp::{
 };
 use tokio::sync::mpsc;
 
-use crate::upstream::CallRelay;
+use crate::gateway::CallRelay;
 
 /// Longest progress message passed on, in characters.
 const MAX_PROGRESS_MESSAGE_CHARS: usize = 500;

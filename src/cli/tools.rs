@@ -86,7 +86,7 @@ pub fn print(gateway: &Gateway, as_json: bool) -> anyhow::Result<()> {
 }
 
 /// Where a server was configured: `file`, `environment`, `default` or `code`.
-fn source(gateway: &Gateway, status: &mcpgate::upstream::ServerStatus) -> &'static str {
+fn source(gateway: &Gateway, status: &mcpgate::gateway::ServerStatus) -> &'static str {
     gateway
         .config()
         .server(&status.id)

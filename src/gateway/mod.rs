@@ -21,6 +21,14 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 pub use confirm::Approval;
 pub use error::GatewayError;
 pub use result::{Part, ToolOutput};
+// The vocabulary the gateway's callers speak of what happens below it: a call's relay (what
+// an upstream sends during it, and the caller's answers), resource watches, server states and
+// upstream failures. Callers name them through the gateway, never `upstream` itself, so a
+// new kind of tool source is added below the gateway without touching them.
+pub use crate::upstream::{
+    CallRelay, Owner, Resume, ServerState, ServerStatus, UpstreamError, covers_elicitation,
+    watch::{ResourceWatch, UpdateSink},
+};
 
 use crate::{
     catalog::{Catalog, CatalogTool, Fingerprint, PinStatus, Pins, PinsError, ServerTools},
@@ -29,7 +37,7 @@ use crate::{
         Access, Admin, CallContext, Clock, CompiledSchema, Limiter, classify, needs_confirmation,
     },
     store::{AuditStore, ConfirmationStore, StoreError, memory_stores, open_sqlite_with},
-    upstream::{ConnectOptions, Manager, ServerStatus},
+    upstream::{ConnectOptions, Manager},
 };
 
 /// How often expired confirmations are swept from the store.

@@ -62,7 +62,7 @@ impl From<GatewayError> for ApiError {
             GatewayError::ResultTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             GatewayError::Timeout { .. } => StatusCode::GATEWAY_TIMEOUT,
             GatewayError::Upstream { source, .. } => match source {
-                crate::upstream::UpstreamError::Unavailable { .. } => {
+                crate::gateway::UpstreamError::Unavailable { .. } => {
                     StatusCode::SERVICE_UNAVAILABLE
                 }
                 _ => StatusCode::BAD_GATEWAY,

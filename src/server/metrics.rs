@@ -22,9 +22,8 @@ use axum::{
 use super::{ApiError, AppState};
 use crate::{
     agent::AgentEvent,
-    gateway::{Gateway, GatewayError, ToolOutput},
+    gateway::{Gateway, GatewayError, ServerState, ToolOutput},
     policy::CallContext,
-    upstream::ServerState,
 };
 
 /// A role that may read `/metrics` and nothing else admin-only, for a scraper's token.

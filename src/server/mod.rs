@@ -39,7 +39,11 @@ use tower_layer::Layer;
 
 pub use errors::ApiError;
 
-use crate::{config::ServiceConfig, gateway::Gateway, lane::Lanes, upstream::ServerState};
+use crate::{
+    config::ServiceConfig,
+    gateway::{Gateway, ServerState},
+    lane::Lanes,
+};
 use auth::Authenticator;
 use metrics::Metrics;
 use reload::{LiveGateway, ReloadSource};

@@ -13,6 +13,7 @@ mod gate_audit;
 mod gate_confirmations;
 mod gate_policy;
 mod inspector;
+mod layers;
 mod llm_client;
 mod page;
 mod peers;

@@ -22,10 +22,9 @@ use super::{
     rounds::{CallKey, Continued, Rounds},
 };
 use crate::{
-    gateway::{Gateway, GatewayError, ToolOutput},
+    gateway::{CallRelay, Gateway, GatewayError, Resume, ToolOutput, UpstreamError},
     policy::CallContext,
     server::metrics::Metrics,
-    upstream::{CallRelay, Resume, UpstreamError},
 };
 
 /// Longest tool name quoted back in an error.

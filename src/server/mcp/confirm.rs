@@ -23,10 +23,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::convert::error_text;
 use crate::{
-    gateway::{Gateway, GatewayError, ToolOutput},
+    gateway::{CallRelay, Gateway, GatewayError, ToolOutput},
     policy::CallContext,
     server::{auth::SESSION_HEADER, errors::epoch_secs},
-    upstream::CallRelay,
 };
 
 /// `tools/call` `_meta` key carrying a confirmation token approved out of band.

@@ -36,7 +36,7 @@ mod tests {
     use rmcp::model::ErrorCode;
 
     use super::*;
-    use crate::upstream::UpstreamError;
+    use crate::gateway::UpstreamError;
 
     #[test]
     fn errors_map_to_spec_codes_without_upstream_detail() {

@@ -27,8 +27,8 @@ use tokio_util::sync::CancellationToken;
 
 use super::direct::CallStream;
 use crate::{
+    gateway::{CallRelay, Owner, Resume, covers_elicitation},
     policy::CallContext,
-    upstream::{CallRelay, Owner, Resume, covers_elicitation},
 };
 
 /// Relays one `tools/call` of one MCP client.

@@ -11,7 +11,7 @@ use rmcp::{ErrorData, Peer, RoleServer, model::ResourceUpdatedNotificationParam}
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::upstream::watch::{ResourceWatch, UpdateSink};
+use crate::gateway::{ResourceWatch, UpdateSink};
 
 /// Most resources one session may watch: each costs an entry here and a place in the
 /// upstream's reference count; a client watching more is doing something else than

@@ -4,7 +4,7 @@
 use std::{collections::BTreeMap, time::Duration};
 
 use super::*;
-use crate::upstream::UpstreamError;
+use crate::gateway::UpstreamError;
 
 /// A sample line split into name, labels and value; `None` if it breaks the format.
 /// One parsed sample: metric name, labels in order, value.
