@@ -114,6 +114,8 @@
 //! issuer = "https://issuer.example.com/"  # required; MCPGATE_JWT_ISSUER wins over it
 //! audience = "mcpgate"             # required; MCPGATE_JWT_AUDIENCE wins over it
 //! tenant_claim = "tenant"          # the claims read into the caller's context
+//! # default_tenant = "default"     # without [access] only: the tenant of a token that has
+//! #                                # no tenant claim (with [access] such a token is refused)
 //! user_claim = "sub"
 //! roles_claim = "roles"
 //! leeway = "30s"                   # clock skew allowed on exp and nbf (0 ..= 30s)

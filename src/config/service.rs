@@ -82,6 +82,10 @@ pub struct JwtConfig {
     pub audience: String,
     /// Claim names mapped to the call context.
     pub tenant_claim: String,
+    /// The tenant of a token without the tenant claim: single-tenant mode only (no
+    /// `[access]`), where ordinary identity providers' tokens name no tenant; with `[access]`
+    /// such a token is refused.
+    pub default_tenant: Option<String>,
     pub user_claim: String,
     pub roles_claim: String,
     /// Clock skew tolerated on `exp` and `nbf` (at most 30 s).

@@ -319,6 +319,7 @@ impl Draft {
             Deferred::Written(raw) => raw.map(|raw| access_rules::validate(&raw, &known, report)),
             Deferred::Valid(access) => access,
         };
+        let single_tenant = access.is_none();
         let audit = match self.audit {
             Deferred::Written(raw) => gate_rules::audit(&raw, &known, report),
             Deferred::Valid(audit) => audit,
@@ -334,7 +335,12 @@ impl Draft {
             state: self.state,
             audit,
             pins: self.pins,
-            service: service_rules::validate(&self.service, env, &self.base, report),
+            service: service_rules::validate(
+                &self.service,
+                env,
+                (&self.base, single_tenant),
+                report,
+            ),
             llm: agent_rules::llm(self.llm.as_ref(), env, report),
             agent: agent_rules::agent(&self.agent, report),
         }

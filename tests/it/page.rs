@@ -93,6 +93,7 @@ fn jwt_auth() -> AuthConfig {
         tenant_claim: "tenant".into(),
         user_claim: "sub".into(),
         roles_claim: "roles".into(),
+        default_tenant: None,
         leeway: Duration::from_secs(5),
     }))
 }

@@ -39,6 +39,7 @@ pub struct RawAuth {
     pub issuer: Option<String>,
     pub audience: Option<String>,
     pub tenant_claim: Option<String>,
+    pub default_tenant: Option<String>,
     pub user_claim: Option<String>,
     pub roles_claim: Option<String>,
     pub leeway: Option<RawDuration>,

@@ -35,6 +35,8 @@ const DEFAULT_LEEWAY: Duration = Duration::from_secs(30);
 const DEFAULT_ALGORITHMS: &[JwtAlgorithm] = &[JwtAlgorithm::Hs256];
 /// `sub` is RFC 7519's subject; `tenant` and `roles` are the names most issuers use.
 const DEFAULT_TENANT_CLAIM: &str = "tenant";
+/// The tenant of a token that names none, in single-tenant mode.
+const DEFAULT_TENANT: &str = "default";
 const DEFAULT_USER_CLAIM: &str = "sub";
 const DEFAULT_ROLES_CLAIM: &str = "roles";
 
@@ -44,7 +46,7 @@ const FIELD: &str = "server.auth";
 /// empty fields where broken), so that the listen rule does not blame a mode never chosen.
 pub(super) fn validate(
     raw: Option<&RawAuth>,
-    production: bool,
+    (production, single_tenant): (bool, bool),
     env: &Env,
     base: &Path,
     report: &mut Report,
@@ -79,7 +81,7 @@ pub(super) fn validate(
             AuthConfig::Jwt(Box::new(jwt(
                 raw,
                 selected_by_env,
-                production,
+                (production, single_tenant),
                 env,
                 base,
                 report,
@@ -107,6 +109,7 @@ fn refuse_jwt_fields(raw: &RawAuth, mode: RawAuthMode, report: &mut Report) {
         ("issuer", raw.issuer.is_some()),
         ("audience", raw.audience.is_some()),
         ("tenant_claim", raw.tenant_claim.is_some()),
+        ("default_tenant", raw.default_tenant.is_some()),
         ("user_claim", raw.user_claim.is_some()),
         ("roles_claim", raw.roles_claim.is_some()),
         ("leeway", raw.leeway.is_some()),
@@ -125,7 +128,7 @@ fn refuse_jwt_fields(raw: &RawAuth, mode: RawAuthMode, report: &mut Report) {
 fn jwt(
     raw: &RawAuth,
     selected_by_env: bool,
-    production: bool,
+    (production, single_tenant): (bool, bool),
     env: &Env,
     base: &Path,
     report: &mut Report,
@@ -166,6 +169,7 @@ fn jwt(
             DEFAULT_TENANT_CLAIM,
             report,
         ),
+        default_tenant: default_tenant(raw, single_tenant, report),
         user_claim: claim(&raw.user_claim, "user_claim", DEFAULT_USER_CLAIM, report),
         roles_claim: claim(&raw.roles_claim, "roles_claim", DEFAULT_ROLES_CLAIM, report),
         leeway: raw
@@ -173,6 +177,31 @@ fn jwt(
             .as_ref()
             .and_then(|r| duration(r, &LEEWAY_RANGE, &format!("{FIELD}.leeway"), report))
             .unwrap_or(DEFAULT_LEEWAY),
+    }
+}
+
+/// The tenant of tokens without the tenant claim: `default_tenant` (or [`DEFAULT_TENANT`])
+/// without `[access]`; none with it, where a token must say which tenant it is.
+fn default_tenant(raw: &RawAuth, single_tenant: bool, report: &mut Report) -> Option<String> {
+    let at = format!("{FIELD}.default_tenant");
+    if !single_tenant {
+        if raw.default_tenant.is_some() {
+            report.problem(
+                at,
+                "applies only without [access]: with tenants configured, a token must name its \
+                 tenant",
+            );
+        }
+        return None;
+    }
+    match &raw.default_tenant {
+        None => Some(DEFAULT_TENANT.to_owned()),
+        // Bounded like a tenant claim's value, since it stands in for one.
+        Some(name) if name.chars().count() > 128 => {
+            report.problem(at, "is longer than 128 characters");
+            None
+        }
+        Some(name) => text(name, &at, report),
     }
 }
 

@@ -38,13 +38,19 @@ const ORIGIN_FORM: &str = "must be an origin: http or https, a host and an optio
 pub(super) fn validate(
     raw: &RawService,
     env: &Env,
-    base: &Path,
+    (base, single_tenant): (&Path, bool),
     report: &mut Report,
 ) -> ServiceConfig {
     let d = ServiceConfig::default();
     let (listen, listen_path) = listen(raw, env, report);
     let production = raw.production.unwrap_or(d.production);
-    let auth = auth_rules::validate(raw.auth.as_ref(), production, env, base, report);
+    let auth = auth_rules::validate(
+        raw.auth.as_ref(),
+        (production, single_tenant),
+        env,
+        base,
+        report,
+    );
     if production && !matches!(auth, AuthConfig::Jwt(_)) {
         report.problem(
             "server.auth.mode",

@@ -13,6 +13,8 @@ pub(super) const MAX_IDENTITY_CHARS: usize = 128;
 #[derive(Debug, Clone)]
 pub(super) struct ClaimNames {
     pub tenant: String,
+    /// The tenant of a token without the tenant claim (single-tenant mode), else refused.
+    pub default_tenant: Option<String>,
     pub user: String,
     pub roles: String,
 }
@@ -32,7 +34,10 @@ pub(super) fn identity(
     claims: &Map<String, Value>,
     names: &ClaimNames,
 ) -> Result<Identity, AuthFailure> {
-    let tenant = required_text(claims, &names.tenant)?;
+    let tenant = match (claims.get(&names.tenant), &names.default_tenant) {
+        (None, Some(default)) => default.clone(),
+        _ => required_text(claims, &names.tenant)?,
+    };
     let user = required_text(claims, &names.user)?;
     let roles = match claims.get(&names.roles) {
         None => Vec::new(),
@@ -109,6 +114,7 @@ mod tests {
     fn names() -> ClaimNames {
         ClaimNames {
             tenant: "tid".to_owned(),
+            default_tenant: None,
             user: "sub".to_owned(),
             roles: "roles".to_owned(),
         }
@@ -119,6 +125,36 @@ mod tests {
             panic!("test claims are an object")
         };
         identity(&map, &names())
+    }
+
+    #[test]
+    fn a_missing_tenant_is_the_default_one_when_there_is_one() {
+        let claims = json!({"sub": "ann"});
+        let Value::Object(map) = claims else {
+            panic!("an object")
+        };
+        let refused = identity(&map, &names()).expect_err("no tenant, no default");
+        assert!(
+            refused.to_string().contains("`tid` is missing"),
+            "{refused}"
+        );
+        let with_default = ClaimNames {
+            default_tenant: Some("default".to_owned()),
+            ..names()
+        };
+        let who = identity(&map, &with_default).expect("the default tenant");
+        assert_eq!((who.tenant.as_str(), who.user.as_str()), ("default", "ann"));
+        // A tenant claim that is there but unusable is refused, not replaced.
+        let claims = json!({"sub": "ann", "tid": 7});
+        let Value::Object(map) = claims else {
+            panic!("an object")
+        };
+        assert!(identity(&map, &with_default).is_err());
+        let claims = json!({"sub": "ann", "tid": "acme"});
+        let Value::Object(map) = claims else {
+            panic!("an object")
+        };
+        assert_eq!(identity(&map, &with_default).expect("named").tenant, "acme");
     }
 
     #[test]

@@ -111,6 +111,7 @@ impl JwtVerifier {
             jwks,
             names: ClaimNames {
                 tenant: cfg.tenant_claim.clone(),
+                default_tenant: cfg.default_tenant.clone(),
                 user: cfg.user_claim.clone(),
                 roles: cfg.roles_claim.clone(),
             },

@@ -69,6 +69,7 @@ impl Service {
             tenant_claim: "tenant".into(),
             user_claim: "sub".into(),
             roles_claim: "roles".into(),
+            default_tenant: None,
             leeway: Duration::from_secs(5),
         }));
         let env = Env::from_pairs([("JWT_SECRET", SECRET)]);

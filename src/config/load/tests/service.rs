@@ -32,6 +32,7 @@ fn the_documented_example_sets_up_the_service_with_jwt() {
         tenant_claim: "tenant".to_owned(),
         user_claim: "sub".to_owned(),
         roles_claim: "roles".to_owned(),
+        default_tenant: None,
         leeway: Duration::from_secs(30),
     };
     let want = ServiceConfig {

@@ -25,7 +25,7 @@ fn check(text: &str, env: &[(&str, &str)]) -> Checked {
     let production = file.server.production.unwrap_or(false);
     let auth = validate(
         file.server.auth.as_ref(),
-        production,
+        (production, file.access.is_none()),
         &env,
         Path::new("/etc/mcpgate"),
         &mut report,
@@ -100,6 +100,8 @@ fn a_full_jwt_section_is_read() {
         tenant_claim: "org".to_owned(),
         user_claim: "email".to_owned(),
         roles_claim: "groups".to_owned(),
+        // No [access]: a token without `org` is of the default tenant.
+        default_tenant: Some("default".to_owned()),
         leeway: Duration::from_secs(10),
     };
     assert_eq!(jwt_of(&checked), &want);
@@ -461,5 +463,43 @@ fn weak_and_unset_secrets_warn_and_production_refuses_weak_ones() {
     assert!(
         found[0].starts_with("MCPGATE_JWT_SECRET: the key is shorter"),
         "{found:?}"
+    );
+}
+
+#[test]
+fn a_token_without_a_tenant_has_the_default_one_only_without_access() {
+    let single = check(&jwt_section("secret = \"${K}\""), &[("K", STRONG)]);
+    assert_eq!(jwt_of(&single).default_tenant.as_deref(), Some("default"));
+    let named = check(
+        &jwt_section("secret = \"${K}\"\ndefault_tenant = \"acme\""),
+        &[("K", STRONG)],
+    );
+    assert_eq!(jwt_of(&named).default_tenant.as_deref(), Some("acme"));
+
+    let tenants = "[access.tenants.acme]\nservers = []\n";
+    let multi = check(
+        &format!("{tenants}{}", jwt_section("secret = \"${K}\"")),
+        &[("K", STRONG)],
+    );
+    assert_eq!(
+        jwt_of(&multi).default_tenant,
+        None,
+        "with [access] a token names its tenant"
+    );
+    let refused = problems(&format!(
+        "{tenants}{}",
+        jwt_section("secret = \"${K}\"\ndefault_tenant = \"acme\"")
+    ));
+    assert_eq!(
+        refused,
+        [
+            "server.auth.default_tenant: applies only without [access]: with tenants configured, \
+          a token must name its tenant"
+        ]
+    );
+    let bad = problems(&jwt_section("secret = \"${K}\"\ndefault_tenant = \" x\""));
+    assert_eq!(
+        bad,
+        ["server.auth.default_tenant: starts or ends with whitespace, which tokens never carry"]
     );
 }

@@ -19,7 +19,12 @@ fn check(text: &str, env: &[(&str, &str)]) -> Checked {
     let file: RawFile = toml::from_str(text).expect("test TOML parses");
     let env = Env::from_pairs(env.iter().copied());
     let mut report = Report::default();
-    let service = validate(&file.server, &env, Path::new("/etc/mcpgate"), &mut report);
+    let service = validate(
+        &file.server,
+        &env,
+        (Path::new("/etc/mcpgate"), file.access.is_none()),
+        &mut report,
+    );
     let warnings = report.warnings().to_vec();
     let problems = match report.finish() {
         Ok(_) => Vec::new(),

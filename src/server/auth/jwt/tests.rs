@@ -53,6 +53,7 @@ fn config(algorithms: &[JwtAlgorithm]) -> JwtConfig {
         tenant_claim: "tenant".to_owned(),
         user_claim: "sub".to_owned(),
         roles_claim: "roles".to_owned(),
+        default_tenant: None,
         leeway: Duration::from_secs(30),
     }
 }
