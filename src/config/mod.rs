@@ -9,6 +9,7 @@ mod env;
 mod external_env;
 mod gate;
 mod gate_rules;
+mod host;
 mod limit_rules;
 mod load;
 mod mcp_servers;
@@ -29,6 +30,7 @@ pub use gate::{
     AccessConfig, AuditConfig, AuditSync, CallLimits, ConfirmationConfig, Grant, Operator,
     PinsConfig, ResultOverflow, StateConfig, TenantAccess,
 };
+pub use host::normal_host;
 pub use load::{ConfigSource, Loaded, load, load_with_embedded_state};
 pub use sandbox::{
     DEFAULT_MEMORY_BYTES, DEFAULT_OPEN_FILES, DEFAULT_PROCESSES, Network, RunAs, Sandbox,

@@ -344,16 +344,16 @@ fn allowed_hosts(raw: &RawServer, f: &Fields<'_>, report: &mut Report) -> Vec<St
     let path = f.path("allowed_hosts");
     let mut out = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
-        match Host::parse(&item.trim().to_ascii_lowercase()) {
-            Ok(host) if !item.trim().is_empty() => out.push(host.to_string()),
-            _ => report.problem(format!("{path}[{i}]"), "is not a host name or IP address"),
+        match super::normal_host(item) {
+            Some(host) => out.push(host),
+            None => report.problem(format!("{path}[{i}]"), "is not a host name or IP address"),
         }
     }
     let url_host = raw
         .url
         .as_deref()
         .and_then(|u| Url::parse(u).ok())
-        .and_then(|u| u.host_str().map(str::to_owned));
+        .and_then(|u| u.host_str().and_then(super::normal_host));
     if let Some(host) = url_host
         && !out.is_empty()
         && !out.contains(&host)

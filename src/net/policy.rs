@@ -5,6 +5,7 @@ use std::{net::IpAddr, time::Duration};
 use url::{Host, Url};
 
 use super::{NetError, classify, is_cloud_metadata};
+use crate::config::normal_host;
 
 /// Connect deadline: long enough for a slow TLS handshake across continents, short enough
 /// that a black-holed address does not hold a caller for minutes.
@@ -64,19 +65,17 @@ impl NetPolicy {
     /// (case, IDNA, IPv4 spellings, IPv6 forms), so `LOCALHOST`, `0x7f.1` or `[::1]` match
     /// what the URL parser produced; an entry that does not parse as a host never matches.
     pub fn host_allowed(&self, host: &Host) -> bool {
-        self.allowed_hosts.is_empty()
-            || self
-                .allowed_hosts
-                .iter()
-                .filter_map(|entry| parse_host(entry))
-                .any(|entry| entry == *host)
+        if self.allowed_hosts.is_empty() {
+            return true;
+        }
+        let Some(host) = normal_host(&host.to_string()) else {
+            return false;
+        };
+        self.allowed_hosts
+            .iter()
+            .filter_map(|entry| normal_host(entry))
+            .any(|entry| entry == host)
     }
-}
-
-fn parse_host(entry: &str) -> Option<Host> {
-    Host::parse(entry)
-        .or_else(|_| Host::parse(&format!("[{entry}]")))
-        .ok()
 }
 
 /// Checks a URL before any request to it: scheme, userinfo, host allowlist, and IP literals

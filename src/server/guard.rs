@@ -8,6 +8,7 @@ use axum::{
 };
 
 use super::{AppState, errors::ApiError};
+use crate::config::normal_host;
 
 /// Host names accepted when none are configured.
 const LOOPBACK_NAMES: &[&str] = &["localhost", "127.0.0.1", "::1"];
@@ -56,17 +57,38 @@ fn host_name(host: &str) -> &str {
     }
 }
 
+/// `name:port` with the name in its normal form ([`normal_host`]).
+fn normal_authority(host: &str) -> Option<String> {
+    let name = normal_host(host_name(host))?;
+    let port = host
+        .rsplit_once(':')
+        .map(|(_, port)| port)
+        .filter(|port| !port.is_empty() && port.chars().all(|c| c.is_ascii_digit()))
+        .filter(|_| !host.ends_with(']'));
+    Some(match port {
+        Some(port) => format!("{name}:{port}"),
+        None => name,
+    })
+}
+
 fn host_allowed(host: Option<&str>, allowed: &[String]) -> bool {
     let Some(host) = host else {
         return false;
     };
-    let name = host_name(host);
+    let Some(name) = normal_host(host_name(host)) else {
+        return false;
+    };
     if allowed.is_empty() {
-        return LOOPBACK_NAMES.iter().any(|n| n.eq_ignore_ascii_case(name));
+        return LOOPBACK_NAMES
+            .iter()
+            .any(|n| normal_host(n).is_some_and(|n| n == name));
     }
-    allowed
-        .iter()
-        .any(|a| a.eq_ignore_ascii_case(name) || a.eq_ignore_ascii_case(host))
+    let authority = normal_authority(host);
+    allowed.iter().any(|entry| {
+        let entry_name = normal_host(entry);
+        entry_name.as_ref() == Some(&name)
+            || (authority.is_some() && normal_authority(entry) == authority)
+    })
 }
 
 /// Same origin (the Origin's authority equals the Host) or an exact configured origin.
@@ -81,7 +103,8 @@ fn origin_allowed(origin: &str, host: &str, allowed: &[String]) -> bool {
                 (Some(h), None) => h.to_owned(),
                 _ => return false,
             };
-            authority.eq_ignore_ascii_case(host)
+            normal_authority(&authority).is_some()
+                && normal_authority(&authority) == normal_authority(host)
         }
         _ => false,
     }
@@ -101,6 +124,22 @@ mod tests {
         let allowed = vec!["gw.example.com".to_owned()];
         assert!(host_allowed(Some("gw.example.com:443"), &allowed));
         assert!(!host_allowed(Some("localhost"), &allowed));
+        // One normal form: case, a fully qualified name's dot, on either side.
+        assert!(host_allowed(Some("GW.Example.COM.:443"), &allowed));
+        assert!(host_allowed(
+            Some("gw.example.com"),
+            &["GW.EXAMPLE.COM.".to_owned()]
+        ));
+        assert!(host_allowed(Some("localhost.:8080"), &[]));
+        assert!(host_allowed(
+            Some("gw.example.com:8443"),
+            &["gw.example.com:8443".to_owned()]
+        ));
+        assert!(!host_allowed(
+            Some("gw.example.com:9"),
+            &["gw.example.com:8443".to_owned()]
+        ));
+        assert!(!host_allowed(Some("gw.example.com.evil:443"), &allowed));
     }
 
     #[test]
@@ -118,5 +157,16 @@ mod tests {
         assert!(!origin_allowed("null", "127.0.0.1:8080", &[]));
         let allowed = vec!["https://app.example.com".to_owned()];
         assert!(origin_allowed("https://app.example.com", "gw:1", &allowed));
+        // The same origin however its host is spelled.
+        assert!(origin_allowed(
+            "http://GW.example.com.:8080",
+            "gw.example.com:8080",
+            &[]
+        ));
+        assert!(!origin_allowed(
+            "http://gw.example.com:8081",
+            "gw.example.com:8080",
+            &[]
+        ));
     }
 }

@@ -103,6 +103,12 @@ fn allowed_hosts_are_normalized_and_must_admit_the_url() {
         "url = \"https://API.example.com\"\nallowed_hosts = [\"Api.Example.com\", \"cdn.example.com\"]",
     );
     assert_eq!(s.allowed_hosts, ["api.example.com", "cdn.example.com"]);
+    // A fully qualified name, in the URL or the list, is the same host.
+    let fqdn = ok("url = \"https://API.EXAMPLE.COM./mcp\"\nallowed_hosts = [\"api.example.com\"]");
+    assert_eq!(fqdn.allowed_hosts, ["api.example.com"]);
+    let listed =
+        ok("url = \"https://api.example.com/mcp\"\nallowed_hosts = [\"API.example.com.\"]");
+    assert_eq!(listed.allowed_hosts, ["api.example.com"]);
     assert_eq!(
         problems("url = \"https://a.example\"\nallowed_hosts = [\"b.example\", \"\"]"),
         [

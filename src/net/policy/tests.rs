@@ -194,7 +194,9 @@ fn allowlist_is_exact_and_case_insensitive() {
         ("https://evil-api.example.com/", false),
         ("https://api.example.com.evil.net/", false),
         ("https://sub.api.example.com/", false),
-        ("https://api.example.com./", false),
+        // A fully qualified name is the same host.
+        ("https://api.example.com./", true),
+        ("https://API.EXAMPLE.COM./x", true),
         ("http://localhost/", false),
         ("http://127.0.0.2/", false),
     ];
