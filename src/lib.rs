@@ -21,12 +21,17 @@
 //! - [`digest`]: hex SHA-256 and random ids.
 //! - [`lane`]: threads that each drive a runtime of their own, for serving (used by
 //!   [`server`] and [`net`]).
-//! - [`fixtures`]: small MCP servers (the demo server and edge-case servers for tests).
+//! - [`demo`]: the built-in demo server (`mcpgate demo-server`).
+//! - `fixtures`: edge-case MCP servers for the tests and the benchmark, built only with the
+//!   `testkit` feature (which the crate's own tests turn on), never into a release.
 
 pub mod agent;
 pub mod catalog;
 pub mod config;
+pub mod demo;
 pub mod digest;
+// The test and benchmark servers: built for the crate's own tests and `scripts/bench` only.
+#[cfg(any(test, feature = "testkit"))]
 pub mod fixtures;
 pub mod gateway;
 pub mod lane;

@@ -27,7 +27,7 @@
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! use mcpgate::{fixtures::demo::DemoServer, toolset::{ServerSpec, ToolSet}};
+//! use mcpgate::{demo::DemoServer, toolset::{ServerSpec, ToolSet}};
 //!
 //! let tools = ToolSet::connect(ServerSpec::in_process(DemoServer::new()).id("demo")?).await?;
 //! assert!(tools.catalog().by_canonical("demo.echo").is_some());

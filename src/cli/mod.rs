@@ -2,9 +2,11 @@
 //! and the hidden helpers (`supervise`, `fixture`, `conformance-client`).
 
 mod audit;
+#[cfg(feature = "testkit")]
 mod bench;
 mod call;
 mod chat;
+#[cfg(feature = "testkit")]
 mod conformance;
 mod pin;
 mod serve;
@@ -95,6 +97,7 @@ enum Command {
         command: Vec<OsString>,
     },
     /// Run an edge-case MCP server on stdin/stdout (used by the tests).
+    #[cfg(feature = "testkit")]
     #[command(hide = true)]
     Fixture {
         name: String,
@@ -104,9 +107,11 @@ enum Command {
     },
     /// The MCP client entry point the conformance suite drives: connects to URL and runs the
     /// scenario named in MCP_CONFORMANCE_SCENARIO.
+    #[cfg(feature = "testkit")]
     #[command(hide = true)]
     ConformanceClient { url: String },
     /// Benchmark the gateway against direct calls and peer gateways (see scripts/bench).
+    #[cfg(feature = "testkit")]
     #[command(hide = true)]
     Bench(bench::BenchArgs),
 }
@@ -188,9 +193,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             serve::run(cli.config.as_deref(), listen, &cli.log, cli.log_json).await
         }
         Command::DemoServer => {
-            mcpgate::fixtures::demo::serve_stdio().await?;
+            mcpgate::demo::serve_stdio().await?;
             Ok(ExitCode::SUCCESS)
         }
+        #[cfg(feature = "testkit")]
         Command::Fixture { name, http } => {
             let fixture = mcpgate::fixtures::Fixture::parse(&name)
                 .with_context(|| format!("no fixture named `{name}`"))?;
@@ -210,7 +216,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        #[cfg(feature = "testkit")]
         Command::ConformanceClient { url } => conformance::run(&url).await,
+        #[cfg(feature = "testkit")]
         Command::Bench(args) => {
             // Stopped by a signal, the run is dropped, and with it every process it started
             // (each is killed on drop): the gateways under test, the upstreams, the peers.

@@ -343,7 +343,7 @@ impl Config {
             }),
         );
         demo.source = ServerSource::Default;
-        demo.read_only_tools = crate::fixtures::demo::READ_ONLY_TOOLS
+        demo.read_only_tools = crate::demo::READ_ONLY_TOOLS
             .iter()
             .map(|s| (*s).to_owned())
             .collect();
