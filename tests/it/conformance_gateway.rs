@@ -28,7 +28,7 @@ async fn serve(dir: &Path) -> ServedBinary {
         bin = mcpgate_bin().display().to_string(),
         sandbox = crate::support::sandbox_section(&[], &[]),
     );
-    ServedBinary::start(dir, &config, &[]).await
+    ServedBinary::start(dir, Some(&config), &[]).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,56 +4,9 @@
 use std::{path::Path, process::Output};
 
 use serde_json::Value;
-use tokio::{
-    io::{AsyncBufReadExt, BufReader},
-    process::{Child, Command},
-};
+use tokio::process::Command;
 
-use crate::support::{WAIT, mcpgate_bin, peers};
-
-/// A running `mcpgate serve` with the address and dev token its banner printed.
-struct Served {
-    child: Child,
-    base: String,
-    token: String,
-}
-
-/// Starts `mcpgate serve` in `dir` (embedded defaults: the demo server) and reads its banner.
-async fn serve(dir: &Path) -> Served {
-    let mut child = Command::new(mcpgate_bin())
-        .current_dir(dir)
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("serve starts");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let (mut base, mut token) = (None, None);
-    while let Some(line) = tokio::time::timeout(WAIT, lines.next_line())
-        .await
-        .expect("banner in time")
-        .expect("stdout readable")
-    {
-        if let Some(rest) = line.strip_prefix("mcpgate is serving on ") {
-            base = Some(rest.trim().to_owned());
-        }
-        if let Some(rest) = line.trim().strip_prefix("token") {
-            token = Some(rest.trim().to_owned());
-        }
-        if line.starts_with("Press Ctrl-C") {
-            break;
-        }
-    }
-    // Whatever the gateway prints later must never fill the pipe and stall it.
-    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-    Served {
-        child,
-        base: base.expect("address printed"),
-        token: token.expect("token printed"),
-    }
-}
+use crate::support::{ServedBinary, WAIT, peers};
 
 /// Runs `mcp-inspector --cli <url> --transport http --format json <args>` under Node 22, with
 /// its home and catalog inside `home` so a run reads and leaves nothing in the real home.
@@ -105,9 +58,11 @@ fn result(what: &str, out: &Output) -> Value {
 async fn the_inspector_cli_lists_and_calls_tools_through_the_mcp_endpoint() {
     let dir = tempfile::tempdir().expect("temp dir");
     let home = tempfile::tempdir().expect("temp home");
-    let mut served = serve(dir.path()).await;
+    // Embedded defaults: the demo server, dev authentication.
+    let served = ServedBinary::start(dir.path(), None, &[]).await;
     let url = format!("{}/mcp", served.base);
-    let bearer = format!("Authorization: Bearer {}", served.token);
+    let token = served.token.clone().expect("the dev token printed");
+    let bearer = format!("Authorization: Bearer {token}");
 
     let listed = result(
         "tools/list",
@@ -162,11 +117,6 @@ async fn the_inspector_cli_lists_and_calls_tools_through_the_mcp_endpoint() {
     let stderr = String::from_utf8_lossy(&refused.stderr);
     assert!(stderr.contains("missing_token"), "{stderr}");
 
-    let pid = nix::unistd::Pid::from_raw(served.child.id().expect("running") as i32);
-    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("signal");
-    let status = tokio::time::timeout(WAIT, served.child.wait())
-        .await
-        .expect("the gateway exits in time")
-        .expect("status");
+    let status = served.stop().await;
     assert!(status.success(), "{status:?}");
 }

@@ -198,7 +198,7 @@ confirm = "none"
         allowed = toml_str(&allowed),
         open_port = port(&open_port),
     );
-    let served = ServedBinary::start(root.path(), &config, &[(CANARY_VAR, &canary)]).await;
+    let served = ServedBinary::start(root.path(), Some(&config), &[(CANARY_VAR, &canary)]).await;
     served.wait_ready().await;
     let api = Api::new(&served);
 
@@ -389,7 +389,7 @@ confirm = "none"
     );
     // The packages the links point into are where the tests installed them.
     assert!(npm_package("@modelcontextprotocol/server-everything").exists());
-    let served = ServedBinary::start(root.path(), &config, &[]).await;
+    let served = ServedBinary::start(root.path(), Some(&config), &[]).await;
     served.wait_ready().await;
     let api = Api::new(&served);
     for id in ["everything", "filesystem", "memory", "time", "npx"] {

@@ -325,16 +325,24 @@ impl Served {
 }
 
 /// `mcpgate serve` run from the binary in `dir`, whose `mcpgate.toml` it writes from
-/// `config`, with `env` added to its environment; listening on a loopback port.
+/// `config` (none: the embedded defaults), with `env` added to its environment; listening on
+/// a loopback port. `token` is the dev token its banner printed, in dev mode.
 pub struct ServedBinary {
     child: Child,
     pub base: String,
+    pub token: Option<String>,
 }
 
 impl ServedBinary {
-    pub async fn start(dir: &std::path::Path, config: &str, env: &[(&str, &str)]) -> ServedBinary {
+    pub async fn start(
+        dir: &std::path::Path,
+        config: Option<&str>,
+        env: &[(&str, &str)],
+    ) -> ServedBinary {
         use tokio::io::{AsyncBufReadExt as _, BufReader};
-        std::fs::write(dir.join("mcpgate.toml"), config).expect("config written");
+        if let Some(config) = config {
+            std::fs::write(dir.join("mcpgate.toml"), config).expect("config written");
+        }
         let mut child = Command::new(mcpgate_bin())
             .current_dir(dir)
             .args(["serve", "--listen", "127.0.0.1:0"])
@@ -346,7 +354,7 @@ impl ServedBinary {
             .spawn()
             .expect("serve starts");
         let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-        let mut base = None;
+        let (mut base, mut token) = (None, None);
         while let Some(line) = tokio::time::timeout(WAIT, lines.next_line())
             .await
             .expect("banner in time")
@@ -354,6 +362,9 @@ impl ServedBinary {
         {
             if let Some(rest) = line.strip_prefix("mcpgate is serving on ") {
                 base = Some(rest.trim().to_owned());
+            }
+            if let Some(rest) = line.trim().strip_prefix("token ") {
+                token = Some(rest.trim().to_owned());
             }
             if line.starts_with("Press Ctrl-C") {
                 break;
@@ -364,6 +375,7 @@ impl ServedBinary {
         ServedBinary {
             child,
             base: base.expect("address printed"),
+            token,
         }
     }
 
