@@ -36,6 +36,14 @@ fn run_as_line() -> &'static str {
     }
 }
 
+/// Whether every folder above `path` lets other users through (as `nobody` needs to reach
+/// the installed test peers in the checkout).
+fn others_reach(path: &Path) -> bool {
+    path.ancestors()
+        .skip(1)
+        .all(|folder| std::fs::metadata(folder).is_ok_and(|m| m.permissions().mode() & 0o001 != 0))
+}
+
 fn toml_str(path: &Path) -> String {
     toml::Value::String(path.to_string_lossy().into_owned()).to_string()
 }
@@ -378,7 +386,19 @@ sandbox = {{ read = [{peers}] }}
 confirm = "none"
 "#,
         peers = toml_str(&peers()),
-        run_as = run_as_line(),
+        // A checkout that other users cannot reach (under a private home) cannot lend its
+        // installed peers to `nobody`: then they run as the user running the tests, in the
+        // same sandbox otherwise.
+        run_as = if others_reach(&peers()) {
+            run_as_line().to_owned()
+        } else {
+            eprintln!("the checkout is not reachable by other users: servers run as this user");
+            format!(
+                "run_as = \"{}:{}\"\n",
+                nix::unistd::geteuid(),
+                nix::unistd::getegid()
+            )
+        },
         everything = toml_str(&bin.join("mcp-server-everything")),
         filesystem = toml_str(&bin.join("mcp-server-filesystem")),
         memory_bin = toml_str(&bin.join("mcp-server-memory")),
