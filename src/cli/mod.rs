@@ -73,8 +73,11 @@ enum Command {
     /// Record every tool's fingerprint in the pin file (or compare with `--check`).
     Pin {
         /// Compare the live catalog with the pin file; exit 1 on any difference.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "tool")]
         check: bool,
+        /// Pin only this tool (`server.tool`): accept its live definition, audited as yours.
+        #[arg(long, value_name = "SERVER.TOOL")]
+        tool: Option<String>,
     },
     /// Show the audit log: who called what, with whose approval.
     Audit(audit::AuditArgs),
@@ -284,11 +287,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let work = chat::run(&gateway, settle, args);
             until_signal(&gateway, work).await
         }
-        Command::Pin { check } => {
+        Command::Pin { check, tool } => {
             let (gateway, settle) = start(cli.config.as_deref()).await?;
             let work = async {
                 gateway.wait_ready(settle).await;
-                pin::run(&gateway, check).await
+                pin::run(&gateway, check, tool.as_deref()).await
             };
             until_signal(&gateway, work).await
         }

@@ -213,6 +213,32 @@ pub(super) async fn report_definition(gateway: &Gateway, tool: &CatalogTool) {
     append(gateway, record).await;
 }
 
+impl Gateway {
+    /// Audits `ctx` accepting `tool`'s live definition as its pin (`mcpgate pin --tool`):
+    /// who released it, and the fingerprint now pinned.
+    pub async fn audit_pin_accepted(&self, ctx: &CallContext, tool: &CatalogTool) {
+        let record = AuditRecord {
+            time: self.inner.clock.now(),
+            request_id: clean(&ctx.request_id, MAX_FIELD_CHARS),
+            tenant: clean(&ctx.tenant, MAX_FIELD_CHARS),
+            user: clean(&ctx.user, MAX_FIELD_CHARS),
+            session: clean(&ctx.session, MAX_FIELD_CHARS),
+            server: tool.server.to_string(),
+            tool: clean(&tool.canonical, MAX_FIELD_CHARS),
+            decision: "accepted".to_owned(),
+            confirmation_id: None,
+            outcome: "pinned".to_owned(),
+            duration_ms: 0,
+            argument_bytes: 0,
+            result_bytes: 0,
+            fingerprint: Some(tool.fingerprint.as_str().to_owned()),
+            arguments: None,
+            detail: None,
+        };
+        append(self, record).await;
+    }
+}
+
 /// Audits a decision on a confirmation (approved, denied, refused to another caller or for an
 /// unknown id): `tool` is known only when the confirmation was found.
 pub(super) async fn report_decision(

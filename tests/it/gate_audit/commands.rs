@@ -64,6 +64,28 @@ async fn pin_writes_the_lock_file_next_to_the_config_and_check_names_changed_too
         "{records:#?}"
     );
 
+    // Accepting the one changed tool: its pin alone is rewritten, and the audit says who.
+    let run = gate(&["pin", "--tool", "demo.echo"]).await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    assert!(
+        run.stdout
+            .contains(&format!("pinned demo.echo at {}", &echo_fingerprint[..12]))
+            && run.stdout.contains("was 000000000000"),
+        "{run:?}"
+    );
+    let run = gate(&["pin", "--check"]).await;
+    assert_eq!(run.code, Some(0), "{run:?}");
+    let accepted = audit(&config, &["--tool", "demo.echo", "--outcome", "pinned"]).await;
+    assert_eq!(accepted.len(), 1, "{accepted:#?}");
+    assert_eq!(accepted[0]["decision"], "accepted", "{accepted:#?}");
+    assert_eq!(accepted[0]["fingerprint"], echo_fingerprint.as_str());
+    assert_ne!(
+        accepted[0]["user"], "mcpgate",
+        "the person, not the gateway"
+    );
+    let run = gate(&["pin", "--tool", "demo.nope"]).await;
+    assert_eq!(run.code, Some(2), "{run:?}");
+
     let run = gate(&["pin"]).await;
     assert_eq!(run.code, Some(0), "{run:?}");
     let run = gate(&["pin", "--check"]).await;
