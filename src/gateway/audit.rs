@@ -218,22 +218,8 @@ impl Gateway {
     /// who released it, and the fingerprint now pinned.
     pub async fn audit_pin_accepted(&self, ctx: &CallContext, tool: &CatalogTool) {
         let record = AuditRecord {
-            time: self.inner.clock.now(),
-            request_id: clean(&ctx.request_id, MAX_FIELD_CHARS),
-            tenant: clean(&ctx.tenant, MAX_FIELD_CHARS),
-            user: clean(&ctx.user, MAX_FIELD_CHARS),
-            session: clean(&ctx.session, MAX_FIELD_CHARS),
-            server: tool.server.to_string(),
-            tool: clean(&tool.canonical, MAX_FIELD_CHARS),
-            decision: "accepted".to_owned(),
-            confirmation_id: None,
-            outcome: "pinned".to_owned(),
-            duration_ms: 0,
-            argument_bytes: 0,
-            result_bytes: 0,
             fingerprint: Some(tool.fingerprint.as_str().to_owned()),
-            arguments: None,
-            detail: None,
+            ..decision_record(self, ctx, &tool.canonical, "accepted", "pinned")
         };
         append(self, record).await;
     }
@@ -249,9 +235,24 @@ pub(super) async fn report_decision(
     decision: &str,
     outcome: &str,
 ) {
-    let tool = tool.unwrap_or_default();
-    let server = tool.split_once('.').map(|(s, _)| s).unwrap_or_default();
     let record = AuditRecord {
+        confirmation_id: Some(clean(confirmation_id, MAX_FIELD_CHARS)),
+        ..decision_record(gateway, ctx, tool.unwrap_or_default(), decision, outcome)
+    };
+    append(gateway, record).await;
+}
+
+/// The record of a decision `ctx` made about `tool` (`server.tool`, or empty): no call ran,
+/// so no sizes, arguments or duration.
+fn decision_record(
+    gateway: &Gateway,
+    ctx: &CallContext,
+    tool: &str,
+    decision: &str,
+    outcome: &str,
+) -> AuditRecord {
+    let server = tool.split_once('.').map(|(s, _)| s).unwrap_or_default();
+    AuditRecord {
         time: gateway.inner.clock.now(),
         request_id: clean(&ctx.request_id, MAX_FIELD_CHARS),
         tenant: clean(&ctx.tenant, MAX_FIELD_CHARS),
@@ -260,7 +261,7 @@ pub(super) async fn report_decision(
         server: clean(server, MAX_FIELD_CHARS),
         tool: clean(tool, MAX_FIELD_CHARS),
         decision: decision.to_owned(),
-        confirmation_id: Some(clean(confirmation_id, MAX_FIELD_CHARS)),
+        confirmation_id: None,
         outcome: outcome.to_owned(),
         duration_ms: 0,
         argument_bytes: 0,
@@ -268,8 +269,7 @@ pub(super) async fn report_decision(
         fingerprint: None,
         arguments: None,
         detail: None,
-    };
-    append(gateway, record).await;
+    }
 }
 
 async fn append(gateway: &Gateway, record: AuditRecord) {

@@ -531,6 +531,35 @@ mod tests {
         );
     }
 
+    #[test]
+    fn how_a_server_ended_is_told_from_its_supervisors_code_or_signal() {
+        use std::os::unix::process::ExitStatusExt as _;
+        let exited = |code: i32| std::process::ExitStatus::from_raw(code << 8);
+        let no_status = SandboxStatus::default();
+        let reason = |status, sandbox: &SandboxStatus| exit_reason(status, sandbox);
+        // The supervisor exits 128 plus the signal; without one, the signal itself.
+        let cpu = reason(exited(128 + 24), &no_status).expect("a reason");
+        assert!(
+            cpu.contains("CPU time limit") && cpu.contains("SIGXCPU"),
+            "{cpu}"
+        );
+        let direct = std::process::ExitStatus::from_raw(24);
+        assert_eq!(reason(direct, &no_status), Some(cpu));
+        assert!(reason(exited(137), &no_status).is_some_and(|r| r.contains("SIGKILL")));
+        assert!(
+            reason(exited(NOT_STARTED), &no_status)
+                .is_some_and(|r| r.contains("could not be started"))
+        );
+        // 71 is the sandbox failing only before the supervisor reported entering it.
+        assert!(reason(exited(SANDBOX_FAILED), &no_status).is_some_and(|r| r.contains("sandbox")));
+        let entered = SandboxStatus::default();
+        entered.set(serde_json::json!({"landlock": "full"}));
+        assert_eq!(reason(exited(SANDBOX_FAILED), &entered), None);
+        // An ordinary end says nothing more than "closed".
+        assert_eq!(reason(exited(0), &no_status), None);
+        assert_eq!(reason(exited(1), &no_status), None);
+    }
+
     #[tokio::test]
     async fn stderr_lines_are_capped() {
         let input = b"0123456789abcdef\nsecond\n";

@@ -194,10 +194,12 @@ args = [{script}]
 confirm = "none"
 sandbox = {{ memory = "1GiB", cpu_seconds = 2, processes = 64, write = [{allowed}], network = [{open_port}] }}
 
+# Required: every rule asked for is enforced on this kernel, or it does not start.
 [servers.bystander]
 command = "/usr/bin/python3"
 args = [{script}]
 confirm = "none"
+sandbox = "required"
 "#,
         state = toml_str(&state),
         run_as = run_as_line(),
@@ -332,8 +334,22 @@ confirm = "none"
     let (ok, text) = api.call("hostile.whoami", json!({})).await;
     assert!(ok, "restarted: {text}");
 
+    // The second process got a scratch folder of its own; stopping removes it.
+    let (_, again) = api.call("hostile.whoami", json!({})).await;
+    let again: Value = serde_json::from_str(&again).expect("whoami is JSON");
+    let scratch = PathBuf::from(again["cwd"].as_str().expect("cwd"));
+    assert!(scratch.is_dir(), "{again}");
+    assert_ne!(again["cwd"], who["cwd"], "a fresh folder per start");
+    assert!(
+        !Path::new(who["cwd"].as_str().expect("cwd")).exists(),
+        "the first one is gone"
+    );
+    let bystander = api.server("bystander").await;
+    assert_eq!(bystander["state"], "ready", "{bystander}");
+
     let status = served.stop().await;
     assert!(status.success(), "{status:?}");
+    assert!(!scratch.exists(), "the scratch folder is removed at stop");
     assert!(!root.path().join("server/planted.py").exists());
 }
 
