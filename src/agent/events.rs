@@ -1,22 +1,28 @@
-//! The events of one chat turn, in the order they happen. Serialized with a `type` tag in
-//! snake_case (`{"type":"tool_call",...}`); the chat API sends each as one SSE event whose
+//! The events of one chat turn, in the order they happen. Serialized with a `type` tag naming
+//! the event in snake_case and fields in camelCase, like every JSON the gateway writes
+//! (`{"type":"tool_call","callId":...}`); the chat API sends each as one SSE event whose
 //! `event:` name is the same tag, and the page and `mcpgate chat` read them.
 
 use serde::Serialize;
 use serde_json::Value;
 
 /// Token counts as the model server reported them (absent when it reports none).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Usage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     pub total_tokens: u64,
 }
 
-/// One event of a chat turn. `call_id` is the model's tool call id (synthesized when the
+/// One event of a chat turn. `callId` is the model's tool call id (synthesized when the
 /// server sent none), unique within the turn.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[serde(
+    tag = "type",
+    rename_all = "snake_case",
+    rename_all_fields = "camelCase"
+)]
 pub enum AgentEvent {
     /// A request to the model starts; `round` counts from 0.
     RoundStart { round: u32 },
@@ -43,8 +49,8 @@ pub enum AgentEvent {
         #[serde(skip_serializing_if = "Option::is_none")]
         message: Option<String>,
     },
-    /// A write tool waits for the user: approve or deny `call_id` (same user and session)
-    /// before `expires_at` (RFC 3339).
+    /// A write tool waits for the user: approve or deny `callId` (same user and session)
+    /// before `expiresAt` (RFC 3339).
     ApprovalRequired {
         call_id: String,
         confirmation_id: String,
@@ -125,5 +131,26 @@ mod tests {
             let value = serde_json::to_value(&event).expect("events serialize");
             assert_eq!(value["type"], json!(event.kind()));
         }
+    }
+
+    #[test]
+    fn fields_are_camel_case() {
+        let eta = AgentEvent::ToolEta {
+            call_id: "a".into(),
+            expected_ms: 5,
+        };
+        assert_eq!(
+            serde_json::to_value(&eta).expect("serializes"),
+            json!({ "type": "tool_eta", "callId": "a", "expectedMs": 5 })
+        );
+        let usage = Usage {
+            prompt_tokens: 1,
+            completion_tokens: 2,
+            total_tokens: 3,
+        };
+        assert_eq!(
+            serde_json::to_value(usage).expect("serializes"),
+            json!({ "promptTokens": 1, "completionTokens": 2, "totalTokens": 3 })
+        );
     }
 }

@@ -27,6 +27,7 @@ use super::{
 use crate::{
     gateway::{CallRelay, Gateway, GatewayError, ToolOutput},
     policy::CallContext,
+    store::rfc3339,
 };
 
 /// Progress and approval notices from running calls waiting for the round to pass them on;
@@ -267,13 +268,6 @@ fn result_data(output: &ToolOutput) -> Value {
 
 fn millis(d: Duration) -> u64 {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
-}
-
-/// RFC 3339 in UTC, whole seconds.
-pub(crate) fn rfc3339(at: SystemTime) -> String {
-    jiff::Timestamp::try_from(at)
-        .map(|t| t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string())
-        .unwrap_or_default()
 }
 
 /// How one call ended.

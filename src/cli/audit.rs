@@ -3,20 +3,20 @@
 use std::{
     io::Write as _,
     process::ExitCode,
-    time::{Duration, SystemTime, UNIX_EPOCH},
+    time::{Duration, SystemTime},
 };
 
 use anyhow::Context as _;
 use mcpgate::{
     config::Config,
     gateway::Stores,
-    store::{AuditQuery, rfc3339},
+    store::{AuditQuery, parse_instant, rfc3339},
 };
 
 /// Filters of `mcpgate audit`.
 #[derive(Debug, clap::Args)]
 pub struct AuditArgs {
-    /// Only records newer than this: a duration (`30m`, `2h`, `7d`) or seconds since the epoch.
+    /// Only records newer than this: a duration (`30m`, `2h`, `7d`), an RFC 3339 time or seconds since the epoch.
     #[arg(long)]
     since: Option<String>,
     #[arg(long)]
@@ -76,8 +76,8 @@ pub async fn run(config: &Config, args: AuditArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn parse_since(text: &str) -> anyhow::Result<SystemTime> {
-    if let Ok(epoch) = text.parse::<u64>() {
-        return Ok(UNIX_EPOCH + Duration::from_secs(epoch));
+    if let Some(at) = parse_instant(text) {
+        return Ok(at);
     }
     let (number, unit) = text.split_at(
         text.find(|c: char| !c.is_ascii_digit())

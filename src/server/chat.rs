@@ -22,7 +22,7 @@ use axum::{
         IntoResponse, Response,
         sse::{Event, KeepAlive, Sse},
     },
-    routing::post,
+    routing::{get, post},
 };
 use futures::StreamExt as _;
 use serde::{Deserialize, de::DeserializeOwned};
@@ -66,8 +66,8 @@ const MAX_ERROR_CHARS: usize = 300;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
-        .route("/chat", post(start_turn))
-        .route("/chat/{session}/approvals/{call_id}", post(decide))
+        .route("/chat", get(model).post(start_turn))
+        .route("/chat/{session}/approvals/{callId}", post(decide))
         .route("/chat/{session}/cancel", post(cancel))
         .layer(Extension(Arc::new(ChatHub::default())))
 }
@@ -196,7 +196,7 @@ enum ChatRole {
     System,
 }
 
-/// `POST /chat/{session}/approvals/{call_id}`.
+/// `POST /chat/{session}/approvals/{callId}`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct DecisionBody {
@@ -268,6 +268,17 @@ fn sampling(options: Option<Map<String, Value>>) -> Result<Map<String, Value>, A
         )));
     }
     Ok(options)
+}
+
+/// `GET /chat`: which model the chat talks to, so a client can say before the first question
+/// that there is none (the name only: never the URL, a key or a header).
+async fn model(State(state): State<AppState>) -> Json<Value> {
+    let gateway = state.gateway.current();
+    let llm = gateway.config().llm.as_ref();
+    Json(json!({
+        "model": llm.map(|l| l.model.as_str()),
+        "tools": llm.is_some_and(|l| l.tools),
+    }))
 }
 
 async fn start_turn(

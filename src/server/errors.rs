@@ -1,8 +1,6 @@
 //! The one place gateway errors become HTTP responses: a status that fits, a JSON body with a
 //! stable code and a message that never leaks internals, and the details a client acts on.
 
-use std::time::{SystemTime, UNIX_EPOCH};
-
 use axum::{
     Json,
     http::{HeaderValue, StatusCode, header},
@@ -10,7 +8,7 @@ use axum::{
 };
 use serde_json::{Value, json};
 
-use crate::gateway::GatewayError;
+use crate::{gateway::GatewayError, store::rfc3339};
 
 /// An API error: status, code, message, extra fields.
 #[derive(Debug)]
@@ -37,11 +35,6 @@ impl ApiError {
     pub fn bad_request(message: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, "bad_request", message)
     }
-}
-
-/// Seconds since the epoch, for `expiresAt` fields.
-pub fn epoch_secs(time: SystemTime) -> u64 {
-    time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs())
 }
 
 impl From<GatewayError> for ApiError {
@@ -81,7 +74,7 @@ impl From<GatewayError> for ApiError {
                     "confirmationId": confirmation_id,
                     "tool": tool,
                     "argsHash": args_hash,
-                    "expiresAt": epoch_secs(*expires_at),
+                    "expiresAt": rfc3339(*expires_at),
                 })));
             }
             GatewayError::LimitExceeded { retry_after, .. } => {
@@ -115,7 +108,7 @@ impl IntoResponse for ApiError {
 
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
+    use std::time::{Duration, UNIX_EPOCH};
 
     use super::*;
 
@@ -136,7 +129,7 @@ mod tests {
         assert_eq!(confirm.status, StatusCode::PRECONDITION_REQUIRED);
         let extra = confirm.extra.expect("details");
         assert_eq!(extra["confirmationId"], "c1");
-        assert_eq!(extra["expiresAt"], 10);
+        assert_eq!(extra["expiresAt"], "1970-01-01T00:00:10Z");
         let missing = ApiError::from(GatewayError::NotFound { name: "x".into() });
         assert_eq!(
             (missing.status, missing.code),

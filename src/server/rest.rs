@@ -1,10 +1,7 @@
 //! The REST API under `/api/v1`: tools, calls, confirmations, servers and the audit log. Every
 //! handler acts as the authenticated caller, through the gateway.
 
-use std::{
-    sync::Arc,
-    time::{Duration, UNIX_EPOCH},
-};
+use std::sync::Arc;
 
 use axum::{
     Extension, Json, Router,
@@ -17,16 +14,12 @@ use axum::{
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
-use super::{
-    AppState, Overhead,
-    errors::{ApiError, epoch_secs},
-    metrics::Decision,
-};
+use super::{AppState, Overhead, errors::ApiError, metrics::Decision};
 use crate::{
     config::ServerId,
     gateway::Gateway,
     policy::{Admin, CallContext, parse_arguments},
-    store::AuditQuery,
+    store::{AuditQuery, parse_instant, rfc3339},
 };
 
 /// The role that refreshes servers and reads the audit log: of the whole gateway without
@@ -119,8 +112,8 @@ async fn list_confirmations(
                 "confirmationId": p.id,
                 "tool": p.binding.tool,
                 "argsHash": p.binding.args_hash,
-                "createdAt": epoch_secs(p.created_at),
-                "expiresAt": epoch_secs(p.expires_at),
+                "createdAt": rfc3339(p.created_at),
+                "expiresAt": rfc3339(p.expires_at),
             })
         })
         .collect();
@@ -138,7 +131,7 @@ async fn approve(
     Ok(Json(json!({
         "confirmationToken": approval.token,
         "confirmationId": approval.confirmation_id,
-        "expiresAt": epoch_secs(approval.expires_at),
+        "expiresAt": rfc3339(approval.expires_at),
     })))
 }
 
@@ -241,9 +234,9 @@ async fn refresh_server(
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct AuditParams {
-    /// Seconds since the epoch.
-    since: Option<u64>,
-    until: Option<u64>,
+    /// RFC 3339 (or whole seconds since the epoch).
+    since: Option<String>,
+    until: Option<String>,
     tenant: Option<String>,
     user: Option<String>,
     tool: Option<String>,
@@ -269,10 +262,21 @@ async fn audit(
             _ => Some(ctx.tenant.clone()),
         },
     };
-    let at = |secs: u64| UNIX_EPOCH + Duration::from_secs(secs);
+    let at = |name: &str, text: Option<String>| {
+        text.map(|text| {
+            parse_instant(&text).ok_or_else(|| {
+                ApiError::bad_request(format!(
+                    "`{name}` must be an RFC 3339 time like 2026-12-01T18:14:45Z \
+                     (or seconds since the epoch), not {}",
+                    shown(&text)
+                ))
+            })
+        })
+        .transpose()
+    };
     let query = AuditQuery {
-        since: params.since.map(at),
-        until: params.until.map(at),
+        since: at("since", params.since)?,
+        until: at("until", params.until)?,
         tenant,
         user: params.user,
         tool: params.tool,

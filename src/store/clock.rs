@@ -25,25 +25,27 @@ pub(crate) fn is_expired(expires_at: SystemTime, now: SystemTime) -> bool {
     to_micros(expires_at) <= to_micros(now)
 }
 
-/// `YYYY-MM-DDTHH:MM:SSZ` in UTC (civil-from-days, proleptic Gregorian).
+/// `YYYY-MM-DDTHH:MM:SSZ`: UTC, whole seconds. The one form of every time the gateway writes
+/// (REST bodies, errors, audit records, chat events); times outside jiff's range (years
+/// -9999 to 9999) are clamped to it.
 pub fn rfc3339(time: SystemTime) -> String {
-    let secs = time.duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let (days, rest) = (secs / 86_400, secs % 86_400);
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!(
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        rest / 3600,
-        rest % 3600 / 60,
-        rest % 60
-    )
+    let at = jiff::Timestamp::try_from(time).unwrap_or(if time < UNIX_EPOCH {
+        jiff::Timestamp::MIN
+    } else {
+        jiff::Timestamp::MAX
+    });
+    at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// A time a caller gives: RFC 3339 with any offset (`2026-12-01T18:14:45Z`,
+/// `2026-12-01T19:14:45+01:00`) or whole seconds since the epoch; `None` for anything else.
+pub fn parse_instant(text: &str) -> Option<SystemTime> {
+    if let Ok(secs) = text.parse::<u64>() {
+        return UNIX_EPOCH.checked_add(Duration::from_secs(secs));
+    }
+    let at = text.parse::<jiff::Timestamp>().ok()?;
+    let since = Duration::try_from(at.as_duration()).ok()?;
+    UNIX_EPOCH.checked_add(since)
 }
 
 #[cfg(test)]
@@ -61,6 +63,30 @@ mod tests {
             rfc3339(UNIX_EPOCH + Duration::from_secs(1_796_008_496)),
             "2026-11-30T03:14:56Z"
         );
+        assert_eq!(
+            rfc3339(UNIX_EPOCH + Duration::from_secs(4_107_542_399)),
+            "2100-02-28T23:59:59Z"
+        );
+        assert_eq!(
+            rfc3339(UNIX_EPOCH + Duration::from_millis(4_107_542_400_999)),
+            "2100-03-01T00:00:00Z",
+            "whole seconds"
+        );
+        assert_eq!(
+            rfc3339(UNIX_EPOCH + Duration::from_secs(u64::MAX / 4)),
+            "9999-12-31T23:59:59Z"
+        );
+    }
+
+    #[test]
+    fn parses_what_it_writes_and_seconds() {
+        let t = UNIX_EPOCH + Duration::from_secs(1_796_008_496);
+        assert_eq!(parse_instant(&rfc3339(t)), Some(t));
+        assert_eq!(parse_instant("1796008496"), Some(t));
+        assert_eq!(parse_instant("2026-11-30T04:14:56+01:00"), Some(t));
+        for bad in ["", "yesterday", "2026-11-30", "2026-11-30T03:14:56", "-5"] {
+            assert_eq!(parse_instant(bad), None, "{bad}");
+        }
     }
 
     #[test]

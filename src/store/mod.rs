@@ -19,7 +19,7 @@ pub use audit::{
     AuditQuery, AuditRecord, AuditStore, DEFAULT_AUDIT_QUERY_LIMIT, MAX_AUDIT_ARGUMENTS_BYTES,
     MAX_AUDIT_DETAIL_BYTES, MAX_AUDIT_FIELD_BYTES, MAX_AUDIT_QUERY_LIMIT,
 };
-pub use clock::rfc3339;
+pub use clock::{parse_instant, rfc3339};
 pub use confirmations::{
     Approved, Binding, ConfirmationStore, MAX_MEMORY_ENTRIES, MAX_PER_USER, Pending,
 };

@@ -1,6 +1,7 @@
 // Sign-in against `mcpgate serve` on its embedded defaults: a bad token gets the gateway's
 // reason; the dev token from the banner signs in; the token lives in session storage only,
-// never in a URL; reload keeps the session; sign-out forgets it.
+// never in a URL; with no model the chat says so before the first question, and how to set one
+// up; reload keeps the session; sign-out forgets it.
 
 import { BASE, assert, env, screenshot, signIn, step, text, withPage } from './lib.mjs';
 
@@ -41,6 +42,20 @@ await withPage('signin', async (page) => {
     const stored = await page.evaluate(() => Object.values(sessionStorage));
     assert.ok(stored.includes(TOKEN), 'the token is in session storage');
     assert.equal(await page.evaluate(() => document.cookie), '');
+  });
+
+  await step('with no model the chat says so before the first question, and how to set one up', async () => {
+    const notice = page.locator('#conversation .no-model');
+    await notice.getByRole('heading', { name: 'No model is configured' }).waitFor();
+    for (const server of ['Ollama', 'llama.cpp', 'vLLM', 'Any OpenAI-compatible server']) {
+      await notice.locator('summary', { hasText: server }).waitFor();
+    }
+    await notice.locator('summary', { hasText: 'Ollama' }).click();
+    const setup = await page.locator('#conversation .no-model details[open] pre').innerText();
+    assert.match(setup, /^\[llm\]\nbase_url = "http:\/\/127\.0\.0\.1:11434\/v1"\nmodel = "/);
+    assert.equal(await page.getByLabel('Message to the model').isDisabled(), true);
+    assert.equal(await page.getByRole('button', { name: 'Send' }).isDisabled(), true);
+    await screenshot(page, 'chat-no-model');
   });
 
   await step('the catalog of the built-in demo server shows', async () => {

@@ -1,6 +1,9 @@
 //! The chat API over real HTTP (`mcpgate::server::serve` on 127.0.0.1:0, dev token) with
 //! real upstreams and the scripted model: the event stream, approvals, cancellation (by
-//! request and by disconnecting), and the typed refusals.
+//! request and by disconnecting), and the typed refusals; and one JSON convention over every
+//! route and event.
+
+mod conventions;
 
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 
@@ -218,7 +221,7 @@ async fn a_turn_streams_typed_events_ending_with_done() {
     assert!(html.contains("<strong>Done</strong>"), "{html}");
     assert!(!html.contains("<script"), "{html}");
     assert_eq!(
-        last["usage"]["total_tokens"], 36,
+        last["usage"]["totalTokens"], 36,
         "summed over both requests"
     );
 
@@ -275,7 +278,7 @@ async fn approvals_are_decided_over_http_by_the_same_session() {
     let seen = events.until("approval_required").await;
     let asked = find(&seen, "approval_required").clone();
     assert_eq!(asked["tool"], "demo.add_note");
-    let call_id = asked["call_id"].as_str().expect("call id");
+    let call_id = asked["callId"].as_str().expect("call id");
 
     let elsewhere = chat
         .post(
@@ -321,7 +324,7 @@ async fn approvals_are_decided_over_http_by_the_same_session() {
     let response = chat.post("/chat", &body).await;
     let mut events = Events::new(response.bytes_stream().boxed());
     let seen = events.until("approval_required").await;
-    let call_id = find(&seen, "approval_required")["call_id"]
+    let call_id = find(&seen, "approval_required")["callId"]
         .as_str()
         .expect("call id")
         .to_owned();

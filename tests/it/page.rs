@@ -274,6 +274,7 @@ async fn sign_in_with_the_dev_token_of_the_binary() {
     let mut child = Command::new(support::mcpgate_bin())
         .current_dir(dir.path())
         .args(["serve", "--listen", "127.0.0.1:0"])
+        .env_remove("MCPGATE_MODEL")
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .kill_on_drop(true)
@@ -311,6 +312,7 @@ async fn sign_in_with_the_dev_token_of_the_binary() {
             "the page is served with its security headers",
             "a bad token shows a clear message with the reason",
             "the dev token signs in; it is kept in session storage only",
+            "with no model the chat says so before the first question, and how to set one up",
             "the catalog of the built-in demo server shows",
             "a reload keeps the session",
             "sign-out forgets the token",

@@ -25,7 +25,8 @@ use super::convert::error_text;
 use crate::{
     gateway::{CallRelay, Gateway, GatewayError, ToolOutput},
     policy::CallContext,
-    server::{auth::SESSION_HEADER, errors::epoch_secs},
+    server::auth::SESSION_HEADER,
+    store::rfc3339,
 };
 
 /// `tools/call` `_meta` key carrying a confirmation token approved out of band.
@@ -238,14 +239,14 @@ pub async fn decide(
 pub fn out_of_band(pending: &Pending, ctx: &CallContext) -> CallToolResult {
     error_text(format!(
         "[confirmation_required] `{tool}` needs the user's confirmation and this client cannot \
-         ask for it. Approve confirmation {id} (pending until {until}, Unix time) with `POST \
+         ask for it. Approve confirmation {id} (pending until {until}) with `POST \
          /api/v1/mcp/confirmations/{id}/approve` using the same credentials and the header \
          `{SESSION_HEADER}: {session}`, then call this tool again with exactly the same \
          arguments: the approval lets that one call run, once. (Or pass the returned \
          `confirmationToken` in the request's `_meta` under `{TOKEN_META_KEY}`.)",
         tool = pending.tool,
         id = pending.id,
-        until = epoch_secs(pending.expires_at),
+        until = rfc3339(pending.expires_at),
         session = ctx.session,
     ))
 }

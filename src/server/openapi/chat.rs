@@ -25,6 +25,18 @@ const SESSION: (&str, &str) = (
 pub(super) fn routes() -> Vec<Route> {
     vec![
         Route {
+            method: "get",
+            path: "/api/v1/chat",
+            id: "chatModel",
+            access: Access::Caller,
+            summary: "Names the model the chat talks to (null when none is configured), so a \
+                client can say so before the first question.",
+            parameters: json!([]),
+            body: None,
+            ok: json_body("The model.", schema_ref("ChatModel")),
+            errors: &[],
+        },
+        Route {
             method: "post",
             path: "/api/v1/chat",
             id: "chat",
@@ -62,13 +74,13 @@ pub(super) fn routes() -> Vec<Route> {
         },
         Route {
             method: "post",
-            path: "/api/v1/chat/{session}/approvals/{call_id}",
+            path: "/api/v1/chat/{session}/approvals/{callId}",
             id: "chatDecide",
             access: Access::Caller,
             summary: "Approves or denies a write tool call waiting in a running turn (same user and session).",
             parameters: path(&[
                 SESSION,
-                ("call_id", "The `call_id` of the `approval_required` event."),
+                ("callId", "The `callId` of the `approval_required` event."),
             ]),
             body: Some(json!({ "required": true, "content": {
                 "application/json": { "schema": schema_ref("ChatDecision") } } })),
@@ -123,8 +135,8 @@ pub(super) fn schemas() -> Map<String, Value> {
     let integer = || json!({ "type": "integer", "minimum": 0 });
     let number = || json!({ "type": "number" });
     let call = |extra: &[&'static str], mut properties: Value| -> (Vec<&'static str>, Value) {
-        properties["call_id"] = string();
-        let mut required = vec!["call_id"];
+        properties["callId"] = string();
+        let mut required = vec!["callId"];
         required.extend_from_slice(extra);
         (required, properties)
     };
@@ -150,7 +162,7 @@ pub(super) fn schemas() -> Map<String, Value> {
         json!({ "tool": string(), "server": { "type": ["string", "null"] }, "arguments": {} }),
     );
     events.push(event("tool_call", &required, properties));
-    let (required, properties) = call(&["expected_ms"], json!({ "expected_ms": integer() }));
+    let (required, properties) = call(&["expectedMs"], json!({ "expectedMs": integer() }));
     events.push(event("tool_eta", &required, properties));
     let (required, properties) = call(
         &["progress"],
@@ -158,35 +170,29 @@ pub(super) fn schemas() -> Map<String, Value> {
     );
     events.push(event("tool_progress", &required, properties));
     let (required, properties) = call(
-        &[
-            "confirmation_id",
-            "tool",
-            "server",
-            "arguments",
-            "expires_at",
-        ],
-        json!({ "confirmation_id": string(), "tool": string(), "server": string(),
-                "arguments": {}, "expires_at": { "type": "string", "format": "date-time" } }),
+        &["confirmationId", "tool", "server", "arguments", "expiresAt"],
+        json!({ "confirmationId": string(), "tool": string(), "server": string(),
+                "arguments": {}, "expiresAt": { "type": "string", "format": "date-time" } }),
     );
     events.push(event("approval_required", &required, properties));
     let (required, properties) = call(
-        &["tool", "result", "elapsed_ms"],
-        json!({ "tool": string(), "elapsed_ms": integer(), "result": {
+        &["tool", "result", "elapsedMs"],
+        json!({ "tool": string(), "elapsedMs": integer(), "result": {
             "type": "object", "required": ["content", "truncated"], "properties": {
                 "content": { "type": "array", "items": schema_ref("Part") },
                 "truncated": { "type": "boolean" }, "structuredContent": {} } } }),
     );
     events.push(event("tool_result", &required, properties));
     let (required, properties) = call(
-        &["tool", "code", "message", "elapsed_ms"],
+        &["tool", "code", "message", "elapsedMs"],
         json!({ "tool": string(), "code": string(), "message": string(),
-                "elapsed_ms": integer() }),
+                "elapsedMs": integer() }),
     );
     events.push(event("tool_error", &required, properties));
     let usage = object(
-        &["prompt_tokens", "completion_tokens", "total_tokens"],
-        json!({ "prompt_tokens": integer(), "completion_tokens": integer(),
-                "total_tokens": integer() }),
+        &["promptTokens", "completionTokens", "totalTokens"],
+        json!({ "promptTokens": integer(), "completionTokens": integer(),
+                "totalTokens": integer() }),
     );
     events.push(event(
         "final",
@@ -238,6 +244,16 @@ pub(super) fn schemas() -> Map<String, Value> {
         "ChatDecision".into(),
         json!({ "type": "object", "required": ["decision"], "additionalProperties": false,
                 "properties": { "decision": { "enum": ["approve", "deny"] } } }),
+    );
+    schemas.insert(
+        "ChatModel".into(),
+        object(
+            &["model", "tools"],
+            json!({ "model": { "type": ["string", "null"],
+                               "description": "The configured model's name; null: no model." },
+                    "tools": { "type": "boolean",
+                               "description": "Whether the model is offered the tools." } }),
+        ),
     );
     schemas.insert(
         "ChatDecided".into(),

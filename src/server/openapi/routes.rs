@@ -238,8 +238,8 @@ pub(super) fn routes() -> Vec<Route> {
             access: Access::Admin,
             summary: "Audit records, newest first; page with `before`.",
             parameters: json!([
-                query("since", "integer", "Records at or after this time (seconds since the epoch)."),
-                query("until", "integer", "Records before this time (seconds since the epoch)."),
+                query("since", "string", "Records at or after this time: RFC 3339 (`2026-12-01T18:14:45Z`) or seconds since the epoch."),
+                query("until", "string", "Records before this time: RFC 3339 or seconds since the epoch."),
                 query("tenant", "string", "Only this tenant (a tenant's admin reads its own tenant only: another gives no records)."),
                 query("user", "string", "Only this user."),
                 query("tool", "string", "Only this canonical tool id."),

@@ -15,8 +15,8 @@ fn integer() -> Value {
     json!({ "type": "integer", "minimum": 0 })
 }
 
-fn epoch(what: &str) -> Value {
-    json!({ "type": "integer", "minimum": 0, "description": format!("{what} (seconds since the epoch).") })
+fn instant(what: &str) -> Value {
+    json!({ "type": "string", "format": "date-time", "description": format!("{what} (RFC 3339, UTC).") })
 }
 
 fn strings() -> Value {
@@ -87,7 +87,7 @@ pub(super) fn schemas() -> Value {
             "confirmationId": string(),
             "tool": string(),
             "argsHash": { "type": "string", "description": "SHA-256 of the canonical arguments." },
-            "expiresAt": epoch("When the pending confirmation lapses"),
+            "expiresAt": instant("When the pending confirmation lapses"),
         })),
         "ReloadProblems": error_with(json!({
             "problems": { "type": "array", "items": { "type": "string" },
@@ -185,14 +185,14 @@ pub(super) fn schemas() -> Value {
             "confirmationId": string(),
             "tool": string(),
             "argsHash": string(),
-            "createdAt": epoch("When the call asked"),
-            "expiresAt": epoch("When it lapses"),
+            "createdAt": instant("When the call asked"),
+            "expiresAt": instant("When it lapses"),
         })),
         "ConfirmationList": object(json!({ "confirmations": list_of("PendingConfirmation") })),
         "Approval": object(json!({
             "confirmationToken": { "type": "string", "description": "Send it with the same call, once." },
             "confirmationId": string(),
-            "expiresAt": epoch("When the token lapses"),
+            "expiresAt": instant("When the token lapses"),
         })),
         "Server": server(),
         "ServerList": object(json!({ "servers": list_of("Server") })),

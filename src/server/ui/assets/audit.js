@@ -88,7 +88,7 @@ export class Audit {
         say(this.status, `The ${name} time is not a valid date.`);
         return null;
       }
-      params.set(name, String(Math.floor(time / 1000)));
+      params.set(name, new Date(time).toISOString().replace(/\.\d{3}Z$/, 'Z'));
     }
     if (before !== undefined && before !== null) params.set('before', String(before));
     return params.toString();

@@ -3,7 +3,7 @@
 // until the `final` event brings the answer rendered and sanitized by the gateway, which is
 // the only markup this page ever inserts.
 
-import { ApiError, errorOf, rejected, send } from './api.js';
+import { ApiError, api, errorOf, rejected, send, session } from './api.js';
 import { h, plural, replace, say } from './dom.js';
 import { sseEvents } from './sse.js';
 import { ToolCard } from './tool_card.js';
@@ -41,6 +41,32 @@ export class Chat {
 
   show() {
     this.prompt.focus();
+    this.checkModel();
+  }
+
+  /**
+   * Asks which model the chat talks to; with none, says so before the first question and
+   * shows how to set one up (the catalog and its forms work without one).
+   */
+  async checkModel() {
+    let model;
+    try {
+      ({ model } = await api('/chat'));
+    } catch (error) {
+      rejected(error);
+      return;
+    }
+    const missing = model === null;
+    this.prompt.disabled = missing;
+    this.sendButton.disabled = missing;
+    const notice = this.conversation.querySelector('.no-model');
+    if (!missing) {
+      if (notice) replace(this.conversation, emptyNote());
+      return;
+    }
+    if (!notice && this.messages.length === 0 && !this.turn) {
+      replace(this.conversation, noModelNote(() => this.checkModel()));
+    }
   }
 
   /** Forgets the conversation (and stops a running turn). */
@@ -51,6 +77,7 @@ export class Chat {
     replace(this.conversation, emptyNote());
     say(this.status, '');
     this.updateApprovals();
+    if (session.token) this.checkModel();
   }
 
   /** This conversation's session id: approvals bind to it. */
@@ -196,7 +223,7 @@ class Turn {
   }
 
   handle(kind, event) {
-    const card = event?.call_id ? this.cards.get(event.call_id) : undefined;
+    const card = event?.callId ? this.cards.get(event.callId) : undefined;
     switch (kind) {
       case 'round_start':
         if (event.round > 0) say(this.chat.status, 'The model is reading the tool results…');
@@ -215,13 +242,13 @@ class Turn {
           say(this.chat.status, `${created.label}: ${decision === 'approve' ? 'approved' : 'denied'}.`);
           this.chat.updateApprovals();
         };
-        this.cards.set(event.call_id, created);
+        this.cards.set(event.callId, created);
         this.tools.append(created.element);
         say(this.chat.status, `Calling ${event.tool}…`);
         break;
       }
       case 'tool_eta':
-        card?.showEta(event.expected_ms);
+        card?.showEta(event.expectedMs);
         break;
       case 'tool_progress':
         card?.showProgress(event);
@@ -280,8 +307,8 @@ class Turn {
     }
     this.answer.classList.add('markdown');
     const usage = event.usage;
-    if (usage && Number.isFinite(usage.total_tokens)) {
-      this.meta.textContent = `${usage.prompt_tokens} prompt + ${usage.completion_tokens} `
+    if (usage && Number.isFinite(usage.totalTokens)) {
+      this.meta.textContent = `${usage.promptTokens} prompt + ${usage.completionTokens} `
         + `completion tokens`;
     }
   }
@@ -313,6 +340,40 @@ class Turn {
 /** Whether the reader is at the end of the page (then new output keeps it in view). */
 function nearBottom() {
   return window.innerHeight + window.scrollY >= document.body.scrollHeight - 120;
+}
+
+/** `[llm]` for the common model servers, each a setup a user copies. */
+const MODEL_SETUPS = [
+  ['Ollama', 'ollama pull qwen2.5:7b', 'http://127.0.0.1:11434/v1', 'qwen2.5:7b'],
+  ['llama.cpp', 'llama-server -m model.gguf --jinja --port 8080', 'http://127.0.0.1:8080/v1',
+    'model'],
+  ['vLLM', 'vllm serve Qwen/Qwen2.5-7B-Instruct --enable-auto-tool-choice --tool-call-parser hermes',
+    'http://127.0.0.1:8000/v1', 'Qwen/Qwen2.5-7B-Instruct'],
+];
+
+function noModelNote(recheck) {
+  const setups = MODEL_SETUPS.map(([name, command, url, model]) => h('details', { class: 'fold' },
+    h('summary', {}, name),
+    h('p', {}, 'Run: ', h('code', {}, command)),
+    h('pre', { tabindex: 0, 'aria-label': `${name} configuration` },
+      `[llm]\nbase_url = "${url}"\nmodel = "${model}"`)));
+  setups.push(h('details', { class: 'fold' },
+    h('summary', {}, 'Any OpenAI-compatible server'),
+    h('pre', { tabindex: 0, 'aria-label': 'OpenAI-compatible configuration' },
+      '[llm]\nbase_url = "https://api.example.com/v1"\nmodel = "the-model"\n'
+      + 'api_key = "${OPENAI_API_KEY}"   # a reference to the environment, never the key'),
+    h('p', {}, 'Or, with no file: set ', h('code', {}, 'MCPGATE_MODEL'), ' (and ',
+      h('code', {}, 'OPENAI_BASE_URL'), ', ', h('code', {}, 'OPENAI_API_KEY'),
+      ') in the gateway\'s environment.')));
+  return h('div', { class: 'empty no-model', role: 'note' },
+    h('h2', {}, 'No model is configured'),
+    h('p', {}, 'The chat needs a model server with an OpenAI-compatible API. The catalog and '
+      + 'its forms work without one.'),
+    setups,
+    h('p', {}, 'Add the ', h('code', {}, '[llm]'), ' section to the gateway\'s configuration file, '
+      + 'then reload it (', h('code', {}, 'POST /api/v1/admin/reload'), ' or SIGHUP) or restart '
+      + 'the gateway.'),
+    h('button', { type: 'button', class: 'ghost', onclick: recheck }, 'Check again'));
 }
 
 function emptyNote() {

@@ -25,7 +25,7 @@ export class ToolCard {
    * resolves when the gateway accepted it.
    */
   constructor(call, decide) {
-    this.callId = call.call_id;
+    this.callId = call.callId;
     this.tool = call.tool;
     this.server = call.server ?? null;
     this.decide = decide;
@@ -102,7 +102,7 @@ export class ToolCard {
     this.setState('waiting');
     // The approval shows the arguments that will run; one copy on screen is enough.
     this.argumentsFold.open = false;
-    this.expiry = new Date(event.expires_at);
+    this.expiry = new Date(event.expiresAt);
     this.expiryText = h('span', { class: 'expiry' });
     this.decisionStatus = h('p', { class: 'decision-status', role: 'status' });
     this.approveButton = h('button', { type: 'button', class: 'primary approve' }, 'Approve');
@@ -118,8 +118,8 @@ export class ToolCard {
       ' on server ', h('code', {}, event.server ?? this.server ?? '?'), ' with these arguments:'),
     jsonBlock(event.arguments ?? {}, 'Arguments that will be sent'),
     h('p', { class: 'muted' }, 'Expires at ',
-      h('time', { datetime: event.expires_at, title: localTime(event.expires_at) },
-        clock(event.expires_at)), ' ', this.expiryText),
+      h('time', { datetime: event.expiresAt, title: localTime(event.expiresAt) },
+        clock(event.expiresAt)), ' ', this.expiryText),
     h('div', { class: 'actions' }, this.approveButton, this.denyButton),
     this.decisionStatus));
     this.updateExpiry();
@@ -171,7 +171,7 @@ export class ToolCard {
 
   /** `nameImage()` names the result's images in the turn's order. */
   showResult(event, nameImage) {
-    this.elapsedMs = event.elapsed_ms;
+    this.elapsedMs = event.elapsedMs;
     this.progressBox.hidden = true;
     this.setState('done');
     replace(this.outcome, renderResult(event.result, nameImage));
@@ -179,7 +179,7 @@ export class ToolCard {
   }
 
   showError(event) {
-    this.elapsedMs = event.elapsed_ms;
+    this.elapsedMs = event.elapsedMs;
     this.progressBox.hidden = true;
     const state = event.code === 'denied_by_user' ? 'denied'
       : event.code === 'cancelled' ? 'cancelled' : 'error';
