@@ -21,40 +21,50 @@ impl Fingerprint {
     /// Fingerprints `tool` exactly as the upstream sent it (before any schema repair), so a
     /// change upstream always shows, and a change in our repair rules never does.
     pub fn of(tool: &Tool) -> Fingerprint {
-        let mut fields = Map::new();
-        fields.insert("name".to_owned(), Value::String(tool.name.to_string()));
-        if let Some(title) = &tool.title {
-            fields.insert("title".to_owned(), Value::String(title.clone()));
-        }
-        if let Some(description) = &tool.description {
-            fields.insert(
-                "description".to_owned(),
-                Value::String(description.to_string()),
-            );
-        }
-        fields.insert(
-            "inputSchema".to_owned(),
-            Value::Object(tool.input_schema.as_ref().clone()),
-        );
-        if let Some(output) = &tool.output_schema {
-            fields.insert(
-                "outputSchema".to_owned(),
-                Value::Object(output.as_ref().clone()),
-            );
-        }
-        if let Some(annotations) = &tool.annotations {
-            let annotations = serde_json::to_value(annotations)
-                .expect("tool annotations hold only strings and booleans");
-            fields.insert("annotations".to_owned(), annotations);
-        }
-        Fingerprint(sha256_hex(
-            canonical_json(&Value::Object(fields)).as_bytes(),
-        ))
+        Fingerprint::of_definition(&definition(tool))
+    }
+
+    /// The fingerprint of a [`definition`] text: its SHA-256.
+    pub fn of_definition(definition: &str) -> Fingerprint {
+        Fingerprint(sha256_hex(definition.as_bytes()))
     }
 
     pub fn as_str(&self) -> &str {
         &self.0
     }
+}
+
+/// The fingerprinted part of `tool` as canonical JSON (JCS): the exact text whose SHA-256 is
+/// its [`Fingerprint`], kept in the pin file so a changed tool can be shown beside the
+/// definition that was reviewed.
+pub fn definition(tool: &Tool) -> String {
+    let mut fields = Map::new();
+    fields.insert("name".to_owned(), Value::String(tool.name.to_string()));
+    if let Some(title) = &tool.title {
+        fields.insert("title".to_owned(), Value::String(title.clone()));
+    }
+    if let Some(description) = &tool.description {
+        fields.insert(
+            "description".to_owned(),
+            Value::String(description.to_string()),
+        );
+    }
+    fields.insert(
+        "inputSchema".to_owned(),
+        Value::Object(tool.input_schema.as_ref().clone()),
+    );
+    if let Some(output) = &tool.output_schema {
+        fields.insert(
+            "outputSchema".to_owned(),
+            Value::Object(output.as_ref().clone()),
+        );
+    }
+    if let Some(annotations) = &tool.annotations {
+        let annotations = serde_json::to_value(annotations)
+            .expect("tool annotations hold only strings and booleans");
+        fields.insert("annotations".to_owned(), annotations);
+    }
+    canonical_json(&Value::Object(fields))
 }
 
 impl fmt::Display for Fingerprint {

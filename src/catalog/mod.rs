@@ -11,7 +11,7 @@ mod schema;
 mod snapshot;
 
 pub use canonical::canonical_json;
-pub use fingerprint::{Fingerprint, args_hash};
+pub use fingerprint::{Fingerprint, args_hash, definition};
 pub use naming::{MAX_FUNCTION_NAME_LEN, canonical_id, function_names};
 pub use pins::{
     ChangedPin, PinFileProblem, PinReport, PinStatus, Pins, PinsError, check, removed, status,

@@ -10,7 +10,7 @@ use std::{
 
 use crate::config::ServerId;
 
-use super::{Catalog, Fingerprint, scan::escaped};
+use super::{Catalog, CatalogTool, Fingerprint, definition, scan::escaped};
 
 pub use file::{PinFileProblem, PinsError};
 
@@ -22,9 +22,12 @@ const FINGERPRINT_SHOWN: usize = 12;
 
 /// Reviewed fingerprints by server, then upstream tool name. Pins are keyed by name, so a
 /// tool that reappears under another name is new, never trusted through the old pin.
+/// Beside them, the reviewed definitions by fingerprint (the exact fingerprinted text), so a
+/// changed tool can be shown next to what was reviewed.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Pins {
     servers: BTreeMap<ServerId, BTreeMap<String, String>>,
+    definitions: BTreeMap<String, String>,
 }
 
 impl Pins {
@@ -32,9 +35,38 @@ impl Pins {
     pub fn from_catalog(catalog: &Catalog) -> Pins {
         let mut pins = Pins::default();
         for tool in catalog.tools() {
-            pins.set(tool.server.clone(), &tool.upstream.name, &tool.fingerprint);
+            pins.pin(tool);
         }
         pins
+    }
+
+    /// Pins one catalog tool at its live definition, which is kept with the pin.
+    pub fn pin(&mut self, tool: &CatalogTool) {
+        self.set(tool.server.clone(), &tool.upstream.name, &tool.fingerprint);
+        self.definitions.insert(
+            tool.fingerprint.as_str().to_owned(),
+            definition(&tool.upstream),
+        );
+    }
+
+    /// The reviewed definition pinned as `fingerprint` (canonical JSON), when the file has it:
+    /// files written before definitions were kept have fingerprints only.
+    pub fn definition(&self, fingerprint: &str) -> Option<&str> {
+        self.definitions.get(fingerprint).map(String::as_str)
+    }
+
+    /// The kept definitions some pin still refers to, by fingerprint.
+    fn referenced_definitions(&self) -> BTreeMap<&str, &str> {
+        let pinned: HashSet<&str> = self
+            .servers
+            .values()
+            .flat_map(|section| section.values().map(String::as_str))
+            .collect();
+        self.definitions
+            .iter()
+            .filter(|(fp, _)| pinned.contains(fp.as_str()))
+            .map(|(fp, text)| (fp.as_str(), text.as_str()))
+            .collect()
     }
 
     /// Pins `tool` of `server` at `fingerprint`, replacing any earlier pin.
@@ -48,12 +80,10 @@ impl Pins {
     /// Pins every tool `catalog` lists for `server` at its current fingerprint. Pins of tools
     /// the catalog does not list stay: a server that is down must not lose its pins.
     pub fn merge_server(&mut self, catalog: &Catalog, server: &ServerId) {
-        let section = self.servers.entry(server.clone()).or_default();
+        // A server with no tools still gets its section: a tool it adds later is new.
+        self.servers.entry(server.clone()).or_default();
         for tool in catalog.for_server(server) {
-            section.insert(
-                tool.upstream.name.to_string(),
-                tool.fingerprint.as_str().to_owned(),
-            );
+            self.pin(tool);
         }
     }
 

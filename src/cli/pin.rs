@@ -5,7 +5,10 @@
 use std::process::ExitCode;
 
 use anyhow::Context as _;
-use mcpgate::{catalog::Pins, gateway::Gateway};
+use mcpgate::{
+    catalog::Pins,
+    gateway::{Gateway, PinError},
+};
 
 /// Exit code when `--check` finds differences.
 const CHECK_FAILED: u8 = 1;
@@ -35,28 +38,28 @@ pub async fn run(gateway: &Gateway, check: bool, tool: Option<&str>) -> anyhow::
         print!("{report}");
         return Ok(ExitCode::from(CHECK_FAILED));
     }
-    let mut pins = existing.unwrap_or_default();
     if let Some(name) = tool {
-        let Some(tool) = catalog.by_canonical(name) else {
-            anyhow::bail!("no tool `{}` in the live catalog", name.escape_debug());
-        };
-        let before = pins
-            .get(&tool.server, &tool.upstream.name)
-            .map(str::to_owned);
-        pins.set(tool.server.clone(), &tool.upstream.name, &tool.fingerprint);
-        pins.write(&path)?;
-        gateway
-            .audit_pin_accepted(&mcpgate::policy::CallContext::local(), tool)
-            .await;
-        let was = before.map_or("unpinned".to_owned(), |f| format!("was {}", short(&f)));
+        let accepted = gateway
+            .accept_pin(&mcpgate::policy::CallContext::local(), name, None)
+            .await
+            .map_err(|err| match err {
+                PinError::UnknownTool(name) => {
+                    anyhow::anyhow!("no tool `{}` in the live catalog", name.escape_debug())
+                }
+                other => other.into(),
+            })?;
+        let was = accepted
+            .previous
+            .map_or("unpinned".to_owned(), |f| format!("was {}", short(&f)));
         println!(
             "pinned {} at {} ({was}) in {}",
-            tool.canonical,
-            short(tool.fingerprint.as_str()),
-            path.display()
+            accepted.tool,
+            short(&accepted.fingerprint),
+            accepted.path.display()
         );
         return Ok(ExitCode::SUCCESS);
     }
+    let mut pins = existing.unwrap_or_default();
     let mut kept = Vec::new();
     for status in gateway.servers() {
         if status.tools.is_some() {

@@ -4,6 +4,7 @@ mod audit;
 mod call;
 mod confirm;
 mod error;
+mod pins;
 mod prompts;
 pub mod resources;
 mod result;
@@ -20,6 +21,7 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
 pub use confirm::Approval;
 pub use error::GatewayError;
+pub use pins::{AcceptedPin, PinError, PinReview};
 pub use result::{Part, ToolOutput};
 // The vocabulary the gateway's callers speak of what happens below it: a call's relay (what
 // an upstream sends during it, and the caller's answers), resource watches, server states and
@@ -111,6 +113,8 @@ struct Inner {
     reported_changes: Mutex<HashSet<Fingerprint>>,
     /// One rebuild at a time, so an older snapshot can never replace a newer one.
     rebuilding: tokio::sync::Mutex<()>,
+    /// One pin file write at a time (see [`Gateway::accept_pin`]).
+    pin_writes: tokio::sync::Mutex<()>,
     /// Bumped after each new catalog snapshot is swapped in (see [`Gateway::changes`]).
     swaps: tokio::sync::watch::Sender<u64>,
     cancel: CancellationToken,
@@ -165,6 +169,7 @@ impl Gateway {
             schemas: Mutex::new(HashMap::new()),
             reported_changes: Mutex::new(HashSet::new()),
             rebuilding: tokio::sync::Mutex::new(()),
+            pin_writes: tokio::sync::Mutex::new(()),
             swaps: tokio::sync::watch::channel(0).0,
             cancel: CancellationToken::new(),
             tasks: TaskTracker::new(),
@@ -285,6 +290,15 @@ impl Gateway {
         self.inner.manager.refresh(server)
     }
 
+    /// The pins in force (`None` without a pin file).
+    pub fn pins(&self) -> Option<Arc<Pins>> {
+        self.inner
+            .pins
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
     /// Replaces the pins (after `mcpgate pin` wrote a new file) and rebuilds the catalog.
     pub async fn set_pins(&self, pins: Option<Pins>) {
         *self
@@ -352,12 +366,7 @@ impl Gateway {
                 Some(list)
             })
             .collect();
-        let pins = self
-            .inner
-            .pins
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
+        let pins = self.pins();
         let catalog = Arc::new(Catalog::build_with_pins(servers, pins.as_deref()));
         self.compile_schemas(&catalog);
         self.report_changes(&catalog).await;

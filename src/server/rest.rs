@@ -17,7 +17,7 @@ use serde_json::{Map, Value, json};
 use super::{AppState, Overhead, errors::ApiError, metrics::Decision};
 use crate::{
     config::ServerId,
-    gateway::Gateway,
+    gateway::{Gateway, GatewayError, PinError},
     policy::{Admin, CallContext, parse_arguments},
     store::{AuditQuery, parse_instant, rfc3339},
 };
@@ -33,6 +33,7 @@ pub fn routes() -> Router<AppState> {
         .route("/mcp/confirmations", get(list_confirmations))
         .route("/mcp/confirmations/{id}/approve", post(approve))
         .route("/mcp/confirmations/{id}/deny", post(deny))
+        .route("/mcp/pins/{tool}", get(review_pin).post(accept_pin))
         .route("/mcp/servers", get(list_servers))
         .route("/mcp/servers/{id}/refresh", post(refresh_server))
         .route("/audit", get(audit))
@@ -183,6 +184,70 @@ async fn list_servers(
         })
         .collect();
     Json(json!({ "servers": servers }))
+}
+
+/// `GET /mcp/pins/{tool}`: the tool's live definition beside its pinned one. Pins are the
+/// whole gateway's, so this is an operator's.
+async fn review_pin(
+    State(state): State<AppState>,
+    Extension(ctx): Extension<Arc<CallContext>>,
+    Path(tool): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let gateway = state.gateway.current();
+    require_operator(&gateway, &ctx)?;
+    let review = gateway
+        .pin_review(&tool)
+        .ok_or_else(|| GatewayError::NotFound { name: tool })?;
+    Ok(Json(review.to_json()))
+}
+
+/// `{ fingerprint }`: the live fingerprint the operator reviewed.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AcceptBody {
+    fingerprint: String,
+}
+
+/// `POST /mcp/pins/{tool}`: accepts the reviewed live definition as the tool's pin.
+async fn accept_pin(
+    State(state): State<AppState>,
+    Extension(ctx): Extension<Arc<CallContext>>,
+    Path(tool): Path<String>,
+    body: Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let gateway = state.gateway.current();
+    require_operator(&gateway, &ctx)?;
+    let body: AcceptBody = serde_json::from_slice(&body).map_err(|e| {
+        ApiError::bad_request(format!(
+            "the body must be {{\"fingerprint\": \"<the reviewed live fingerprint>\"}}: {e}"
+        ))
+    })?;
+    let accepted = gateway
+        .accept_pin(&ctx, &tool, Some(&body.fingerprint))
+        .await
+        .map_err(|err| match err {
+            PinError::UnknownTool(name) => GatewayError::NotFound { name }.into(),
+            PinError::Changed { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "definition_changed", err.to_string())
+            }
+            PinError::NoPinFile => {
+                ApiError::new(StatusCode::CONFLICT, "no_pin_file", err.to_string())
+            }
+            PinError::File(file) => {
+                tracing::error!(error = %file, "the pin file could not be written");
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "pin_file_error",
+                    "the pin file could not be read or written; see the gateway's log",
+                )
+            }
+        })?;
+    Ok(Json(json!({
+        "ok": true,
+        "tool": accepted.tool,
+        "fingerprint": accepted.fingerprint,
+        "previous": accepted.previous,
+    })))
 }
 
 /// What `ctx` administers; refused when nothing.

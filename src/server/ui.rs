@@ -53,6 +53,7 @@ static ASSETS: &[Asset] = &[
     asset!("catalog.js", JS),
     asset!("chat.js", JS),
     asset!("dom.js", JS),
+    asset!("pin_review.js", JS),
     asset!("result.js", JS),
     asset!("schema_form.js", JS),
     asset!("signin.js", JS),

@@ -18,20 +18,24 @@ use thiserror::Error;
 
 use super::Pins;
 use crate::{
+    catalog::Fingerprint,
     catalog::scan::{escaped, is_invisible},
     config::ServerId,
     digest::random_hex,
 };
 
-/// The only file format version there is.
-const VERSION: i64 = 1;
+/// The format version written: 2 keeps the reviewed definitions beside the fingerprints.
+const VERSION: i64 = 2;
+
+/// Versions read: 1 (fingerprints only) and 2.
+const READ_VERSIONS: std::ops::RangeInclusive<i64> = 1..=VERSION;
 
 const HEADER: &str = "# mcpgate.lock — fingerprints of reviewed tool definitions. \
                       Regenerate with `mcpgate pin`.";
 
-/// Largest pin file read. A pin takes about 100 bytes, so this holds tens of thousands of
-/// tools; a bigger file is a wrong path (a device, a log), not a lock file.
-const MAX_FILE_BYTES: u64 = 8 * 1024 * 1024;
+/// Largest pin file read. A pin with its definition takes a few kilobytes, so this holds
+/// thousands of tools; a bigger file is a wrong path (a device, a log), not a lock file.
+const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// Characters of a key quoted in an error; keys are tool names, which are untrusted.
 const MAX_KEY_SHOWN: usize = 80;
@@ -88,7 +92,7 @@ pub enum PinFileProblem {
     },
     #[error("`version` is missing (this format is version {VERSION})")]
     MissingVersion,
-    #[error("`version` is {found}; only version {VERSION} is understood")]
+    #[error("`version` is {found}; versions 1 to {VERSION} are understood")]
     UnsupportedVersion { found: i64 },
     #[error(
         "`{path}`: not a server id (a lowercase letter, then up to 31 lowercase letters, \
@@ -97,6 +101,8 @@ pub enum PinFileProblem {
     BadServerId { path: String },
     #[error("`{path}`: a fingerprint is 64 lowercase hex characters")]
     BadFingerprint { path: String },
+    #[error("`{path}`: the definition does not hash to its fingerprint (edited by hand?)")]
+    DefinitionMismatch { path: String },
 }
 
 impl PinFileProblem {
@@ -182,6 +188,15 @@ impl Pins {
                 out.push_str(&format!("{} = \"{fingerprint}\"\n", toml_string(tool)));
             }
         }
+        let definitions = self.referenced_definitions();
+        if !definitions.is_empty() {
+            out.push_str(
+                "\n# The reviewed definitions, by fingerprint (its SHA-256).\n[definitions]\n",
+            );
+            for (fingerprint, text) in definitions {
+                out.push_str(&format!("{fingerprint} = {}\n", toml_text(text)));
+            }
+        }
         out
     }
 
@@ -198,7 +213,15 @@ impl Pins {
                 (server.to_string(), Value::Object(tools))
             })
             .collect();
-        let root = serde_json::json!({"version": VERSION, "servers": servers});
+        let definitions: Map<String, Value> = self
+            .referenced_definitions()
+            .into_iter()
+            .map(|(fp, text)| (fp.to_owned(), Value::String(text.to_owned())))
+            .collect();
+        let mut root = serde_json::json!({"version": VERSION, "servers": servers});
+        if !definitions.is_empty() {
+            root["definitions"] = Value::Object(definitions);
+        }
         let mut text = serde_json::to_string_pretty(&root).expect("a JSON value always prints");
         text.push('\n');
         text
@@ -271,6 +294,19 @@ fn toml_string(text: &str) -> String {
     out
 }
 
+/// A TOML literal string (`'...'`, read as written, so JSON stays legible) when `text` has
+/// nothing a literal cannot hold or a reviewer could not see; a basic string otherwise.
+fn toml_text(text: &str) -> String {
+    let plain = text.chars().all(|c| {
+        c != '\'' && !c.is_control() && !is_invisible(c) && (c == ' ' || !c.is_whitespace())
+    });
+    if plain {
+        format!("'{text}'")
+    } else {
+        toml_string(text)
+    }
+}
+
 /// A key path as TOML would write it: bare keys where allowed, quoted and escaped otherwise.
 fn key_path(keys: &[&str]) -> String {
     let segments: Vec<String> = keys
@@ -303,7 +339,7 @@ fn validate(root: Node) -> Result<Pins, PinFileProblem> {
     // The version first: a newer file should say so, not trip over its new keys.
     match entries.iter().find(|(k, _)| k == "version") {
         None => return Err(PinFileProblem::MissingVersion),
-        Some((_, Node::Integer(VERSION))) => {}
+        Some((_, Node::Integer(found))) if READ_VERSIONS.contains(found) => {}
         Some((_, Node::Integer(found))) => {
             return Err(PinFileProblem::UnsupportedVersion { found: *found });
         }
@@ -316,19 +352,55 @@ fn validate(root: Node) -> Result<Pins, PinFileProblem> {
         }
     }
     let mut servers = BTreeMap::new();
+    let mut definitions = BTreeMap::new();
     for (key, node) in entries {
         match key.as_str() {
             "version" => {}
             "servers" => servers = validate_servers(node)?,
+            "definitions" => definitions = validate_definitions(node)?,
             _ => {
                 return Err(PinFileProblem::UnknownKey {
                     path: key_path(&[&key]),
-                    expected: "`version` or `servers`",
+                    expected: "`version`, `servers` or `definitions`",
                 });
             }
         }
     }
-    Ok(Pins { servers })
+    Ok(Pins {
+        servers,
+        definitions,
+    })
+}
+
+/// `definitions`: fingerprint to the canonical JSON text it is the SHA-256 of. A text that
+/// does not hash to its key is refused: it would show a reviewer a definition nobody pinned.
+fn validate_definitions(node: Node) -> Result<BTreeMap<String, String>, PinFileProblem> {
+    let Node::Table(entries) = node else {
+        return Err(PinFileProblem::WrongType {
+            path: "definitions".to_owned(),
+            expected: "a table",
+            found: node.kind(),
+        });
+    };
+    let mut definitions = BTreeMap::new();
+    for (fingerprint, node) in entries {
+        let path = key_path(&["definitions", &fingerprint]);
+        if !is_fingerprint(&fingerprint) {
+            return Err(PinFileProblem::BadFingerprint { path });
+        }
+        let Node::Text(text) = node else {
+            return Err(PinFileProblem::WrongType {
+                path,
+                expected: "a JSON text",
+                found: node.kind(),
+            });
+        };
+        if Fingerprint::of_definition(&text).as_str() != fingerprint {
+            return Err(PinFileProblem::DefinitionMismatch { path });
+        }
+        definitions.insert(fingerprint, text);
+    }
+    Ok(definitions)
 }
 
 type Sections = BTreeMap<ServerId, BTreeMap<String, String>>;

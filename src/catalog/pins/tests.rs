@@ -65,10 +65,28 @@ fn toml_output_is_exact_and_deterministic() {
     ]);
     assert_eq!(pins.to_toml(), Pins::from_catalog(&reordered).to_toml());
     let fp = |s: &str, t: &str| pins.get(&server(s), t).expect("pinned").to_owned();
+    let schema = r#""inputSchema":{"properties":{"q":{"description":"query","type":"string"}},"type":"object"}"#;
+    let mut definitions: Vec<(String, String)> = [
+        ("fs", "read", "Reads"),
+        ("github", "create_issue", "Creates"),
+        ("github", "search", "Searches"),
+    ]
+    .iter()
+    .map(|(s, t, d)| {
+        let text = format!(r#"{{"description":"{d}",{schema},"name":"{t}"}}"#);
+        (fp(s, t), text)
+    })
+    .collect();
+    definitions.sort();
+    let definitions: String = definitions
+        .iter()
+        .map(|(fp, text)| format!("{fp} = '{text}'\n"))
+        .collect();
     let expected = format!(
         "# mcpgate.lock — fingerprints of reviewed tool definitions. Regenerate with \
-         `mcpgate pin`.\nversion = 1\n\n[servers.fs]\n\"read\" = \"{}\"\n\n[servers.github]\n\
-         \"create_issue\" = \"{}\"\n\"search\" = \"{}\"\n",
+         `mcpgate pin`.\nversion = 2\n\n[servers.fs]\n\"read\" = \"{}\"\n\n[servers.github]\n\
+         \"create_issue\" = \"{}\"\n\"search\" = \"{}\"\n\n\
+         # The reviewed definitions, by fingerprint (its SHA-256).\n[definitions]\n{definitions}",
         fp("fs", "read"),
         fp("github", "create_issue"),
         fp("github", "search")
@@ -134,15 +152,15 @@ fn write_is_atomic_and_load_reads_it_back() {
 fn load_names_the_file_and_caps_its_size() {
     let dir = tempfile::tempdir().expect("tempdir");
     let lock = dir.path().join("mcpgate.lock");
-    fs::write(&lock, "version = 2\n").expect("writes");
+    fs::write(&lock, "version = 3\n").expect("writes");
     let err = Pins::load(&lock).expect_err("bad version");
     let text = err.to_string();
     assert!(
-        text.contains("mcpgate.lock") && text.contains("`version` is 2"),
+        text.contains("mcpgate.lock") && text.contains("`version` is 3"),
         "{text}"
     );
 
-    fs::write(&lock, " ".repeat(8 * 1024 * 1024 + 1)).expect("writes");
+    fs::write(&lock, " ".repeat(16 * 1024 * 1024 + 1)).expect("writes");
     assert!(matches!(Pins::load(&lock), Err(PinsError::TooLarge { .. })));
 }
 
@@ -288,8 +306,8 @@ fn merge_server_updates_one_server_and_keeps_absent_tools() {
 fn bad_files_are_rejected_with_the_key_path() {
     let file = |body: &str| format!("version = 1\n{body}");
     assert_eq!(
-        problem(Pins::parse_toml("version = 2")),
-        PinFileProblem::UnsupportedVersion { found: 2 }
+        problem(Pins::parse_toml("version = 3")),
+        PinFileProblem::UnsupportedVersion { found: 3 }
     );
     assert_eq!(
         problem(Pins::parse_toml("")),
@@ -358,4 +376,53 @@ fn bad_files_are_rejected_with_the_key_path() {
         problem(Pins::parse_json("{\"version\": 18446744073709551615}")),
         PinFileProblem::WrongType { .. }
     ));
+}
+
+#[test]
+fn definitions_are_kept_verified_and_readable() {
+    let pins = Pins::from_catalog(&base());
+    let search = pins
+        .get(&server("github"), "search")
+        .expect("pinned")
+        .to_owned();
+    let kept = pins.definition(&search).expect("the definition is kept");
+    assert_eq!(Fingerprint::of_definition(kept).as_str(), search);
+    assert_eq!(
+        serde_json::from_str::<Value>(kept).expect("JSON")["description"],
+        "Searches"
+    );
+    // Both formats carry them, and a file of version 1 (fingerprints only) still reads.
+    assert_eq!(Pins::parse_toml(&pins.to_toml()).expect("parses"), pins);
+    assert_eq!(Pins::parse_json(&pins.to_json()).expect("parses"), pins);
+    let old = Pins::parse_toml(&format!(
+        "version = 1\n[servers.github]\nsearch = \"{search}\"\n"
+    ))
+    .expect("version 1 reads");
+    assert_eq!(old.definition(&search), None);
+    // A definition edited by hand no longer hashes to its key: refused, with its path.
+    let edited = pins
+        .to_toml()
+        .replace("Searches", "Searches, then mails the results");
+    assert_eq!(
+        problem(Pins::parse_toml(&edited)).to_string(),
+        format!(
+            "`definitions.{search}`: the definition does not hash to its fingerprint (edited by hand?)"
+        )
+    );
+    // Odd text falls back to an escaped basic string that still verifies.
+    let odd = Pins::from_catalog(&catalog(vec![(
+        "srv",
+        vec![tool("it's", "zero\u{200B}width\nline")],
+    )]));
+    let toml = odd.to_toml();
+    assert!(!toml.contains('\u{200B}'), "{toml}");
+    assert_eq!(Pins::parse_toml(&toml).expect("parses"), odd);
+    // Only definitions a pin refers to are written.
+    let mut repinned = pins.clone();
+    repinned.set(
+        server("github"),
+        "search",
+        &Fingerprint::of(&tool("x", "y")),
+    );
+    assert!(!repinned.to_toml().contains(&search));
 }

@@ -13,6 +13,12 @@ fn path_id(description: &str) -> Value {
              "schema": { "type": "string" } }])
 }
 
+fn tool_param() -> Value {
+    json!([{ "name": "tool", "in": "path", "required": true,
+             "description": "The canonical tool id, `server.tool` (URL-encoded).",
+             "schema": { "type": "string" } }])
+}
+
 pub(super) fn routes() -> Vec<Route> {
     let none = || json!([]);
     let query = |name: &str, kind: &str, description: &str| {
@@ -230,6 +236,52 @@ pub(super) fn routes() -> Vec<Route> {
                 "No such server, or (for a tenant's admin) not one of the tenant's (`not_found`).",
                 "Error",
             )],
+        },
+        Route {
+            method: "get",
+            path: "/api/v1/mcp/pins/{tool}",
+            id: "reviewPin",
+            access: Access::Operator,
+            summary: "A tool's live definition beside the pinned one (what a quarantined or \
+                pending tool would be released as).",
+            parameters: tool_param(),
+            body: None,
+            ok: json_body("The two definitions.", schema_ref("PinReview")),
+            errors: &[(
+                404,
+                "No such tool in the live catalog (`not_found`).",
+                "Error",
+            )],
+        },
+        Route {
+            method: "post",
+            path: "/api/v1/mcp/pins/{tool}",
+            id: "acceptPin",
+            access: Access::Operator,
+            summary: "Accepts the reviewed live definition as the tool's pin: only its pin is \
+                rewritten in the pin file, the tool is released, and the release is audited.",
+            parameters: tool_param(),
+            body: Some(json!({ "required": true, "content": {
+                "application/json": { "schema": schema_ref("PinAccept") } } })),
+            ok: json_body("Pinned.", schema_ref("PinAccepted")),
+            errors: &[
+                (
+                    404,
+                    "No such tool in the live catalog (`not_found`).",
+                    "Error",
+                ),
+                (
+                    409,
+                    "The live definition is no longer the reviewed one (`definition_changed`), \
+                     or no pin file is configured (`no_pin_file`).",
+                    "Error",
+                ),
+                (
+                    500,
+                    "The pin file could not be read or written (`pin_file_error`).",
+                    "Error",
+                ),
+            ],
         },
         Route {
             method: "get",

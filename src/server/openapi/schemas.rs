@@ -36,6 +36,14 @@ fn object(properties: Value) -> Value {
     json!({ "type": "object", "required": required, "properties": properties })
 }
 
+/// A fingerprint and the fingerprinted definition (`name`, `title`, `description`,
+/// `inputSchema`, `outputSchema`, `annotations`).
+fn definition(what: &str) -> Value {
+    json!({ "type": "object", "required": ["fingerprint", "definition"], "description": what,
+            "properties": { "fingerprint": string(),
+                            "definition": { "type": ["object", "null"] } } })
+}
+
 /// A server as listed; `sandbox` (a stdio server's, shown to its administrators) is optional.
 fn server() -> Value {
     let mut server = object(json!({
@@ -72,6 +80,14 @@ fn part(kind: &str, properties: Value) -> Value {
 }
 
 pub(super) fn schemas() -> Value {
+    let mut all = core_schemas();
+    if let (Some(all), Value::Object(pins)) = (all.as_object_mut(), pin_schemas()) {
+        all.extend(pins);
+    }
+    all
+}
+
+fn core_schemas() -> Value {
     let mime = || json!({ "type": "string" });
     json!({
         "Error": {
@@ -228,5 +244,31 @@ pub(super) fn schemas() -> Value {
             "tools": integer(),
             "warnings": strings(),
         })),
+    })
+}
+
+/// The pin review and release bodies.
+fn pin_schemas() -> Value {
+    json!({
+        "PinReview": object(json!({
+            "tool": string(),
+            "server": string(),
+            "status": { "enum": ["ok", "stale", "pending", "quarantined"] },
+            "live": definition("The definition the upstream lists now."),
+            "pinned": {
+                "oneOf": [definition("The pinned fingerprint; `definition` is null when the \
+                    pin file keeps none for it."), { "type": "null" }],
+                "description": "Null when the tool has no pin.",
+            },
+        })),
+        "PinAccept": object(json!({
+            "fingerprint": { "type": "string", "description": "The live fingerprint reviewed." },
+        })),
+        "PinAccepted": object(json!({
+            "ok": { "const": true },
+            "tool": string(),
+            "fingerprint": string(),
+            "previous": nullable_string(),
+        }))
     })
 }

@@ -272,6 +272,21 @@ async fn every_route_and_event_writes_camel_case_names_and_rfc3339_times() {
         )
         .await,
     );
+    let review = chat
+        .json(Method::GET, "/api/v1/mcp/pins/demo.echo", None)
+        .await;
+    assert_eq!(review.status, StatusCode::OK, "{}", review.body);
+    let fingerprint = review.body["live"]["fingerprint"].clone();
+    seen.push(review);
+    let no_file = chat
+        .json(
+            Method::POST,
+            "/api/v1/mcp/pins/demo.echo",
+            Some(&json!({ "fingerprint": fingerprint })),
+        )
+        .await;
+    assert_eq!(no_file.status, StatusCode::CONFLICT, "{}", no_file.body);
+    seen.push(no_file);
     seen.push(
         chat.json(
             Method::POST,

@@ -4,6 +4,7 @@
 
 import { ApiError, api } from './api.js';
 import { clear, collapsible, h, jsonBlock, pill, plural, replace, say } from './dom.js';
+import { pinReview } from './pin_review.js';
 import { renderResult } from './result.js';
 import { schemaForm } from './schema_form.js';
 
@@ -11,10 +12,10 @@ const SERVER_TONES = { ready: 'ok', connecting: 'info', degraded: 'warn', failed
 const STATUS_TONES = { ok: 'ok', stale: 'warn', pending: 'warn', quarantined: 'danger' };
 /** Why calls of a tool in this status are refused (or may fail), and what to do. */
 const STATUS_NOTES = {
-  quarantined: ['Quarantined', 'calls are refused until someone reviews the change and pins '
-    + 'it again with `mcpgate pin`.'],
+  quarantined: ['Quarantined', 'calls are refused until an operator reviews the change and '
+    + 'accepts it (below, or `mcpgate pin --tool`).'],
   pending: ['Pending review', 'a new tool under `on_change = "block"`; calls are refused until '
-    + 'it is pinned with `mcpgate pin`.'],
+    + 'an operator accepts it (below, or `mcpgate pin --tool`).'],
   stale: ['Stale', 'its server is not answering, so this is the last definition seen; calls '
     + 'may fail.'],
 };
@@ -116,7 +117,7 @@ export class Catalog {
     replace(this.tools, sorted.map((server) => h('section', { class: 'tool-group' },
       h('h3', {}, h('code', {}, server), ' ',
         h('span', { class: 'muted' }, plural(groups.get(server).length, 'tool'))),
-      groups.get(server).map((tool) => toolEntry(tool)))));
+      groups.get(server).map((tool) => toolEntry(tool, () => this.load())))));
     this.applyFilter();
   }
 
@@ -136,7 +137,7 @@ function rank(order, id) {
   return index < 0 ? order.length : index;
 }
 
-function toolEntry(tool) {
+function toolEntry(tool, reload) {
   const write = tool.requiresConfirmation === true;
   const findings = Array.isArray(tool.findings) ? tool.findings : [];
   const summary = [
@@ -158,6 +159,9 @@ function toolEntry(tool) {
     body.append(h('p', { class: `note ${tool.status === 'quarantined' ? 'danger' : 'warn'}` },
       h('strong', {}, `${label}: `), tool.statusReason ? `${tool.statusReason}; ` : '',
       consequence));
+  }
+  if (tool.status === 'quarantined' || tool.status === 'pending') {
+    body.append(pinReview(tool, () => setTimeout(reload, 600)));
   }
   body.append(h('dl', { class: 'facts' },
     h('dt', {}, 'Function name'), h('dd', {}, h('code', {}, tool.functionName ?? '')),
