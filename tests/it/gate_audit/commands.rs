@@ -46,7 +46,12 @@ async fn pin_writes_the_lock_file_next_to_the_config_and_check_names_changed_too
     assert!(run.stdout.contains("every tool matches its pin"), "{run:?}");
 
     let wrong = "0".repeat(echo_fingerprint.len());
-    std::fs::write(&lock, pins.replace(&echo_fingerprint, &wrong)).expect("pin file edited");
+    // The pin moved (the definition kept beside it stays as reviewed).
+    let edited = pins.replace(
+        &format!("\"echo\" = \"{echo_fingerprint}\""),
+        &format!("\"echo\" = \"{wrong}\""),
+    );
+    std::fs::write(&lock, edited).expect("pin file edited");
     let run = gate(&["pin", "--check"]).await;
     assert_eq!(run.code, Some(1), "{run:?}");
     let report: Vec<&str> = run.stdout.lines().collect();

@@ -5,7 +5,7 @@
 use mcpgate::{
     catalog::{Catalog, Fingerprint, Pins, ServerTools},
     config::{PinsConfig, ServerId},
-    gateway::GatewayError,
+    gateway::{GatewayError, PinError},
     store::AuditQuery,
 };
 use serde_json::json;
@@ -119,4 +119,42 @@ async fn a_changed_tool_is_reviewed_side_by_side_and_released_alone() {
         [("ada", "accepted", Some(time_now.fingerprint.as_str()))]
     );
     service.stop().await;
+}
+
+/// Accepting what was not reviewed is refused: a fingerprint other than the live one (the tool
+/// changed again after it was shown), a tool not listed, or a gateway without a pin file.
+#[tokio::test]
+async fn only_the_reviewed_live_definition_is_accepted() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let lock = dir.path().join("mcpgate.lock");
+    let mut config = support::config(servers());
+    config.pins = PinsConfig { file: lock.clone() };
+    let gateway = support::gateway(config).await;
+    let stale = "0".repeat(64);
+    let refused = gateway.accept_pin(&ctx(), "demo.echo", Some(&stale)).await;
+    assert!(
+        matches!(refused, Err(PinError::Changed { .. })),
+        "{refused:?}"
+    );
+    assert!(!lock.exists(), "nothing was written");
+    let unknown = gateway.accept_pin(&ctx(), "demo.nope", None).await;
+    assert!(
+        matches!(unknown, Err(PinError::UnknownTool(_))),
+        "{unknown:?}"
+    );
+    let live = gateway
+        .pin_review("demo.echo")
+        .expect("listed")
+        .live_fingerprint;
+    let accepted = gateway
+        .accept_pin(&ctx(), "demo.echo", Some(&live))
+        .await
+        .expect("the reviewed definition is accepted");
+    assert_eq!((accepted.fingerprint, accepted.previous), (live, None));
+    gateway.shutdown().await;
+
+    let gateway = support::gateway(support::config(servers())).await;
+    let no_file = gateway.accept_pin(&ctx(), "demo.echo", None).await;
+    assert!(matches!(no_file, Err(PinError::NoPinFile)), "{no_file:?}");
+    gateway.shutdown().await;
 }
