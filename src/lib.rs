@@ -41,3 +41,11 @@ pub mod server;
 pub mod store;
 pub mod toolset;
 pub mod upstream;
+
+// The reference pages' Rust examples, compiled by `cargo test --doc` so they keep up.
+#[cfg(doctest)]
+#[doc = include_str!("../docs/chat.md")]
+struct ChatDocs;
+#[cfg(doctest)]
+#[doc = include_str!("../docs/library.md")]
+struct LibraryDocs;

@@ -8,6 +8,7 @@ mod config_runs;
 mod conformance;
 mod conformance_gateway;
 mod conformance_server;
+mod docs;
 mod edge;
 mod gate_audit;
 mod gate_confirmations;
