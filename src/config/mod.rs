@@ -180,6 +180,9 @@ pub struct ServerConfig {
     pub write_tools: Vec<String>,
     /// Count upstream `readOnlyHint`/`destructiveHint` (untrusted otherwise).
     pub trust_annotations: bool,
+    /// Whose upstream session a call goes over (HTTP servers; a stdio server is one shared
+    /// process).
+    pub sessions: Sessions,
     pub on_change: OnChange,
     pub scan: ScanMode,
     pub connect_timeout: Option<Duration>,
@@ -188,6 +191,23 @@ pub struct ServerConfig {
     pub tool_timeouts: Vec<(String, Duration)>,
     /// Where the server was configured.
     pub source: ServerSource,
+}
+
+/// Whose upstream session a relayed tool call goes over.
+///
+/// What an upstream sends that names no call (a sampling or elicitation request on its
+/// standalone stream, a log message) can be attributed only when the session it arrives on
+/// belongs to one caller. `PerCaller` opens an upstream session for each caller (tenant, user
+/// and session) on its first relayed call, closed when idle and bounded in number, so all
+/// that arrives on it is that caller's; listing, resources and calls nobody relays stay on the
+/// server's shared session. `Shared` sends every call over the one session: cheaper (no
+/// session opened per caller), and a request that names no call reaches a caller only when
+/// exactly one call is running, else it is refused with a reason. Only HTTP servers have
+/// sessions to spare: a stdio server is one process, always shared.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sessions {
+    Shared,
+    PerCaller,
 }
 
 /// Where a server was configured, as `mcpgate tools` and the banner show it.
@@ -229,6 +249,7 @@ impl ServerConfig {
             read_only_tools: Vec::new(),
             write_tools: Vec::new(),
             trust_annotations: false,
+            sessions: Sessions::PerCaller,
             on_change: OnChange::Warn,
             scan: ScanMode::Warn,
             connect_timeout: None,

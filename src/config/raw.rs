@@ -78,6 +78,7 @@
 //! trust_annotations = false        # believe upstream readOnlyHint/destructiveHint
 //! on_change = "warn"               # warn | block: a pinned tool's definition changed
 //! scan = "warn"                    # warn | block: a tool description looks like an injection
+//! sessions = "per_caller"          # HTTP servers: per_caller (default) | shared; see below
 //! connect_timeout = "10s"          # overrides [limits]
 //! call_timeout = "30s"
 //!
@@ -464,6 +465,14 @@ pub enum RawReaction {
     Block,
 }
 
+/// `sessions` of a server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RawSessions {
+    Shared,
+    PerCaller,
+}
+
 /// Declares the server fields once and derives both spellings from that one list: the TOML
 /// file uses snake_case, `EXTERNAL_MCP_SERVERS_JSON` uses camelCase (and may carry `id` or
 /// `name` when it is an array).
@@ -518,6 +527,7 @@ server_fields! {
     call_timeout: RawDuration,
     tool_timeouts: BTreeMap<String, RawDuration>,
     sandbox: RawServerSandbox,
+    sessions: RawSessions,
 }
 
 /// A JSON object kept in written order that rejects duplicate keys: `serde_json` would keep

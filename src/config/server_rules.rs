@@ -10,9 +10,9 @@ use url::{Host, Url};
 
 use super::{
     Confirm, Env, HttpConfig, HttpKind, OnChange, Sandbox, ScanMode, ServerConfig, ServerId,
-    StdioConfig, TransportConfig,
+    Sessions, StdioConfig, TransportConfig,
     limit_rules::TIMEOUT_RANGE,
-    raw::{RawConfirm, RawReaction, RawServer, RawTransport},
+    raw::{RawConfirm, RawReaction, RawServer, RawSessions, RawTransport},
     sandbox_rules,
     secret_rules::{self, Context},
     validate::{Entry, FieldCase, Report, duration, join},
@@ -126,6 +126,19 @@ pub(super) fn validate(
         RawConfirm::None => Confirm::None,
     };
     server.trust_annotations = raw.trust_annotations.unwrap_or(false);
+    server.sessions = match (raw.sessions, &server.transport) {
+        (Some(RawSessions::Shared), _) => Sessions::Shared,
+        (_, TransportConfig::Http(_)) => Sessions::PerCaller,
+        (Some(RawSessions::PerCaller), _) => {
+            report.problem(
+                f.path("sessions"),
+                "per_caller needs an HTTP server: a stdio server is one process, whose \
+                 session every caller shares",
+            );
+            return None;
+        }
+        (None, _) => Sessions::Shared,
+    };
     server.on_change = match raw.on_change.unwrap_or(RawReaction::Warn) {
         RawReaction::Warn => OnChange::Warn,
         RawReaction::Block => OnChange::Block,

@@ -285,6 +285,12 @@ impl Gateway {
         self.inner.swaps.subscribe()
     }
 
+    /// How many upstream sessions of one caller each `server` has open
+    /// ([`crate::config::Sessions::PerCaller`]).
+    pub fn caller_sessions(&self, server: &crate::config::ServerId) -> usize {
+        self.inner.manager.caller_sessions(server)
+    }
+
     /// Asks a server to re-list its tools (or reconnect now). `false` if no such server.
     pub fn refresh(&self, server: &crate::config::ServerId) -> bool {
         self.inner.manager.refresh(server)

@@ -28,6 +28,7 @@ use tokio::sync::Notify;
 
 use super::{
     UpstreamError,
+    announcing::Announcing,
     http_link::{HttpLink, HttpLinkParts},
     line_transport::LineTransport,
     relay::{self, RelayRegistry},
@@ -388,7 +389,10 @@ async fn connect_streamable(
     let uri: Arc<str> = http.url.as_str().into();
     let link_headers = config.custom_headers.clone();
     let HttpClients { reqwest, plain } = clients;
-    let transport = StreamableHttpClientTransport::with_client(reqwest.clone(), config);
+    let transport = Announcing::new(
+        StreamableHttpClientTransport::with_client(reqwest.clone(), config),
+        client.relays.clone(),
+    );
     let service = serve(client.clone(), transport).await?;
     let link = service.peer().peer_info().and_then(|info| {
         HttpLink::new(HttpLinkParts {

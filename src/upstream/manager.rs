@@ -27,10 +27,13 @@ use super::{
     cache::{CacheKey, ToolListCache},
     connect, input,
     relay::{CallRelay, Owner, RelayRegistry},
+    sessions::{CallerSessions, Lease, Live},
     tool_call::CallLink,
     watch::{ResourceWatch, UpdateSink, WatchRegistry},
 };
-use crate::config::{CacheConfig, ReconnectConfig, ServerConfig, ServerId};
+use crate::config::{
+    CacheConfig, ReconnectConfig, ServerConfig, ServerId, Sessions, TransportConfig,
+};
 
 /// Shortest period between TTL re-listings, so a TTL of zero (no caching) cannot spin.
 const MIN_RELIST_PERIOD: Duration = Duration::from_secs(1);
@@ -104,6 +107,8 @@ struct Slot {
     /// The resources callers watch on this server.
     watches: Arc<WatchRegistry>,
     refresh: Notify,
+    /// Upstream sessions of one caller each ([`Sessions::PerCaller`] on an HTTP server).
+    callers: CallerSessions,
 }
 
 impl Slot {
@@ -165,6 +170,7 @@ impl Manager {
                     relays: RelayRegistry::new(),
                     watches: WatchRegistry::new(tracker.clone()),
                     refresh: Notify::new(),
+                    callers: CallerSessions::default(),
                 })
             })
             .collect::<Vec<_>>();
@@ -279,8 +285,23 @@ impl Manager {
         timeout: Duration,
         relay: Option<Arc<dyn CallRelay>>,
     ) -> Result<CallToolResult, UpstreamError> {
-        let (peer, connection, link) = self.call_target(id)?;
-        let relays = self.relays(id);
+        let lease = self.caller_session(id, relay.as_deref()).await?;
+        let (peer, connection, link, relays) = match &lease {
+            Some(lease) => {
+                let live = lease.live();
+                // A caller session's failures are its own: the server stays up.
+                (
+                    live.service.peer().clone(),
+                    None,
+                    live.link.clone(),
+                    live.relays.clone(),
+                )
+            }
+            None => {
+                let (peer, connection, link) = self.call_target(id)?;
+                (peer, Some(connection), link, self.relays(id))
+            }
+        };
         let guard = relays.register(relay.clone(), timeout);
         let call = async {
             let result =
@@ -292,14 +313,69 @@ impl Manager {
         };
         let outcome = tokio::time::timeout(timeout, call).await;
         drop(guard);
+        drop(lease);
         match outcome {
             Err(_) => Err(UpstreamError::Timeout { after: timeout }),
             Ok(result) => result.inspect_err(|err| {
-                if matches!(err, UpstreamError::ConnectionLost) {
+                if let (UpstreamError::ConnectionLost, Some(connection)) = (err, connection) {
                     self.connection_lost(id, connection);
                 }
             }),
         }
+    }
+
+    /// The caller's own upstream session for a relayed call to `id`, when the server keeps
+    /// one per caller ([`Sessions::PerCaller`], HTTP only) and the caller is known; `None`:
+    /// the shared session. The server must be up: a caller session is opened beside the
+    /// shared one, never instead of it. At the bound of sessions, with every one in use, the
+    /// call goes over the shared session.
+    async fn caller_session(
+        &self,
+        id: &ServerId,
+        relay: Option<&dyn CallRelay>,
+    ) -> Result<Option<Lease>, UpstreamError> {
+        let Some(slot) = self.slot(id) else {
+            return Ok(None);
+        };
+        let per_caller = slot.config.sessions == Sessions::PerCaller
+            && matches!(slot.config.transport, TransportConfig::Http(_));
+        let Some(key) = relay
+            .and_then(CallRelay::caller_session)
+            .filter(|_| per_caller)
+        else {
+            return Ok(None);
+        };
+        // Down is down for everyone: the shared session says why.
+        self.call_target(id)?;
+        let connect = || async {
+            let relays = RelayRegistry::for_one_caller();
+            // Tool-list changes and resource updates are the shared session's business.
+            let connection = connect(
+                &slot.config,
+                &self.inner.options,
+                Arc::new(Notify::new()),
+                relays.clone(),
+                WatchRegistry::new(self.inner.tracker.clone()),
+            )
+            .await?;
+            Ok(Live {
+                service: connection.service,
+                relays,
+                link: connection.link,
+            })
+        };
+        match slot.callers.lease(&key, connect).await {
+            Some(lease) => lease.map(Some),
+            None => {
+                tracing::debug!(server = %id, "every caller session is in use; this call goes over the shared session");
+                Ok(None)
+            }
+        }
+    }
+
+    /// How many caller sessions `id` has open.
+    pub fn caller_sessions(&self, id: &ServerId) -> usize {
+        self.slot(id).map_or(0, |slot| slot.callers.len())
     }
 
     /// Every resource `id` lists (all pages), bounded by the list deadline; empty when the
@@ -518,6 +594,9 @@ impl Manager {
     /// Closes every connection and reaps every child process, bounded by a deadline.
     pub async fn shutdown(&self) {
         self.inner.cancel.cancel();
+        for slot in &self.inner.slots {
+            slot.callers.close_all();
+        }
         self.inner.tracker.close();
         if tokio::time::timeout(SHUTDOWN_DEADLINE, self.inner.tracker.wait())
             .await
@@ -591,6 +670,8 @@ fn backoff(config: &ReconnectConfig, failures: u32) -> Duration {
 }
 
 fn mark_down(inner: &Inner, slot: &Slot, reason: String) {
+    // A server that went away took its caller sessions with it.
+    slot.callers.close_all();
     // Whatever the server lists after it comes back must be asked afresh.
     inner.lists().invalidate(&slot.key);
     {

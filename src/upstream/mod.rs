@@ -1,5 +1,6 @@
 //! Connections to upstream MCP servers and the manager that keeps them healthy.
 
+mod announcing;
 pub mod cache;
 mod connect;
 mod http_link;
@@ -8,6 +9,7 @@ mod line_transport;
 mod manager;
 pub mod relay;
 pub mod sandbox;
+mod sessions;
 pub mod sse;
 pub mod stdio;
 pub mod supervisor;

@@ -26,7 +26,7 @@ use std::{
     collections::VecDeque,
     sync::{
         Arc, Mutex, MutexGuard,
-        atomic::{AtomicBool, AtomicU64, Ordering},
+        atomic::{AtomicU64, Ordering},
     },
     time::Duration,
 };
@@ -80,6 +80,17 @@ pub trait CallRelay: Send + Sync {
         Owner::Unknown
     }
 
+    /// Which caller's upstream session the call may go over, on a server with a session per
+    /// caller ([`crate::config::Sessions::PerCaller`]): one key per caller and conversation.
+    /// By default the owner's (one session per tenant and user); `None` (an unknown owner)
+    /// keeps the call on the shared session.
+    fn caller_session(&self) -> Option<String> {
+        match self.owner() {
+            Owner::Caller(key) => Some(key),
+            Owner::Gateway | Owner::Unknown => None,
+        }
+    }
+
     /// `true` when the caller answers input rounds itself (a 2026-07-28 client, which takes
     /// no requests): an upstream's round is then handed back to it
     /// ([`super::UpstreamError::InputRequired`]) instead of being answered through this relay.
@@ -110,6 +121,16 @@ impl Owner {
     pub fn caller(tenant: &str, user: &str) -> Owner {
         // The tenant's length first: no tenant and user pair can read as another.
         Owner::Caller(format!("{}:{tenant}{user}", tenant.len()))
+    }
+
+    /// The key of this owner's upstream session for its conversation `session`
+    /// ([`CallRelay::caller_session`]); `None` unless the owner is a caller.
+    pub fn session_key(&self, session: &str) -> Option<String> {
+        match self {
+            // The owner's key is length-prefixed, and its length is written first too.
+            Owner::Caller(key) => Some(format!("{}:{key}{session}", key.len())),
+            Owner::Gateway | Owner::Unknown => None,
+        }
     }
 }
 
@@ -216,6 +237,9 @@ pub struct RelayRegistry {
     unrouted: Arc<Busy>,
     /// Told whenever a call records the token it was sent with ([`CallGuard::sent`]).
     sent: Notify,
+    /// Every request on the connection is one caller's (its own upstream session): what
+    /// names no call goes to that caller's latest call.
+    one_caller: bool,
 }
 
 /// Running requests in the order they were registered (their keys ascend), and ended ones
@@ -270,6 +294,16 @@ impl RelayRegistry {
         Arc::new(RelayRegistry::default())
     }
 
+    /// The registry of a connection only one caller uses (an upstream session of its own):
+    /// a request or log message that names no call is that caller's, and goes to its latest
+    /// running call (or, for a log, its latest ended one), however many it has.
+    pub fn for_one_caller() -> Arc<RelayRegistry> {
+        Arc::new(RelayRegistry {
+            one_caller: true,
+            ..RelayRegistry::default()
+        })
+    }
+
     fn lock(&self) -> MutexGuard<'_, Entries> {
         // A poisoned lock only means another thread panicked while editing a plain list.
         self.entries
@@ -320,7 +354,6 @@ impl RelayRegistry {
             key,
             ended,
             busy,
-            steps_aside: AtomicBool::new(false),
         }
     }
 
@@ -399,6 +432,9 @@ impl RelayRegistry {
     pub fn sole(&self, running: bool) -> Option<Routed> {
         let mut entries = self.lock();
         entries.prune();
+        if self.one_caller {
+            return latest(&entries, running);
+        }
         match (entries.running.as_slice(), entries.lingering.front()) {
             ([only], None) => routed(only),
             ([], Some((_, only))) if !running && entries.lingering.len() == 1 => routed(only),
@@ -413,6 +449,9 @@ impl RelayRegistry {
     pub fn for_log(&self) -> Option<Routed> {
         let mut entries = self.lock();
         entries.prune();
+        if self.one_caller {
+            return latest(&entries, false);
+        }
         if entries.len() == 1 {
             return entries.iter().next().and_then(routed);
         }
@@ -519,6 +558,13 @@ fn sanitize(text: &str) -> String {
     clean
 }
 
+/// The latest running call with a relay, else (unless `running`) the latest ended one.
+fn latest(entries: &Entries, running: bool) -> Option<Routed> {
+    let ended = entries.lingering.iter().rev().map(|(_, entry)| entry);
+    let ended = ended.filter(|_| !running);
+    entries.running.iter().rev().chain(ended).find_map(routed)
+}
+
 fn routed(entry: &Entry) -> Option<Routed> {
     let relay = entry.relay.clone()?;
     Some(Routed {
@@ -538,14 +584,7 @@ pub struct CallGuard {
     key: u64,
     ended: CancellationToken,
     busy: Arc<Busy>,
-    /// The call's notifications reach rmcp uncounted ([`CallGuard::steps_aside`]).
-    steps_aside: AtomicBool,
 }
-
-/// Times the answer of a call whose notifications are not counted as they are read steps
-/// aside before it goes, so that notifications rmcp received before it (each handled in a
-/// task of its own) start being relayed first.
-const DRAIN_YIELDS: usize = 3;
 
 impl CallGuard {
     /// Before the call's answer goes to its caller: lets the notifications the server sent
@@ -553,11 +592,6 @@ impl CallGuard {
     /// [`NOTIFY_TIMEOUT`], whose timer is armed only when a notification is still being
     /// relayed.
     pub async fn drain(&self) {
-        if self.steps_aside.load(Ordering::Relaxed) {
-            for _ in 0..DRAIN_YIELDS {
-                tokio::task::yield_now().await;
-            }
-        }
         let unrouted = &self.registry.unrouted;
         if self.busy.is_idle() && unrouted.is_idle() {
             return;
@@ -568,14 +602,6 @@ impl CallGuard {
             }
         };
         let _ = tokio::time::timeout(NOTIFY_TIMEOUT, idle).await;
-    }
-
-    /// The call went through rmcp on a connection that may not count notifications as it
-    /// reads them (rmcp's own Streamable HTTP transport): its answer steps aside a few times
-    /// before it goes. Line connections count them, and a call the gateway posts itself
-    /// relays its stream's notifications before it reads the answer.
-    pub fn steps_aside(&self) {
-        self.steps_aside.store(true, Ordering::Relaxed);
     }
 
     /// Records the id and progress token the request was sent with.

@@ -65,11 +65,9 @@ pub(super) async fn send_call(
         }
         _ => {}
     }
-    // A line connection counts notifications as it reads them; rmcp's Streamable HTTP
-    // transport does not (legacy SSE does, but is not told apart from it here).
-    if !matches!(link, Some(CallLink::Line(_))) {
-        guard.steps_aside();
-    }
+    // Every connection counts notifications as it reads them (line and SSE transports
+    // themselves, rmcp's Streamable HTTP one through `Announcing`): the answer waits for
+    // those read before it.
     // Boxed: rmcp's request and response futures are several KiB, which the direct paths
     // above would otherwise carry and move with every call.
     Box::pin(send_through_rmcp(peer, params, guard, capabilities)).await

@@ -10,6 +10,7 @@ mod conformance_gateway;
 mod conformance_server;
 mod docs;
 mod edge;
+mod faithful;
 mod gate_audit;
 mod gate_confirmations;
 mod gate_policy;

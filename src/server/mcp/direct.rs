@@ -46,7 +46,8 @@ use rmcp::{
     RoleServer,
     model::{
         CallToolRequestParams, ClientNotification, CustomNotification, JsonRpcMessage,
-        JsonRpcVersion2_0, RequestId, ServerJsonRpcMessage, ServerNotification, ServerResult,
+        JsonRpcVersion2_0, ProtocolVersion, RequestId, ServerJsonRpcMessage, ServerNotification,
+        ServerResult,
     },
     service::RequestContext,
     transport::streamable_http_server::{SessionId, SessionManager as _},
@@ -246,10 +247,13 @@ impl Direct {
             context.extensions.insert(CallStream(progress));
             notes
         });
+        let current = is_2026_07_28_or_later(&context);
         let call = async move {
             let _cancellable = core.answering(id.clone(), context.ct.clone());
             match core.call_tool(params, context).await {
-                Ok(response) => JsonRpcMessage::response(ServerResult::from(response), id),
+                Ok(response) => {
+                    JsonRpcMessage::response(for_version(ServerResult::from(response), current), id)
+                }
                 Err(error) => JsonRpcMessage::error(error, Some(id)),
             }
         };
@@ -398,6 +402,26 @@ fn needs_nothing_of_the_client(
         .client_capabilities()
         .is_some_and(|c| c.roots.is_none() && c.sampling.is_none() && c.elicitation.is_none());
     same_version && asks_nothing && context.meta.protocol_version().is_none()
+}
+
+/// Whether the session speaks 2026-07-28 or later (ISO dates compare as strings do).
+fn is_2026_07_28_or_later(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str())
+}
+
+/// A result in the shape of the session's version, as rmcp's own handling gives it: an
+/// older client gets no `resultType` and no non-object structured output (fields of
+/// 2026-07-28), a current one the caching hints its version requires.
+fn for_version(mut result: ServerResult, current: bool) -> ServerResult {
+    if current {
+        result.fill_missing_cache_hints();
+    } else {
+        result.strip_result_type_for_legacy_peer();
+        result.strip_non_object_output_for_legacy_peer();
+    }
+    result
 }
 
 /// `message` as the JSON answer to a POST.

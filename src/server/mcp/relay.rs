@@ -48,6 +48,8 @@ pub(super) struct ClientRelay {
     capabilities: ClientCapabilities,
     /// Tenant and user: who sees what is relayed.
     owner: Owner,
+    /// The caller's conversation (its MCP session), for an upstream session of its own.
+    session: String,
     /// The client answers input rounds itself (2026-07-28).
     rounds: bool,
     /// The retry of a round handed back to the client.
@@ -79,6 +81,7 @@ impl ClientRelay {
             cancelled: context.ct.clone(),
             capabilities: context.client_capabilities().unwrap_or_default(),
             owner,
+            session: ctx.session.clone(),
             rounds,
             resume,
             stream: context.extensions.get::<CallStream>().cloned(),
@@ -186,7 +189,14 @@ impl CallRelay for ClientRelay {
             {
                 return;
             }
-            if let Err(error) = self.peer.notify_logging_message(params).await {
+            // On the call's own stream when it has one (`direct`), so the client reads the
+            // message before the answer, as the upstream sent it; else on the session's.
+            if let Some(stream) = &self.stream {
+                let log = ServerNotification::LoggingMessageNotification(Notification::new(params));
+                if !stream.send(log).await {
+                    tracing::debug!("log message not relayed to the caller: it is gone");
+                }
+            } else if let Err(error) = self.peer.notify_logging_message(params).await {
                 tracing::debug!(%error, "log message not relayed to the caller");
             }
         })
@@ -252,6 +262,10 @@ impl CallRelay for ClientRelay {
 
     fn owner(&self) -> Owner {
         self.owner.clone()
+    }
+
+    fn caller_session(&self) -> Option<String> {
+        self.owner.session_key(&self.session)
     }
 
     fn hands_back_input(&self) -> bool {

@@ -48,6 +48,11 @@ async fn a_call_that_needs_nothing_of_the_client_is_answered_in_json() {
     let answer: Value = serde_json::from_str(&body).expect("one JSON-RPC message");
     assert_eq!(answer["id"], 7, "{answer}");
     assert_eq!(answer["result"]["isError"], false, "{answer}");
+    // The session speaks 2025-06-18: nothing of 2026-07-28 in its answers.
+    assert!(
+        answer["result"].get("resultType").is_none(),
+        "resultType is a 2026-07-28 field: {answer}"
+    );
     let text = answer["result"]["content"][0]["text"]
         .as_str()
         .unwrap_or_default();

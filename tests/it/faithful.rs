@@ -1,0 +1,334 @@
+//! The gateway in front of a server built with the official TypeScript SDK over Streamable
+//! HTTP (`tests/sdk/server.mjs`), which behaves as real servers do: progress and log messages
+//! right before the result on the call's stream, sampling and elicitation asked on the
+//! session's standalone stream with nothing linking them to the call. Nothing the server sends
+//! is lost, reordered after the result, or refused.
+#![expect(
+    deprecated,
+    reason = "sampling and logging are deprecated by SEP-2577, but servers still send them \
+              and the gateway relays them faithfully"
+)]
+
+use std::{
+    process::Stdio,
+    sync::{Arc, Mutex},
+};
+
+use futures::future::BoxFuture;
+use mcpgate::{
+    config::{HttpKind, Sessions},
+    gateway::{CallRelay, Gateway, Owner},
+    policy::CallContext,
+};
+use rmcp::{
+    ErrorData,
+    model::{
+        CreateMessageRequestParams, CreateMessageResult, ElicitRequestParams, ElicitResult,
+        ElicitationAction, LoggingMessageNotificationParam, ProgressNotificationParam,
+        SamplingMessage,
+    },
+};
+use serde_json::json;
+use tokio::{
+    io::{AsyncBufReadExt, BufReader},
+    process::{Child, Command},
+};
+
+use crate::support::{self, WAIT};
+
+/// The SDK server, running until dropped.
+struct SdkServer {
+    url: String,
+    _child: Child,
+}
+
+impl SdkServer {
+    /// Sessions open on the server right now.
+    async fn sessions(&self) -> u64 {
+        let url = self.url.replace("/mcp", "/sessions");
+        let answer: serde_json::Value = reqwest::Client::builder()
+            .no_proxy()
+            .build()
+            .expect("client")
+            .get(url)
+            .send()
+            .await
+            .expect("the SDK server answers")
+            .json()
+            .await
+            .expect("JSON");
+        answer["open"].as_u64().expect("a count")
+    }
+
+    async fn start() -> SdkServer {
+        let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/server.mjs");
+        let mut child = Command::new("node")
+            .arg(script)
+            .env("MCPGATE_PEERS", support::peers())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("node runs");
+        let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let port = tokio::time::timeout(WAIT, async {
+            while let Some(line) = lines.next_line().await.expect("reads") {
+                if let Some(port) = line.strip_prefix("listening ") {
+                    return port.trim().to_owned();
+                }
+            }
+            panic!("the SDK server ended before it listened");
+        })
+        .await
+        .expect("the SDK server listens in time");
+        SdkServer {
+            url: format!("http://127.0.0.1:{port}/mcp"),
+            _child: child,
+        }
+    }
+
+    async fn gateway(&self) -> Gateway {
+        self.gateway_with(Sessions::PerCaller).await
+    }
+
+    async fn gateway_with(&self, sessions: Sessions) -> Gateway {
+        let mut server = support::http("sdk", &self.url, HttpKind::Streamable);
+        server.sessions = sessions;
+        support::gateway(support::config(vec![server])).await
+    }
+}
+
+/// What one call's caller received, in order, and how it answers the server's requests
+/// (once `hold` lets it, when set).
+#[derive(Default)]
+struct Seen {
+    events: Mutex<Vec<String>>,
+    user: String,
+    hold: Option<Arc<tokio::sync::Semaphore>>,
+    asked: tokio::sync::Notify,
+}
+
+impl Seen {
+    fn of(user: &str) -> Arc<Seen> {
+        Arc::new(Seen {
+            user: user.to_owned(),
+            ..Seen::default()
+        })
+    }
+
+    /// A caller that answers a request only once `hold` has a permit.
+    fn holding(user: &str, hold: Arc<tokio::sync::Semaphore>) -> Arc<Seen> {
+        Arc::new(Seen {
+            user: user.to_owned(),
+            hold: Some(hold),
+            ..Seen::default()
+        })
+    }
+
+    fn push(&self, event: String) {
+        self.events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(event);
+    }
+
+    fn events(&self) -> Vec<String> {
+        self.events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+}
+
+impl CallRelay for Seen {
+    fn progress(&self, params: ProgressNotificationParam) -> BoxFuture<'_, ()> {
+        self.push(format!("progress {}", params.progress));
+        Box::pin(async {})
+    }
+
+    fn log(&self, params: LoggingMessageNotificationParam) -> BoxFuture<'_, ()> {
+        self.push(format!("log {}", params.data.as_str().unwrap_or_default()));
+        Box::pin(async {})
+    }
+
+    fn create_message(
+        &self,
+        _params: CreateMessageRequestParams,
+    ) -> BoxFuture<'_, Result<CreateMessageResult, ErrorData>> {
+        self.push("asked to sample".to_owned());
+        self.asked.notify_one();
+        let answer = CreateMessageResult::new(
+            SamplingMessage::assistant_text(format!("from {}", self.user)),
+            "scripted".to_owned(),
+        );
+        Box::pin(async move {
+            if let Some(hold) = &self.hold {
+                let _permit = hold.acquire().await;
+            }
+            Ok(answer)
+        })
+    }
+
+    fn elicit(
+        &self,
+        _params: ElicitRequestParams,
+    ) -> BoxFuture<'_, Result<ElicitResult, ErrorData>> {
+        let answer = ElicitResult::new(ElicitationAction::Accept)
+            .with_content(json!({ "username": self.user }));
+        Box::pin(async move { Ok(answer) })
+    }
+
+    fn owner(&self) -> Owner {
+        Owner::caller("local", &self.user)
+    }
+}
+
+fn caller(user: &str) -> CallContext {
+    CallContext {
+        user: user.to_owned(),
+        ..support::ctx()
+    }
+}
+
+/// Back to back, as the suite and a busy client call: every progress and log message the
+/// server sent reaches the caller before the call returns, in the order sent.
+#[tokio::test]
+async fn progress_and_logs_sent_right_before_the_result_arrive_before_it() {
+    let server = SdkServer::start().await;
+    let gateway = server.gateway().await;
+    let calls = 150;
+    for round in 0..calls {
+        for (tool, expected) in [
+            (
+                "sdk.test_tool_with_progress",
+                ["progress 0", "progress 50", "progress 100"],
+            ),
+            (
+                "sdk.test_tool_with_logging",
+                [
+                    "log Tool execution started",
+                    "log Tool execution running",
+                    "log Tool execution completed",
+                ],
+            ),
+        ] {
+            let seen = Seen::of("ada");
+            let relay: Arc<dyn CallRelay> = seen.clone();
+            gateway
+                .call_tool_relayed(&caller("ada"), tool, json!({}), None, Some(relay))
+                .await
+                .unwrap_or_else(|e| panic!("{tool} (call {round}): {e}"));
+            assert_eq!(seen.events(), expected, "{tool}, call {round} of {calls}");
+        }
+    }
+    gateway.shutdown().await;
+}
+
+/// Alice's call waits on her answer to the server's unlinked sampling request while Bob
+/// calls the same tool: on sessions of their own, Bob's request reaches Bob (and only Bob)
+/// while Alice's is still open; each gets the answer of their own caller.
+#[tokio::test]
+async fn unlinked_requests_reach_the_caller_whose_session_they_came_on() {
+    let server = SdkServer::start().await;
+    let gateway = server.gateway().await;
+    for round in 0..5 {
+        let hold = Arc::new(tokio::sync::Semaphore::new(0));
+        let alice = Seen::holding("alice", hold.clone());
+        let bob = Seen::of("bob");
+        let sample = |who: &Arc<Seen>| {
+            let relay: Arc<dyn CallRelay> = who.clone();
+            let gateway = gateway.clone();
+            let user = who.user.clone();
+            async move {
+                gateway
+                    .call_tool_relayed(
+                        &caller(&user),
+                        "sdk.test_sampling",
+                        json!({ "prompt": format!("for {user}") }),
+                        None,
+                        Some(relay),
+                    )
+                    .await
+            }
+        };
+        let alice_call = tokio::spawn(sample(&alice));
+        tokio::time::timeout(WAIT, alice.asked.notified())
+            .await
+            .expect("alice is asked");
+        let bobs = sample(&bob).await.expect("bob's call, while alice's waits");
+        assert_eq!(bobs.text(), "sampled: from bob", "round {round}");
+        assert_eq!(bob.events(), ["asked to sample"]);
+        hold.add_permits(1);
+        let alices = alice_call.await.expect("task").expect("alice's call");
+        assert_eq!(alices.text(), "sampled: from alice", "round {round}");
+        assert_eq!(alice.events(), ["asked to sample"]);
+    }
+    // One shared session, and one of each caller's.
+    assert_eq!(server.sessions().await, 3);
+    assert_eq!(gateway.caller_sessions(&support::id("sdk")), 2);
+    gateway.shutdown().await;
+    let start = std::time::Instant::now();
+    while server.sessions().await > 0 {
+        assert!(
+            start.elapsed() < WAIT,
+            "the gateway ended every upstream session it opened"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// The same with one shared session: while two calls run, a request that names neither
+/// cannot be attributed and is refused with the documented reason; it never reaches Alice.
+#[tokio::test]
+async fn on_a_shared_session_an_unattributable_request_is_refused() {
+    let server = SdkServer::start().await;
+    let gateway = server.gateway_with(Sessions::Shared).await;
+    let hold = Arc::new(tokio::sync::Semaphore::new(0));
+    let alice = Seen::holding("alice", hold.clone());
+    let bob = Seen::of("bob");
+    let relay: Arc<dyn CallRelay> = alice.clone();
+    let alice_call = {
+        let gateway = gateway.clone();
+        tokio::spawn(async move {
+            gateway
+                .call_tool_relayed(
+                    &caller("alice"),
+                    "sdk.test_sampling",
+                    json!({ "prompt": "for alice" }),
+                    None,
+                    Some(relay),
+                )
+                .await
+        })
+    };
+    tokio::time::timeout(WAIT, alice.asked.notified())
+        .await
+        .expect("alice is asked: hers is the only call running");
+    let relay: Arc<dyn CallRelay> = bob.clone();
+    let bobs = gateway
+        .call_tool_relayed(
+            &caller("bob"),
+            "sdk.test_sampling",
+            json!({ "prompt": "for bob" }),
+            None,
+            Some(relay),
+        )
+        .await;
+    let refused = format!("{bobs:?}");
+    assert!(
+        refused.contains("cannot tell which caller"),
+        "the server was refused, and said so: {refused}"
+    );
+    assert!(bob.events().is_empty(), "{:?}", bob.events());
+    hold.add_permits(1);
+    let alices = alice_call.await.expect("task").expect("alice's call");
+    assert_eq!(alices.text(), "sampled: from alice");
+    assert_eq!(
+        alice.events(),
+        ["asked to sample"],
+        "bob's request never reached alice"
+    );
+    assert_eq!(server.sessions().await, 1, "one shared session");
+    gateway.shutdown().await;
+}

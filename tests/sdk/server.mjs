@@ -1,0 +1,129 @@
+// An MCP server built with the official TypeScript SDK (npm `@modelcontextprotocol/sdk`, from
+// the test peers) over Streamable HTTP, behaving as servers built with it do: progress and log
+// messages sent on the call's stream right before its result, and sampling and elicitation
+// requested with `server.request(...)` inside the tool handler without `relatedRequestId`, so
+// they go out on the session's standalone GET stream, not on the call's.
+//
+// Binds 127.0.0.1 on the port the OS picks and prints `listening <port>`. Run by
+// tests/it/faithful.rs with MCPGATE_PEERS set to target/peers.
+
+import { randomUUID } from 'node:crypto';
+import { createRequire } from 'node:module';
+import path from 'node:path';
+
+const peers = process.env.MCPGATE_PEERS;
+if (!peers) throw new Error('MCPGATE_PEERS is not set (tests/it/faithful.rs sets it)');
+const require = createRequire(path.join(peers, 'package.json'));
+const { McpServer } = require('@modelcontextprotocol/sdk/server/mcp.js');
+const { StreamableHTTPServerTransport } = require('@modelcontextprotocol/sdk/server/streamableHttp.js');
+const {
+  CreateMessageResultSchema, ElicitResultSchema, isInitializeRequest,
+} = require('@modelcontextprotocol/sdk/types.js');
+const express = require('express');
+const { z } = require('zod');
+
+/** One McpServer per session, as the SDK's examples do. */
+function build() {
+  const server = new McpServer({ name: 'sdk-faithful', version: '1.0.0' },
+    { capabilities: { logging: {} } });
+
+  server.registerTool('test_tool_with_progress', {
+    description: 'Reports progress 0, 50 and 100 on the call\'s stream, the last right before the result.',
+  }, async (extra) => {
+    const token = extra._meta?.progressToken;
+    if (token !== undefined) {
+      for (const progress of [0, 50, 100]) {
+        await extra.sendNotification({
+          method: 'notifications/progress',
+          params: { progressToken: token, progress, total: 100 },
+        });
+      }
+    }
+    return { content: [{ type: 'text', text: 'progress done' }] };
+  });
+
+  server.registerTool('test_tool_with_logging', {
+    description: 'Logs three messages on the call\'s stream, the last right before the result.',
+  }, async (extra) => {
+    for (const data of ['Tool execution started', 'Tool execution running', 'Tool execution completed']) {
+      await extra.sendNotification({ method: 'notifications/message', params: { level: 'info', data } });
+    }
+    return { content: [{ type: 'text', text: 'logging done' }] };
+  });
+
+  server.registerTool('test_sampling', {
+    description: 'Asks the client to sample, unlinked from the call (the standalone GET stream).',
+    inputSchema: { prompt: z.string() },
+  }, async ({ prompt }) => {
+    // No relatedRequestId: the SDK sends this on the session's GET stream.
+    const answer = await server.server.request({
+      method: 'sampling/createMessage',
+      params: { messages: [{ role: 'user', content: { type: 'text', text: prompt } }], maxTokens: 50 },
+    }, CreateMessageResultSchema);
+    return { content: [{ type: 'text', text: `sampled: ${answer.content?.text ?? ''}` }] };
+  });
+
+  server.registerTool('test_elicitation', {
+    description: 'Asks the client for a username, unlinked from the call.',
+    inputSchema: { message: z.string() },
+  }, async ({ message }) => {
+    const answer = await server.server.request({
+      method: 'elicitation/create',
+      params: {
+        message,
+        requestedSchema: { type: 'object', properties: { username: { type: 'string' } }, required: ['username'] },
+      },
+    }, ElicitResultSchema);
+    return { content: [{ type: 'text', text: `elicited: ${answer.action} ${answer.content?.username ?? ''}` }] };
+  });
+
+  return server;
+}
+
+const transports = new Map();
+const app = express();
+app.use(express.json({ limit: '4mb' }));
+
+app.post('/mcp', async (req, res) => {
+  const id = req.headers['mcp-session-id'];
+  let transport = id ? transports.get(id) : undefined;
+  if (!transport) {
+    if (id || !isInitializeRequest(req.body)) {
+      res.status(404).json({ jsonrpc: '2.0', error: { code: -32001, message: 'Session not found' }, id: null });
+      return;
+    }
+    transport = new StreamableHTTPServerTransport({
+      sessionIdGenerator: () => randomUUID(),
+      onsessioninitialized: (sessionId) => transports.set(sessionId, transport),
+    });
+    transport.onclose = () => {
+      if (transport.sessionId) transports.delete(transport.sessionId);
+    };
+    await build().connect(transport);
+  }
+  await transport.handleRequest(req, res, req.body);
+});
+
+const bySession = async (req, res) => {
+  const transport = transports.get(req.headers['mcp-session-id']);
+  if (!transport) {
+    res.status(404).send('Session not found');
+    return;
+  }
+  await transport.handleRequest(req, res);
+};
+app.get('/mcp', bySession);
+app.delete('/mcp', bySession);
+
+/** How many sessions are open: how a test sees sessions opened and closed. */
+app.get('/sessions', (_req, res) => res.json({ open: transports.size }));
+
+const listener = app.listen(0, '127.0.0.1', () => {
+  console.log(`listening ${listener.address().port}`);
+});
+for (const signal of ['SIGTERM', 'SIGINT']) {
+  process.on(signal, () => {
+    listener.close();
+    process.exit(0);
+  });
+}
