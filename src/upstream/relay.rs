@@ -427,8 +427,10 @@ impl RelayRegistry {
             .and_then(routed)
     }
 
-    /// The relay of the only call known (running or lingering), if exactly one is and it
-    /// has a relay. `running` asks for a call still running (a request needs an answer).
+    /// The relay of the only call that can be meant, if it has one. `running` asks for a
+    /// call still running, as a request does (it needs an answer, and an ended call's
+    /// handler is done asking): exactly one running call, whatever ended before it. Otherwise
+    /// the only call known, running or ended.
     pub fn sole(&self, running: bool) -> Option<Routed> {
         let mut entries = self.lock();
         entries.prune();
@@ -436,6 +438,7 @@ impl RelayRegistry {
             return latest(&entries, running);
         }
         match (entries.running.as_slice(), entries.lingering.front()) {
+            ([only], _) if running => routed(only),
             ([only], None) => routed(only),
             ([], Some((_, only))) if !running && entries.lingering.len() == 1 => routed(only),
             _ => None,

@@ -142,10 +142,14 @@ async fn an_ended_call_lingers_for_late_notifications_then_goes() {
     log_through(registry.by_token(&token(1)), "late").await;
     log_through(registry.sole(false), "late log").await;
     assert_eq!(a.logs(), ["late", "late log"]);
-    // A new call while the old one lingers: unrouted messages go nowhere.
-    let b = registry.register(Some(Arc::new(Recorder::default())), TIMEOUT);
+    // A new call while the old one lingers: unrouted notifications go nowhere, but a
+    // request (which only a running call's handler can be asking) goes to the new call.
+    let b = Arc::new(Recorder::default());
+    let guard_b = registry.register(Some(b.clone()), TIMEOUT);
     assert!(registry.sole(false).is_none());
-    drop(b);
+    log_through(registry.sole(true), "asked").await;
+    assert_eq!(b.logs(), ["asked"]);
+    drop(guard_b);
 
     tokio::time::advance(LINGER).await;
     assert!(registry.by_token(&token(1)).is_none());
@@ -318,4 +322,24 @@ async fn with_nothing_being_relayed_the_answer_goes_at_once() {
         guard.drain().now_or_never().is_some(),
         "no yields or timers: nothing read and unrelayed, nothing to wait for"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn on_one_callers_session_what_names_no_call_goes_to_its_latest_call() {
+    let registry = RelayRegistry::for_one_caller();
+    let (a, b) = (Arc::new(Recorder::default()), Arc::new(Recorder::default()));
+    let guard_a = registry.register(Some(a.clone()), TIMEOUT);
+    let guard_b = registry.register(Some(b.clone()), TIMEOUT);
+    // Two calls of the one caller: either is right; the latest is taken.
+    log_through(registry.sole(true), "request").await;
+    log_through(registry.for_log(), "log").await;
+    assert_eq!(b.logs(), ["request", "log"]);
+    drop(guard_b);
+    log_through(registry.sole(true), "to a").await;
+    assert_eq!(a.logs(), ["to a"]);
+    drop(guard_a);
+    // Ended: a request finds nobody running, a late log the latest ended call.
+    assert!(registry.sole(true).is_none());
+    log_through(registry.for_log(), "late").await;
+    assert_eq!(a.logs(), ["to a", "late"]);
 }
