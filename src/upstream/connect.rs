@@ -31,7 +31,7 @@ use super::{
     announcing::Announcing,
     http_link::{HttpLink, HttpLinkParts},
     line_transport::LineTransport,
-    relay::{self, RelayRegistry},
+    relay::{self, Announced, RelayRegistry},
     sse::{self, SseClientConfig},
     stdio::{self, ChildGuard, FramingError, StdioLaunch},
     tool_call::CallLink,
@@ -86,17 +86,17 @@ impl ClientHandler for UpstreamClient {
     async fn on_progress(
         &self,
         params: ProgressNotificationParam,
-        _context: NotificationContext<RoleClient>,
+        context: NotificationContext<RoleClient>,
     ) {
-        self.progress(params).await;
+        self.progress(params, context.extensions.get()).await;
     }
 
     async fn on_logging_message(
         &self,
         params: LoggingMessageNotificationParam,
-        _context: NotificationContext<RoleClient>,
+        context: NotificationContext<RoleClient>,
     ) {
-        self.logged(params).await;
+        self.logged(params, context.extensions.get()).await;
     }
 
     async fn create_message(
@@ -123,8 +123,10 @@ impl UpstreamClient {
     /// rmcp hands it to this handler.
     pub(super) async fn notified(&self, notification: ServerNotification) {
         match notification {
-            ServerNotification::ProgressNotification(n) => self.progress(n.params).await,
-            ServerNotification::LoggingMessageNotification(n) => self.logged(n.params).await,
+            ServerNotification::ProgressNotification(n) => self.progress(n.params, None).await,
+            ServerNotification::LoggingMessageNotification(n) => {
+                self.logged(n.params, None).await;
+            }
             ServerNotification::ToolListChangedNotification(_) => self.tools_changed.notify_one(),
             ServerNotification::ResourceUpdatedNotification(n) => {
                 self.watches.updated(&n.params.uri);
@@ -133,15 +135,15 @@ impl UpstreamClient {
         }
     }
 
-    async fn progress(&self, params: ProgressNotificationParam) {
+    async fn progress(&self, params: ProgressNotificationParam, announced: Option<&Announced>) {
         if let Some(route) = self.relays.by_token_when_sent(&params.progress_token).await {
-            relay::notify(&route, route.relay.progress(params)).await;
+            relay::notify(&route, announced, |relay| relay.progress(params)).await;
         }
     }
 
-    async fn logged(&self, params: LoggingMessageNotificationParam) {
+    async fn logged(&self, params: LoggingMessageNotificationParam, announced: Option<&Announced>) {
         match self.relays.for_log() {
-            Some(route) => relay::notify(&route, route.relay.log(params)).await,
+            Some(route) => relay::notify(&route, announced, |relay| relay.log(params)).await,
             None => relay::log_locally(&params),
         }
     }

@@ -23,7 +23,7 @@
 )]
 
 use std::{
-    collections::VecDeque,
+    collections::{BTreeSet, VecDeque},
     sync::{
         Arc, Mutex, MutexGuard,
         atomic::{AtomicU64, Ordering},
@@ -168,14 +168,61 @@ const TOKEN_WAIT: Duration = Duration::from_secs(2);
 /// the list; the oldest go first.
 const MAX_LINGERING: usize = 64;
 
-/// Notifications of one call being relayed right now.
+/// Notifications of one call being relayed right now, and the order they were read in.
 #[derive(Default)]
 struct Busy {
     count: AtomicU64,
     idle: Notify,
+    /// The next ticket handed out as a notification is read ([`RelayRegistry::announce`]).
+    tickets: AtomicU64,
+    /// Which tickets are done: a notification is relayed only after every one read before it
+    /// (rmcp hands each to a task of its own, which may run in any order).
+    turn: Mutex<Turn>,
+    turned: Notify,
+}
+
+#[derive(Default)]
+struct Turn {
+    /// Every ticket below this one is done.
+    next: u64,
+    /// Tickets done before an earlier one.
+    early: BTreeSet<u64>,
 }
 
 impl Busy {
+    fn turn(&self) -> MutexGuard<'_, Turn> {
+        self.turn.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Ticket `ticket` is done (relayed, or dropped unrelayed).
+    fn finish(&self, ticket: u64) {
+        {
+            let mut turn = self.turn();
+            turn.early.insert(ticket);
+            loop {
+                let next = turn.next;
+                if !turn.early.remove(&next) {
+                    break;
+                }
+                turn.next += 1;
+            }
+        }
+        self.turned.notify_waiters();
+    }
+
+    /// Until every notification read before `ticket` is done.
+    async fn until_turn(&self, ticket: u64) {
+        loop {
+            let turned = self.turned.notified();
+            tokio::pin!(turned);
+            turned.as_mut().enable();
+            if self.turn().next >= ticket {
+                return;
+            }
+            turned.await;
+        }
+    }
+
     fn is_idle(&self) -> bool {
         self.count.load(Ordering::SeqCst) == 0
     }
@@ -191,11 +238,24 @@ impl Busy {
     }
 }
 
-/// A notification read and not yet relayed ([`RelayRegistry::announce`]); it travels in the
-/// notification's extensions to the handler, which drops it once the notification is
+/// A notification read and not yet relayed ([`RelayRegistry::announce`]), with its place in
+/// the order its call's notifications were read; it travels in the notification's
+/// extensions to the handler, which relays it in its turn ([`notify`]) and drops it once
 /// relayed.
 #[derive(Clone)]
-pub(super) struct Announced(#[expect(dead_code, reason = "held for its drop")] Arc<Relaying>);
+pub(super) struct Announced(Arc<Ticket>);
+
+struct Ticket {
+    _relaying: Relaying,
+    busy: Arc<Busy>,
+    number: u64,
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        self.busy.finish(self.number);
+    }
+}
 
 /// One notification being relayed; ending it may let the call's answer go.
 struct Relaying(Arc<Busy>);
@@ -404,7 +464,12 @@ impl RelayRegistry {
             ServerNotification::LoggingMessageNotification(_) => self.for_log()?.busy,
             _ => return None,
         };
-        Some(Announced(Arc::new(Relaying::start(&busy))))
+        let number = busy.tickets.fetch_add(1, Ordering::SeqCst);
+        Some(Announced(Arc::new(Ticket {
+            _relaying: Relaying::start(&busy),
+            busy,
+            number,
+        })))
     }
 
     /// [`RelayRegistry::announce`] for `message` if it is a notification, the count carried in
@@ -501,10 +566,24 @@ const NOTIFY_TIMEOUT: Duration = Duration::from_secs(5);
 const MAX_LOGGED_CHARS: usize = 512;
 
 /// Relays one notification of the call `route` found, bounded by [`NOTIFY_TIMEOUT`]; the
-/// call's answer waits for it ([`CallGuard::drain`]).
-pub(super) async fn notify(route: &Routed, relayed: BoxFuture<'_, ()>) {
+/// call's answer waits for it ([`CallGuard::drain`]). `announced`, what the transport said
+/// as it read the notification: it is handed to the caller (`relay` is called) only after
+/// the call's notifications read before it.
+pub(super) async fn notify<'a>(
+    route: &'a Routed,
+    announced: Option<&Announced>,
+    relay: impl FnOnce(&'a dyn CallRelay) -> BoxFuture<'a, ()>,
+) {
     let _relaying = Relaying::start(&route.busy);
-    if tokio::time::timeout(NOTIFY_TIMEOUT, relayed).await.is_err() {
+    let in_turn = async {
+        if let Some(Announced(ticket)) = announced
+            && Arc::ptr_eq(&ticket.busy, &route.busy)
+        {
+            ticket.busy.until_turn(ticket.number).await;
+        }
+        relay(route.relay.as_ref()).await;
+    };
+    if tokio::time::timeout(NOTIFY_TIMEOUT, in_turn).await.is_err() {
         tracing::debug!("relaying a notification to its caller timed out; dropped");
     }
 }

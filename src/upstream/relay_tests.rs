@@ -287,12 +287,11 @@ async fn the_answer_waits_for_notifications_being_relayed() {
     let route = registry.sole(true).expect("running");
     let (release, released) = tokio::sync::oneshot::channel::<()>();
     let relaying = tokio::spawn(async move {
-        notify(
-            &route,
+        notify(&route, None, |_| {
             Box::pin(async move {
                 let _ = released.await;
-            }),
-        )
+            })
+        })
         .await;
     });
     // Started relaying before the answer came.
@@ -342,4 +341,53 @@ async fn on_one_callers_session_what_names_no_call_goes_to_its_latest_call() {
     assert!(registry.sole(true).is_none());
     log_through(registry.for_log(), "late").await;
     assert_eq!(a.logs(), ["to a", "late"]);
+}
+
+/// rmcp hands each notification to a task of its own, which may run in any order: each is
+/// relayed only after those read before it, so the caller sees them in the order read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn notifications_are_relayed_in_the_order_read() {
+    use rmcp::model::Notification;
+    let registry = RelayRegistry::new();
+    let a = Arc::new(Recorder::default());
+    let guard = registry.register(Some(a.clone()), TIMEOUT);
+    let read: Vec<(String, Announced)> = (0..20)
+        .map(|n| {
+            let params = LoggingMessageNotificationParam::new(
+                LoggingLevel::Info,
+                Value::from(n.to_string()),
+            );
+            let notification =
+                ServerNotification::LoggingMessageNotification(Notification::new(params));
+            let announced = registry
+                .announce(&notification)
+                .expect("counted for the call");
+            (n.to_string(), announced)
+        })
+        .collect();
+    // Handled last first, each in a task of its own.
+    let handlers: Vec<_> = read
+        .into_iter()
+        .rev()
+        .map(|(text, announced)| {
+            let route = registry.for_log().expect("the call");
+            tokio::spawn(async move {
+                notify(&route, Some(&announced), |relay| {
+                    relay.log(LoggingMessageNotificationParam::new(
+                        LoggingLevel::Info,
+                        Value::from(text),
+                    ))
+                })
+                .await;
+            })
+        })
+        .collect();
+    for handler in handlers {
+        handler.await.expect("handled");
+    }
+    let expected: Vec<String> = (0..20).map(|n| n.to_string()).collect();
+    assert_eq!(a.logs(), expected);
+    tokio::time::timeout(TIMEOUT, guard.drain())
+        .await
+        .expect("all relayed: the answer goes");
 }

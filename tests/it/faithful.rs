@@ -95,7 +95,7 @@ impl SdkServer {
     async fn gateway_with(&self, sessions: Sessions) -> Gateway {
         let mut server = support::http("sdk", &self.url, HttpKind::Streamable);
         server.sessions = sessions;
-        support::gateway(support::config(vec![server])).await
+        support::gateway(unlimited(vec![server])).await
     }
 }
 
@@ -191,38 +191,99 @@ fn caller(user: &str) -> CallContext {
     }
 }
 
-/// Back to back, as the suite and a busy client call: every progress and log message the
-/// server sent reaches the caller before the call returns, in the order sent.
-#[tokio::test]
-async fn progress_and_logs_sent_right_before_the_result_arrive_before_it() {
-    let server = SdkServer::start().await;
-    let gateway = server.gateway().await;
-    let calls = 150;
-    for round in 0..calls {
-        for (tool, expected) in [
-            (
-                "sdk.test_tool_with_progress",
-                ["progress 0", "progress 50", "progress 100"],
-            ),
-            (
-                "sdk.test_tool_with_logging",
-                [
-                    "log Tool execution started",
-                    "log Tool execution running",
-                    "log Tool execution completed",
-                ],
-            ),
-        ] {
-            let seen = Seen::of("ada");
+/// The two tools that send right before their result, and what each caller must see.
+const BEFORE_THE_RESULT: [(&str, [&str; 3]); 2] = [
+    (
+        "sdk.test_tool_with_progress",
+        ["progress 0", "progress 50", "progress 100"],
+    ),
+    (
+        "sdk.test_tool_with_logging",
+        [
+            "log Tool execution started",
+            "log Tool execution running",
+            "log Tool execution completed",
+        ],
+    ),
+];
+
+/// `rounds` calls of each of [`BEFORE_THE_RESULT`] as `user`, back to back: everything the
+/// server sent reached the caller before the call returned, in the order sent.
+async fn each_arrives_before_its_result(gateway: Gateway, user: String, rounds: usize) {
+    for round in 0..rounds {
+        for (tool, expected) in BEFORE_THE_RESULT {
+            let seen = Seen::of(&user);
             let relay: Arc<dyn CallRelay> = seen.clone();
             gateway
-                .call_tool_relayed(&caller("ada"), tool, json!({}), None, Some(relay))
+                .call_tool_relayed(&caller(&user), tool, json!({}), None, Some(relay))
                 .await
-                .unwrap_or_else(|e| panic!("{tool} (call {round}): {e}"));
-            assert_eq!(seen.events(), expected, "{tool}, call {round} of {calls}");
+                .unwrap_or_else(|e| panic!("{tool} ({user}, call {round}): {e}"));
+            assert_eq!(seen.events(), expected, "{tool}, {user}'s call {round}");
         }
     }
+}
+
+/// Over Streamable HTTP: four callers at once, 1000 calls in all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_http_progress_and_logs_sent_right_before_the_result_arrive_before_it() {
+    let server = SdkServer::start().await;
+    let gateway = server.gateway().await;
+    let callers: Vec<_> = ["ada", "bob", "cy", "dee"]
+        .into_iter()
+        .map(|user| {
+            tokio::spawn(each_arrives_before_its_result(
+                gateway.clone(),
+                user.to_owned(),
+                125,
+            ))
+        })
+        .collect();
+    for caller in callers {
+        caller.await.expect("every call as expected");
+    }
     gateway.shutdown().await;
+}
+
+/// Over stdio (the same server, one process): 1000 calls back to back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_stdio_progress_and_logs_sent_right_before_the_result_arrive_before_it() {
+    let node = which("node");
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/server.mjs");
+    let peers = support::peers();
+    let server = support::stdio(
+        "sdk",
+        &node,
+        &[
+            &script.to_string_lossy(),
+            "--stdio",
+            "--peers",
+            &peers.to_string_lossy(),
+        ],
+    );
+    let gateway = support::gateway(unlimited(vec![server])).await;
+    each_arrives_before_its_result(gateway.clone(), "ada".to_owned(), 500).await;
+    gateway.shutdown().await;
+}
+
+/// A test configuration whose callers may call as fast as they can (the rate limits are
+/// not what is measured here).
+fn unlimited(servers: Vec<mcpgate::config::ServerConfig>) -> mcpgate::config::Config {
+    let mut config = support::config(servers);
+    config.call_limits.user_calls_per_minute = 1_000_000;
+    config.call_limits.server_calls_per_minute = 1_000_000;
+    config
+}
+
+/// `program`'s absolute path on this `PATH` (a stdio server's environment is cleared).
+fn which(program: &str) -> String {
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| dir.join(program))
+        .find(|path| path.is_file())
+        .unwrap_or_else(|| panic!("{program} is on PATH"))
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// Alice's call waits on her answer to the server's unlinked sampling request while Bob

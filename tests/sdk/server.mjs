@@ -4,16 +4,19 @@
 // requested with `server.request(...)` inside the tool handler without `relatedRequestId`, so
 // they go out on the session's standalone GET stream, not on the call's.
 //
-// Binds 127.0.0.1 on the port the OS picks and prints `listening <port>`. Run by
-// tests/it/faithful.rs with MCPGATE_PEERS set to target/peers.
+// Binds 127.0.0.1 on the port the OS picks and prints `listening <port>`; with `--stdio`,
+// serves one session over stdin and stdout instead. Run by tests/it/faithful.rs, which names
+// the test peers' folder (target/peers) in MCPGATE_PEERS or as `--peers DIR`.
 
 import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
 import path from 'node:path';
 
-const peers = process.env.MCPGATE_PEERS;
-if (!peers) throw new Error('MCPGATE_PEERS is not set (tests/it/faithful.rs sets it)');
-const require = createRequire(path.join(peers, 'package.json'));
+const argv = process.argv.slice(2);
+const flag = (name) => argv.indexOf(name);
+const peers = flag('--peers') >= 0 ? argv[flag('--peers') + 1] : process.env.MCPGATE_PEERS;
+if (!peers) throw new Error('MCPGATE_PEERS or --peers names the test peers (tests/it/faithful.rs does)');
+const require = createRequire(path.join(path.resolve(peers), 'package.json'));
 const { McpServer } = require('@modelcontextprotocol/sdk/server/mcp.js');
 const { StreamableHTTPServerTransport } = require('@modelcontextprotocol/sdk/server/streamableHttp.js');
 const {
@@ -80,6 +83,14 @@ function build() {
   return server;
 }
 
+if (flag('--stdio') >= 0) {
+  const { StdioServerTransport } = require('@modelcontextprotocol/sdk/server/stdio.js');
+  await build().connect(new StdioServerTransport());
+} else {
+  serveHttp();
+}
+
+function serveHttp() {
 const transports = new Map();
 const app = express();
 app.use(express.json({ limit: '4mb' }));
@@ -126,4 +137,5 @@ for (const signal of ['SIGTERM', 'SIGINT']) {
     listener.close();
     process.exit(0);
   });
+}
 }
