@@ -78,7 +78,8 @@
 //! trust_annotations = false        # believe upstream readOnlyHint/destructiveHint
 //! on_change = "warn"               # warn | block: a pinned tool's definition changed
 //! scan = "warn"                    # warn | block: a tool description looks like an injection
-//! sessions = "per_caller"          # HTTP servers: per_caller (default) | shared; see below
+//! sessions = "per_caller"          # HTTP servers: an upstream session per caller (default),
+//!                                  # or "shared": one for all (stdio: always shared)
 //! connect_timeout = "10s"          # overrides [limits]
 //! call_timeout = "30s"
 //!

@@ -291,6 +291,12 @@ impl Gateway {
         self.inner.manager.caller_sessions(server)
     }
 
+    /// Closes every upstream session opened for the caller session `key` alone
+    /// ([`CallRelay::caller_session`]): its downstream session ended.
+    pub fn close_caller_sessions(&self, key: &str) {
+        self.inner.manager.close_caller_sessions(key);
+    }
+
     /// Asks a server to re-list its tools (or reconnect now). `false` if no such server.
     pub fn refresh(&self, server: &crate::config::ServerId) -> bool {
         self.inner.manager.refresh(server)

@@ -373,6 +373,13 @@ impl Manager {
         }
     }
 
+    /// Closes the caller sessions of `key` on every server.
+    pub fn close_caller_sessions(&self, key: &str) {
+        for slot in &self.inner.slots {
+            slot.callers.close(key);
+        }
+    }
+
     /// How many caller sessions `id` has open.
     pub fn caller_sessions(&self, id: &ServerId) -> usize {
         self.slot(id).map_or(0, |slot| slot.callers.len())

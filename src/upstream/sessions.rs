@@ -152,6 +152,13 @@ impl CallerSessions {
         self.lock().len()
     }
 
+    /// Closes `key`'s session (its caller's session ended); calls still using it finish
+    /// first, as the last lease goes.
+    pub fn close(&self, key: &str) {
+        let closed = self.lock().remove(key);
+        drop(closed);
+    }
+
     /// Closes every caller session (the server's shutdown or reconnection).
     pub fn close_all(&self) {
         let all: Vec<Arc<Session>> = self.lock().drain().map(|(_, s)| s).collect();

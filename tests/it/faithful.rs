@@ -393,3 +393,91 @@ async fn on_a_shared_session_an_unattributable_request_is_refused() {
     assert_eq!(server.sessions().await, 1, "one shared session");
     gateway.shutdown().await;
 }
+
+/// A sampling MCP client of the gateway's own endpoint, answering as `answer`.
+#[derive(Clone)]
+struct SamplingClient;
+
+impl rmcp::ClientHandler for SamplingClient {
+    fn get_info(&self) -> rmcp::model::ClientConfig {
+        rmcp::model::ClientConfig::new(
+            rmcp::model::ClientCapabilities::builder()
+                .enable_sampling()
+                .build(),
+            rmcp::model::Implementation::new("sampling-client", "0"),
+        )
+        .with_protocol_version(rmcp::model::ProtocolVersion::V_2025_11_25)
+    }
+
+    async fn create_message(
+        &self,
+        _params: CreateMessageRequestParams,
+        _context: rmcp::service::RequestContext<rmcp::RoleClient>,
+    ) -> Result<CreateMessageResult, ErrorData> {
+        Ok(CreateMessageResult::new(
+            SamplingMessage::assistant_text("from the MCP client"),
+            "client-model".to_owned(),
+        ))
+    }
+}
+
+/// Through `mcpgate serve`: an MCP client's unlinked sampling request comes back to it over
+/// the upstream session opened for its MCP session, which ends when the client ends its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_sessions_upstream_session_ends_with_it() {
+    use rmcp::{ServiceExt as _, transport::StreamableHttpClientTransport};
+    let server = SdkServer::start().await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = format!(
+        "[state]\ndatabase = \"memory\"\n\n[server.auth]\nmode = \"none\"\n\n\
+         [servers.sdk]\nurl = {url:?}\ntransport = \"streamable-http\"\nallow_private = true\n\
+         confirm = \"none\"\n",
+        url = server.url,
+    );
+    let gateway = support::ServedBinary::start(dir.path(), Some(&config), &[]).await;
+    gateway.wait_ready().await;
+    assert_eq!(server.sessions().await, 1, "the shared session");
+
+    let transport = StreamableHttpClientTransport::with_client(
+        reqwest::Client::builder()
+            .no_proxy()
+            .build()
+            .expect("client"),
+        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+            format!("{}/mcp/sdk", gateway.base),
+        ),
+    );
+    let client = tokio::time::timeout(WAIT, SamplingClient.serve(transport))
+        .await
+        .expect("handshake in time")
+        .expect("handshake");
+    for _ in 0..3 {
+        let answer = client
+            .call_tool(
+                rmcp::model::CallToolRequestParams::new("test_sampling").with_arguments(
+                    json!({ "prompt": "hi" })
+                        .as_object()
+                        .expect("an object")
+                        .clone(),
+                ),
+            )
+            .await
+            .expect("the call");
+        let text = answer.content[0].as_text().map(|t| t.text.clone());
+        assert_eq!(text.as_deref(), Some("sampled: from the MCP client"));
+    }
+    assert_eq!(server.sessions().await, 2, "and one for this MCP session");
+    client
+        .cancel()
+        .await
+        .expect("the client closes its session");
+    let start = std::time::Instant::now();
+    while server.sessions().await > 1 {
+        assert!(
+            start.elapsed() < WAIT,
+            "the upstream session ends with the MCP session"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    gateway.stop().await;
+}

@@ -433,3 +433,4 @@ mod env_source;
 mod gate_sections;
 mod sandbox;
 mod service;
+mod sessions;

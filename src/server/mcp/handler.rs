@@ -34,7 +34,7 @@ use super::{
     call::ToolCall, changes::Follower, content, direct::Direct, rounds::Rounds, scope,
     watches::SessionWatches,
 };
-use crate::{config::ServerId, policy::CallContext, server::AppState};
+use crate::{config::ServerId, gateway::Owner, policy::CallContext, server::AppState};
 
 /// Header carrying the MCP session id (set by rmcp on `initialize`, sent back by clients).
 /// A `HeaderName`, not a `&str`: a lookup by string parses the name first.
@@ -150,6 +150,12 @@ impl Drop for GatewayServer {
     fn drop(&mut self) {
         if let Some(id) = self.session_id.get() {
             self.direct.remove(id);
+            // The session ended: so do the upstream sessions opened for it alone.
+            if let Some(owner) = self.owner.get()
+                && let Some(key) = Owner::caller(&owner.tenant, &owner.user).session_key(id)
+            {
+                self.state.gateway.current().close_caller_sessions(&key);
+            }
         }
     }
 }
