@@ -175,9 +175,10 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         checks.extend(goals::call_checks(&measured.calls));
         let _ = write!(
             sections,
-            "### `tools/call`\n\n{}\n### A 1 MiB result\n\n{}\n",
+            "### `tools/call`\n\n{}\n### A 1 MiB result\n\n{}\n{}",
             report::latency_table(&measured.calls),
-            report::latency_table(&measured.big)
+            report::latency_table(&measured.big),
+            first_call_section(&measured.first),
         );
     }
     if bench.args.only.contains(&Part::List) {
@@ -242,6 +243,39 @@ fn header(args: &BenchArgs) -> String {
     if !args.versions.is_empty() {
         let _ = writeln!(out, "- Peers: {}", args.versions);
     }
+    out
+}
+
+/// What an upstream session per caller costs a new MCP session's first call.
+fn first_call_section(rows: &[calls::FirstCalls]) -> String {
+    if rows.is_empty() {
+        return String::new();
+    }
+    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
+    let mut out = String::from(
+        "### The first call of an MCP session\n\n\
+         New MCP sessions to `/mcp`, one after another, each calling the rmcp echo over \
+         Streamable HTTP twice; through a session per caller the first call opens the \
+         caller's upstream session (an `initialize` handshake).\n\n\
+         | upstream sessions | sessions | first call p50 ms | p95 ms | second call p50 ms | \
+         p95 ms | first − second p50 ms | errors |\n\
+         | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+    );
+    for row in rows {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {:.3} | {:.3} | {:.3} | {:.3} | {:+.3} | {} |",
+            row.upstream,
+            row.first.calls,
+            ms(row.first.p50),
+            ms(row.first.p95),
+            ms(row.second.p50),
+            ms(row.second.p95),
+            ms(row.first.p50) - ms(row.second.p50),
+            row.first.errors + row.second.errors,
+        );
+    }
+    out.push('\n');
     out
 }
 

@@ -38,14 +38,18 @@ use crate::support::{self, WAIT};
 
 /// The SDK server, running until dropped.
 struct SdkServer {
+    /// `http://127.0.0.1:port`.
+    base: String,
+    /// Its MCP endpoint: `/mcp` (Streamable HTTP) or `/sse` (legacy HTTP+SSE).
     url: String,
+    kind: HttpKind,
     _child: Child,
 }
 
 impl SdkServer {
     /// Sessions open on the server right now.
     async fn sessions(&self) -> u64 {
-        let url = self.url.replace("/mcp", "/sessions");
+        let url = format!("{}/sessions", self.base);
         let answer: serde_json::Value = reqwest::Client::builder()
             .no_proxy()
             .build()
@@ -61,9 +65,15 @@ impl SdkServer {
     }
 
     async fn start() -> SdkServer {
+        SdkServer::start_as(HttpKind::Streamable).await
+    }
+
+    /// The server speaking `kind` (Streamable HTTP, or legacy HTTP+SSE).
+    async fn start_as(kind: HttpKind) -> SdkServer {
         let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/sdk/server.mjs");
         let mut child = Command::new("node")
             .arg(script)
+            .args(matches!(kind, HttpKind::Sse).then_some("--sse"))
             .env("MCPGATE_PEERS", support::peers())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -82,8 +92,16 @@ impl SdkServer {
         })
         .await
         .expect("the SDK server listens in time");
+        let base = format!("http://127.0.0.1:{port}");
+        let path = if matches!(kind, HttpKind::Sse) {
+            "sse"
+        } else {
+            "mcp"
+        };
         SdkServer {
-            url: format!("http://127.0.0.1:{port}/mcp"),
+            url: format!("{base}/{path}"),
+            base,
+            kind,
             _child: child,
         }
     }
@@ -93,7 +111,7 @@ impl SdkServer {
     }
 
     async fn gateway_with(&self, sessions: Sessions) -> Gateway {
-        let mut server = support::http("sdk", &self.url, HttpKind::Streamable);
+        let mut server = support::http("sdk", &self.url, self.kind);
         server.sessions = sessions;
         support::gateway(unlimited(vec![server])).await
     }
@@ -226,7 +244,17 @@ async fn each_arrives_before_its_result(gateway: Gateway, user: String, rounds: 
 /// Over Streamable HTTP: four callers at once, 1000 calls in all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_http_progress_and_logs_sent_right_before_the_result_arrive_before_it() {
-    let server = SdkServer::start().await;
+    four_callers_at_once(SdkServer::start().await).await;
+}
+
+/// Over legacy HTTP+SSE, where a call's notifications and result share the one event
+/// stream: four callers at once, 1000 calls in all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_sse_progress_and_logs_sent_right_before_the_result_arrive_before_it() {
+    four_callers_at_once(SdkServer::start_as(HttpKind::Sse).await).await;
+}
+
+async fn four_callers_at_once(server: SdkServer) {
     let gateway = server.gateway().await;
     let callers: Vec<_> = ["ada", "bob", "cy", "dee"]
         .into_iter()

@@ -4,8 +4,9 @@
 // requested with `server.request(...)` inside the tool handler without `relatedRequestId`, so
 // they go out on the session's standalone GET stream, not on the call's.
 //
-// Binds 127.0.0.1 on the port the OS picks and prints `listening <port>`; with `--stdio`,
-// serves one session over stdin and stdout instead. Run by tests/it/faithful.rs, which names
+// Binds 127.0.0.1 on the port the OS picks and prints `listening <port>`; with `--sse`,
+// speaks the legacy HTTP+SSE transport there instead; with `--stdio`, serves one session
+// over stdin and stdout. Run by tests/it/faithful.rs, which names
 // the test peers' folder (target/peers) in MCPGATE_PEERS or as `--peers DIR`.
 
 import { randomUUID } from 'node:crypto';
@@ -86,8 +87,36 @@ function build() {
 if (flag('--stdio') >= 0) {
   const { StdioServerTransport } = require('@modelcontextprotocol/sdk/server/stdio.js');
   await build().connect(new StdioServerTransport());
+} else if (flag('--sse') >= 0) {
+  serveSse();
 } else {
   serveHttp();
+}
+
+/** The legacy HTTP+SSE transport (2024-11-05): `GET /sse` opens a session, whose messages
+ * are posted to `/messages?sessionId=...`. */
+function serveSse() {
+  const { SSEServerTransport } = require('@modelcontextprotocol/sdk/server/sse.js');
+  const transports = new Map();
+  const app = express();
+  app.get('/sse', async (_req, res) => {
+    const transport = new SSEServerTransport('/messages', res);
+    transports.set(transport.sessionId, transport);
+    res.on('close', () => transports.delete(transport.sessionId));
+    await build().connect(transport);
+  });
+  app.post('/messages', express.json({ limit: '4mb' }), async (req, res) => {
+    const transport = transports.get(req.query.sessionId);
+    if (!transport) {
+      res.status(404).send('Session not found');
+      return;
+    }
+    await transport.handlePostMessage(req, res, req.body);
+  });
+  app.get('/sessions', (_req, res) => res.json({ open: transports.size }));
+  const listener = app.listen(0, '127.0.0.1', () => {
+    console.log(`listening ${listener.address().port}`);
+  });
 }
 
 function serveHttp() {

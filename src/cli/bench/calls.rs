@@ -13,6 +13,7 @@ use super::{
     procs::{self, Proc, cpu_time},
     report::Row,
     setup::Upstream,
+    stats::Summary,
     targets::{self, McpCaller, PostCaller, Session},
 };
 
@@ -95,7 +96,20 @@ pub async fn measure(
 pub struct Measured {
     pub calls: Vec<Row>,
     pub big: Vec<Row>,
+    /// The first and the second call of new MCP sessions, per kind of upstream session.
+    pub first: Vec<FirstCalls>,
 }
+
+/// What new MCP sessions' first calls cost, against their second calls, through one kind of
+/// upstream session.
+pub struct FirstCalls {
+    pub upstream: &'static str,
+    pub first: Summary,
+    pub second: Summary,
+}
+
+/// New MCP sessions opened, one after another, for each first-call measurement.
+const NEW_SESSIONS: usize = 200;
 
 /// Everything a run started, stopped at the end whatever happened.
 #[derive(Default)]
@@ -149,7 +163,12 @@ async fn run_started(bench: &Bench, started: &mut Started) -> anyhow::Result<Mea
 
     // The gateway, in front of it and of server-everything over stdio.
     let everything = bench.everything_command();
-    let mut upstreams = vec![("echo".to_owned(), Upstream::Http(&echo_url))];
+    // The same upstream twice: an upstream session per MCP session (`echo`, the default),
+    // and one shared by all (`shared`), to show what a session per caller costs.
+    let mut upstreams = vec![
+        ("echo".to_owned(), Upstream::Http(&echo_url)),
+        ("shared".to_owned(), Upstream::HttpShared(&echo_url)),
+    ];
     if let Some(command) = &everything {
         upstreams.push(("everything".to_owned(), Upstream::Stdio(command)));
     }
@@ -204,6 +223,12 @@ async fn run_started(bench: &Bench, started: &mut Started) -> anyhow::Result<Mea
                 "mcpgate /mcp",
                 false,
                 mcp(&through_peers, "echo_echo", echo_args.clone()),
+                Some(gateway_pid),
+            ),
+            target(
+                "mcpgate /mcp, shared upstream session",
+                false,
+                mcp(&through_peers, "shared_echo", echo_args.clone()),
                 Some(gateway_pid),
             ),
         ],
@@ -345,7 +370,58 @@ async fn run_started(bench: &Bench, started: &mut Started) -> anyhow::Result<Mea
         .collect();
     let big_calls = (bench.args.calls / 10).max(100);
     let big = measure(&big_groups, &big_concurrency, big_calls, only).await;
-    Ok(Measured { calls, big })
+
+    let url = format!("{base}/mcp");
+    let mut first = Vec::new();
+    for (upstream, tool) in [
+        ("a session per caller (default)", "echo_echo"),
+        ("one shared session", "shared_echo"),
+    ] {
+        let picked = only.is_empty() || only.iter().any(|o| upstream.contains(o.as_str()));
+        if picked {
+            first.push(first_calls(&url, &token, upstream, tool, &echo_args).await?);
+        }
+    }
+    Ok(Measured { calls, big, first })
+}
+
+/// Opens [`NEW_SESSIONS`] MCP sessions one after another and times each one's first call
+/// (which, through a session per caller, opens the upstream session) and its second.
+async fn first_calls(
+    url: &str,
+    token: &str,
+    upstream: &'static str,
+    tool: &str,
+    arguments: &Value,
+) -> anyhow::Result<FirstCalls> {
+    let (mut first, mut second) = (Vec::new(), Vec::new());
+    let (mut first_errors, mut second_errors) = (0, 0);
+    let started = std::time::Instant::now();
+    for _ in 0..NEW_SESSIONS {
+        let mut sessions = targets::http_sessions(url, Some(token), 1).await?;
+        let caller = McpCaller {
+            peers: targets::peers(&sessions),
+            tool: tool.to_owned(),
+            arguments: object(arguments.clone()),
+        };
+        for (samples, errors) in [
+            (&mut first, &mut first_errors),
+            (&mut second, &mut second_errors),
+        ] {
+            let at = std::time::Instant::now();
+            match caller.call(0).await {
+                Ok(()) => samples.push(at.elapsed()),
+                Err(_) => *errors += 1,
+            }
+        }
+        targets::close(std::mem::take(&mut sessions)).await;
+    }
+    let wall = started.elapsed();
+    Ok(FirstCalls {
+        upstream,
+        first: Summary::new(first, first_errors, wall),
+        second: Summary::new(second, second_errors, wall),
+    })
 }
 
 /// Whether `filter` picks a target: it is part of `group / target`.

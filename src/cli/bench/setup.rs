@@ -22,8 +22,10 @@ const ROLE: &str = "bench";
 
 /// An upstream of a benchmarked gateway.
 pub enum Upstream<'a> {
-    /// Streamable HTTP at this URL (loopback).
+    /// Streamable HTTP at this URL (loopback), an upstream session per caller (the default).
     Http(&'a str),
+    /// The same, every caller over one shared upstream session (`sessions = "shared"`).
+    HttpShared(&'a str),
     /// A stdio server started from this command.
     Stdio(&'a [String]),
 }
@@ -86,13 +88,16 @@ tools = [{tools}]
     for (id, upstream) in upstreams {
         let _ = writeln!(out, "\n[servers.{id}]");
         match upstream {
-            Upstream::Http(url) => {
+            Upstream::Http(url) | Upstream::HttpShared(url) => {
                 let _ = writeln!(
                     out,
                     "url = {}\ntransport = \"streamable-http\"\nallow_private = true\n\
                      allow_http = true",
                     quote(url)
                 );
+                if matches!(upstream, Upstream::HttpShared(_)) {
+                    let _ = writeln!(out, "sessions = \"shared\"");
+                }
             }
             Upstream::Stdio(command) => {
                 let (program, args) = command.split_first().unzip();
