@@ -377,7 +377,8 @@ async fn run_started(bench: &Bench, started: &mut Started) -> anyhow::Result<Mea
         ("a session per caller (default)", "echo_echo"),
         ("one shared session", "shared_echo"),
     ] {
-        let picked = only.is_empty() || only.iter().any(|o| upstream.contains(o.as_str()));
+        let name = format!("rmcp echo, Streamable HTTP / first call, {upstream}");
+        let picked = only.is_empty() || only.iter().any(|o| name.contains(o.as_str()));
         if picked {
             first.push(first_calls(&url, &token, upstream, tool, &echo_args).await?);
         }
