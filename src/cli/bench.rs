@@ -254,9 +254,9 @@ fn first_call_section(rows: &[calls::FirstCalls]) -> String {
     let ms = |d: Duration| d.as_secs_f64() * 1000.0;
     let mut out = String::from(
         "### The first call of an MCP session\n\n\
-         New MCP sessions to `/mcp`, one after another, each calling the rmcp echo over \
-         Streamable HTTP twice; through a session per caller the first call opens the \
-         caller's upstream session (an `initialize` handshake).\n\n\
+         New MCP sessions to `/mcp`, one after another, each calling a tool of an rmcp \
+         server on 2025-11-25 over Streamable HTTP twice; through a session per caller the \
+         first call opens the caller's upstream session (its handshake).\n\n\
          | upstream sessions | sessions | first call p50 ms | p95 ms | second call p50 ms | \
          p95 ms | first − second p50 ms | errors |\n\
          | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",

@@ -224,6 +224,30 @@ pub async fn connect(
     Ok(connection)
 }
 
+/// Opens another session with a server already connected on a revision that has
+/// `initialize` (a caller's own upstream session): straight to `initialize`, no discovery
+/// probe, bounded by the connect deadline. Nothing of the server's tool-list changes or
+/// resource updates is followed on it (the shared session does that).
+pub(super) async fn connect_session(
+    server: &ServerConfig,
+    options: &ConnectOptions,
+    relays: Arc<RelayRegistry>,
+    watches: Arc<WatchRegistry>,
+) -> Result<Connection, UpstreamError> {
+    let deadline = server
+        .connect_timeout
+        .unwrap_or(options.limits.connect_timeout);
+    let client = UpstreamClient {
+        tools_changed: Arc::new(Notify::new()),
+        relays,
+        watches,
+        lifecycle: Lifecycle::Initialize,
+    };
+    tokio::time::timeout(deadline, connect_once(server, options, client))
+        .await
+        .map_err(|_| UpstreamError::ConnectTimeout { after: deadline })?
+}
+
 /// How to open the MCP session.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Lifecycle {

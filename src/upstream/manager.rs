@@ -25,7 +25,9 @@ use tokio_util::{sync::CancellationToken, task::TaskTracker};
 use super::{
     ConnectOptions, ServerState, UpstreamError,
     cache::{CacheKey, ToolListCache},
-    connect, input,
+    connect,
+    connect::connect_session,
+    input,
     relay::{CallRelay, Owner, RelayRegistry},
     sessions::{CallerSessions, Lease, Live},
     tool_call::CallLink,
@@ -346,14 +348,21 @@ impl Manager {
             return Ok(None);
         };
         // Down is down for everyone: the shared session says why.
-        self.call_target(id)?;
+        let (shared, _, _) = self.call_target(id)?;
+        // On 2026-07-28 a server asks nothing outside a call's own answer (input rounds), so a
+        // session of one's own would buy nothing.
+        let rounds = shared
+            .peer_info()
+            .is_some_and(|info| !info.protocol_version.has_initialize());
+        if rounds {
+            return Ok(None);
+        }
         let connect = || async {
             let relays = RelayRegistry::for_one_caller();
             // Tool-list changes and resource updates are the shared session's business.
-            let connection = connect(
+            let connection = connect_session(
                 &slot.config,
                 &self.inner.options,
-                Arc::new(Notify::new()),
                 relays.clone(),
                 WatchRegistry::new(self.inner.tracker.clone()),
             )

@@ -108,6 +108,9 @@ pub struct FirstCalls {
     pub second: Summary,
 }
 
+/// The upstream on 2025-11-25, with an upstream session per caller or one shared.
+const LEGACY_GROUP: &str = "rmcp text, 2025-11-25, Streamable HTTP";
+
 /// New MCP sessions opened, one after another, for each first-call measurement.
 const NEW_SESSIONS: usize = 200;
 
@@ -163,11 +166,30 @@ async fn run_started(bench: &Bench, started: &mut Started) -> anyhow::Result<Mea
 
     // The gateway, in front of it and of server-everything over stdio.
     let everything = bench.everything_command();
-    // The same upstream twice: an upstream session per MCP session (`echo`, the default),
-    // and one shared by all (`shared`), to show what a session per caller costs.
+    // A server on 2025-11-25 (which may ask its clients things outside a call's stream, so
+    // it gets an upstream session per caller), configured twice: a session per MCP session
+    // (`legacy`, the default) and one shared by all (`shared`), to show what that costs.
+    let legacy_port = procs::free_port()?;
+    let legacy_url = format!("http://127.0.0.1:{legacy_port}/mcp");
+    let legacy = procs::spawn(
+        "fixture-2025",
+        &[
+            bench.exe_str(),
+            "fixture".into(),
+            "conformance-2025".into(),
+            "--http".into(),
+            format!("127.0.0.1:{legacy_port}"),
+        ],
+        &[],
+        &bench.dir.join("fixture-2025.log"),
+    )?;
+    let legacy_pid = legacy.pid()?;
+    started.procs.push(legacy);
+    procs::wait_http(&legacy_url, READY_DEADLINE, true).await?;
     let mut upstreams = vec![
         ("echo".to_owned(), Upstream::Http(&echo_url)),
-        ("shared".to_owned(), Upstream::HttpShared(&echo_url)),
+        ("legacy".to_owned(), Upstream::Http(&legacy_url)),
+        ("shared".to_owned(), Upstream::HttpShared(&legacy_url)),
     ];
     if let Some(command) = &everything {
         upstreams.push(("everything".to_owned(), Upstream::Stdio(command)));
@@ -225,14 +247,34 @@ async fn run_started(bench: &Bench, started: &mut Started) -> anyhow::Result<Mea
                 mcp(&through_peers, "echo_echo", echo_args.clone()),
                 Some(gateway_pid),
             ),
+        ],
+    }];
+    let legacy_direct = targets::http_sessions(&legacy_url, None, most).await?;
+    let legacy_peers = targets::peers(&legacy_direct);
+    started.sessions.extend(legacy_direct);
+    groups.push(Group {
+        name: LEGACY_GROUP.into(),
+        targets: vec![
             target(
-                "mcpgate /mcp, shared upstream session",
+                "direct",
+                true,
+                mcp(&legacy_peers, "test_simple_text", json!({})),
+                Some(legacy_pid),
+            ),
+            target(
+                "mcpgate /mcp, session per caller",
                 false,
-                mcp(&through_peers, "shared_echo", echo_args.clone()),
+                mcp(&through_peers, "legacy_test_simple_text", json!({})),
+                Some(gateway_pid),
+            ),
+            target(
+                "mcpgate /mcp, shared session",
+                false,
+                mcp(&through_peers, "shared_test_simple_text", json!({})),
                 Some(gateway_pid),
             ),
         ],
-    }];
+    });
 
     if let Some(command) = &everything {
         let (session, child) = targets::stdio_session(command).await?;
@@ -374,13 +416,13 @@ async fn run_started(bench: &Bench, started: &mut Started) -> anyhow::Result<Mea
     let url = format!("{base}/mcp");
     let mut first = Vec::new();
     for (upstream, tool) in [
-        ("a session per caller (default)", "echo_echo"),
-        ("one shared session", "shared_echo"),
+        ("a session per caller (default)", "legacy_test_simple_text"),
+        ("one shared session", "shared_test_simple_text"),
     ] {
-        let name = format!("rmcp echo, Streamable HTTP / first call, {upstream}");
+        let name = format!("{LEGACY_GROUP} / first call, {upstream}");
         let picked = only.is_empty() || only.iter().any(|o| name.contains(o.as_str()));
         if picked {
-            first.push(first_calls(&url, &token, upstream, tool, &echo_args).await?);
+            first.push(first_calls(&url, &token, upstream, tool, &json!({})).await?);
         }
     }
     Ok(Measured { calls, big, first })

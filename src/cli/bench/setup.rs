@@ -132,7 +132,10 @@ tools = [{tools}]
             }
         }
         // The benchmark's tools only read: no confirmation step.
-        let _ = writeln!(out, "read_only_tools = [\"echo\", \"big\"]");
+        let _ = writeln!(
+            out,
+            "read_only_tools = [\"echo\", \"big\", \"test_simple_text\"]"
+        );
     }
     out
 }
