@@ -196,9 +196,7 @@ pub async fn connect(
     relays: Arc<RelayRegistry>,
     watches: Arc<WatchRegistry>,
 ) -> Result<Connection, UpstreamError> {
-    let deadline = server
-        .connect_timeout
-        .unwrap_or(options.limits.connect_timeout);
+    let deadline = connect_deadline(server, options);
     let attempts = async {
         let client = |lifecycle| UpstreamClient {
             tools_changed: tools_changed.clone(),
@@ -234,9 +232,7 @@ pub(super) async fn connect_session(
     relays: Arc<RelayRegistry>,
     watches: Arc<WatchRegistry>,
 ) -> Result<Connection, UpstreamError> {
-    let deadline = server
-        .connect_timeout
-        .unwrap_or(options.limits.connect_timeout);
+    let deadline = connect_deadline(server, options);
     let client = UpstreamClient {
         tools_changed: Arc::new(Notify::new()),
         relays,
@@ -246,6 +242,13 @@ pub(super) async fn connect_session(
     tokio::time::timeout(deadline, connect_once(server, options, client))
         .await
         .map_err(|_| UpstreamError::ConnectTimeout { after: deadline })?
+}
+
+/// How long connecting `server` may take: its own `connect_timeout`, else `[limits]`'.
+fn connect_deadline(server: &ServerConfig, options: &ConnectOptions) -> Duration {
+    server
+        .connect_timeout
+        .unwrap_or(options.limits.connect_timeout)
 }
 
 /// How to open the MCP session.
