@@ -287,7 +287,8 @@ impl Manager {
         timeout: Duration,
         relay: Option<Arc<dyn CallRelay>>,
     ) -> Result<CallToolResult, UpstreamError> {
-        let lease = self.caller_session(id, relay.as_deref()).await?;
+        let shared = self.call_target(id)?;
+        let lease = self.caller_session(id, &shared.0, relay.as_deref()).await?;
         let (peer, connection, link, relays) = match &lease {
             Some(lease) => {
                 let live = lease.live();
@@ -300,7 +301,7 @@ impl Manager {
                 )
             }
             None => {
-                let (peer, connection, link) = self.call_target(id)?;
+                let (peer, connection, link) = shared;
                 (peer, Some(connection), link, self.relays(id))
             }
         };
@@ -328,35 +329,32 @@ impl Manager {
 
     /// The caller's own upstream session for a relayed call to `id`, when the server keeps
     /// one per caller ([`Sessions::PerCaller`], HTTP only) and the caller is known; `None`:
-    /// the shared session. The server must be up: a caller session is opened beside the
-    /// shared one, never instead of it. At the bound of sessions, with every one in use, the
-    /// call goes over the shared session.
+    /// the shared session (`shared`, up: a caller session is opened beside it, never instead
+    /// of it). At the bound of sessions, with every one in use, the call goes over the
+    /// shared session.
     async fn caller_session(
         &self,
         id: &ServerId,
+        shared: &Peer<RoleClient>,
         relay: Option<&dyn CallRelay>,
     ) -> Result<Option<Lease>, UpstreamError> {
         let Some(slot) = self.slot(id) else {
             return Ok(None);
         };
         let per_caller = slot.config.sessions == Sessions::PerCaller
-            && matches!(slot.config.transport, TransportConfig::Http(_));
+            && matches!(slot.config.transport, TransportConfig::Http(_))
+            // On 2026-07-28 a server asks nothing outside a call's own answer (input rounds),
+            // so a session of one's own would buy nothing.
+            && shared
+                .peer_info()
+                .is_some_and(|info| info.protocol_version.has_initialize());
+        // Checked before the caller's key is made: most calls need none.
         let Some(key) = relay
-            .and_then(CallRelay::caller_session)
             .filter(|_| per_caller)
+            .and_then(CallRelay::caller_session)
         else {
             return Ok(None);
         };
-        // Down is down for everyone: the shared session says why.
-        let (shared, _, _) = self.call_target(id)?;
-        // On 2026-07-28 a server asks nothing outside a call's own answer (input rounds), so a
-        // session of one's own would buy nothing.
-        let rounds = shared
-            .peer_info()
-            .is_some_and(|info| !info.protocol_version.has_initialize());
-        if rounds {
-            return Ok(None);
-        }
         let connect = || async {
             let relays = RelayRegistry::for_one_caller();
             // Tool-list changes and resource updates are the shared session's business.
@@ -745,6 +743,7 @@ async fn serve(inner: &Inner, slot: &Slot, connection: super::Connection) -> Opt
                 relist(inner, slot, &peer, false).await;
             }
             _ = ttl.tick() => {
+                slot.callers.prune();
                 let fresh = inner.lists().get(&slot.key, Instant::now().into_std()).is_some();
                 if !fresh {
                     relist(inner, slot, &peer, false).await;

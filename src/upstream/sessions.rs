@@ -4,7 +4,8 @@
 //! caller's, so it reaches that caller and no other, with nothing to guess.
 //!
 //! A session is opened by its caller's first relayed call (a handshake: the first call pays
-//! it), kept while in use, closed once idle for [`IDLE`], and at most [`MAX_SESSIONS`] are open
+//! it), kept while in use, closed once idle for [`IDLE`] (noticed by the next call or by the
+//! server's supervisor, at each re-listing tick), and at most [`MAX_SESSIONS`] are open
 //! per server: at the bound the least recently used idle one is closed for a new one, and when
 //! none is idle the call goes over the shared session (where what names no call is refused
 //! unless it can be attributed). A session whose connection ended is opened anew.
@@ -36,15 +37,34 @@ pub(super) struct Live {
     pub link: Option<CallLink>,
 }
 
-struct Session {
+/// What a caller session holds once connected: [`Live`], or a stand-in in tests.
+pub(super) trait Connected: Send + Sync {
+    /// The connection ended (the server closed it, or it failed).
+    fn is_closed(&self) -> bool;
+    /// Ends the connection now.
+    fn close(&self);
+}
+
+impl Connected for Live {
+    fn is_closed(&self) -> bool {
+        self.service.is_closed()
+    }
+
+    fn close(&self) {
+        // Its transport then ends the upstream session with a DELETE.
+        self.service.cancellation_token().cancel();
+    }
+}
+
+struct Session<T: Connected> {
     /// Connected by the first call that needs it; the others wait for that.
-    live: OnceCell<Live>,
+    live: OnceCell<T>,
     /// Calls using it right now: an idle session is one with none.
     calls: AtomicUsize,
     used: Mutex<Instant>,
 }
 
-impl Session {
+impl<T: Connected> Session<T> {
     fn used(&self) -> MutexGuard<'_, Instant> {
         self.used.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -54,33 +74,39 @@ impl Session {
     }
 
     fn closed(&self) -> bool {
-        self.live.get().is_some_and(|live| live.service.is_closed())
+        self.live.get().is_some_and(T::is_closed)
     }
 }
 
-impl Drop for Session {
+impl<T: Connected> Drop for Session<T> {
     fn drop(&mut self) {
-        // Closed now rather than whenever the service notices (its transport then ends the
-        // upstream session with a DELETE).
+        // Closed now rather than whenever the service notices.
         if let Some(live) = self.live.get() {
-            live.service.cancellation_token().cancel();
+            live.close();
         }
     }
 }
 
 /// The caller sessions of one server.
-#[derive(Default)]
-pub(super) struct CallerSessions {
-    open: Mutex<HashMap<String, Arc<Session>>>,
+pub(super) struct CallerSessions<T: Connected = Live> {
+    open: Mutex<HashMap<String, Arc<Session<T>>>>,
+}
+
+impl<T: Connected> Default for CallerSessions<T> {
+    fn default() -> Self {
+        CallerSessions {
+            open: Mutex::new(HashMap::new()),
+        }
+    }
 }
 
 /// One call's use of a caller session; the session counts as idle once every lease is gone.
-pub(super) struct Lease {
-    session: Arc<Session>,
+pub(super) struct Lease<T: Connected = Live> {
+    session: Arc<Session<T>>,
 }
 
-impl Lease {
-    pub fn live(&self) -> &Live {
+impl<T: Connected> Lease<T> {
+    pub fn live(&self) -> &T {
         self.session
             .live
             .get()
@@ -88,25 +114,29 @@ impl Lease {
     }
 }
 
-impl Drop for Lease {
+impl<T: Connected> Drop for Lease<T> {
     fn drop(&mut self) {
         *self.session.used() = Instant::now();
         self.session.calls.fetch_sub(1, Ordering::SeqCst);
     }
 }
 
-impl CallerSessions {
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<Session>>> {
+impl<T: Connected> CallerSessions<T> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<Session<T>>>> {
         self.open.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// `key`'s session, connected with `connect` if it is not yet; `None` when every one of
     /// [`MAX_SESSIONS`] is in use (the call then goes over the shared session). A failed
     /// connection is not kept: the next call tries again.
-    pub async fn lease<F, Fut>(&self, key: &str, connect: F) -> Option<Result<Lease, UpstreamError>>
+    pub async fn lease<F, Fut>(
+        &self,
+        key: &str,
+        connect: F,
+    ) -> Option<Result<Lease<T>, UpstreamError>>
     where
         F: FnOnce() -> Fut,
-        Fut: Future<Output = Result<Live, UpstreamError>>,
+        Fut: Future<Output = Result<T, UpstreamError>>,
     {
         let (session, closing) = {
             let mut open = self.lock();
@@ -147,6 +177,13 @@ impl CallerSessions {
         }
     }
 
+    /// Closes the sessions idle past [`IDLE`] or whose connection ended, with no new call
+    /// needed to notice (the server's supervisor calls this now and then).
+    pub fn prune(&self) {
+        let closing = prune(&mut self.lock());
+        drop(closing);
+    }
+
     /// How many caller sessions are open.
     pub fn len(&self) -> usize {
         self.lock().len()
@@ -161,14 +198,14 @@ impl CallerSessions {
 
     /// Closes every caller session (the server's shutdown or reconnection).
     pub fn close_all(&self) {
-        let all: Vec<Arc<Session>> = self.lock().drain().map(|(_, s)| s).collect();
+        let all: Vec<Arc<Session<T>>> = self.lock().drain().map(|(_, s)| s).collect();
         drop(all);
     }
 }
 
 /// Removes the sessions idle past [`IDLE`] and those whose connection ended and that no call
 /// uses; returns them, to be dropped (closed) outside the lock.
-fn prune(open: &mut HashMap<String, Arc<Session>>) -> Vec<Arc<Session>> {
+fn prune<T: Connected>(open: &mut HashMap<String, Arc<Session<T>>>) -> Vec<Arc<Session<T>>> {
     let now = Instant::now();
     let stale: Vec<String> = open
         .iter()
@@ -181,7 +218,7 @@ fn prune(open: &mut HashMap<String, Arc<Session>>) -> Vec<Arc<Session>> {
 }
 
 /// Closes the least recently used idle session; `false` when every one is in use.
-fn evict_one(open: &mut HashMap<String, Arc<Session>>) -> bool {
+fn evict_one<T: Connected>(open: &mut HashMap<String, Arc<Session<T>>>) -> bool {
     let oldest = open
         .iter()
         .filter(|(_, s)| s.idle())
@@ -189,3 +226,7 @@ fn evict_one(open: &mut HashMap<String, Arc<Session>>) -> bool {
         .map(|(key, _)| key.clone());
     oldest.and_then(|key| open.remove(&key)).is_some()
 }
+
+#[cfg(test)]
+#[path = "sessions_tests.rs"]
+mod tests;

@@ -29,6 +29,15 @@ fn load_env(env: &Env) -> Result<Loaded, ConfigError> {
     load(None, dir.path(), env, Path::new(EXE))
 }
 
+/// Every problem of a TOML file, as `path: message`.
+fn problems(text: &str) -> Vec<String> {
+    let err = load_file("c.toml", text, &Env::default()).expect_err("invalid");
+    err.problems
+        .iter()
+        .map(|p| format!("{}: {}", p.path, p.message))
+        .collect()
+}
+
 fn paths(err: &ConfigError) -> Vec<&str> {
     err.problems.iter().map(|p| p.path.as_str()).collect()
 }

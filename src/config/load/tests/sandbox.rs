@@ -16,14 +16,6 @@ fn stdio<'a>(loaded: &'a Loaded, id: &str) -> &'a StdioConfig {
     }
 }
 
-fn problems(text: &str) -> Vec<String> {
-    let err = load_file("c.toml", text, &Env::default()).expect_err("invalid");
-    err.problems
-        .iter()
-        .map(|p| format!("{}: {}", p.path, p.message))
-        .collect()
-}
-
 #[test]
 fn the_defaults_reach_every_stdio_server_and_a_server_overrides_them() {
     let dir = TempDir::new().expect("temp dir");

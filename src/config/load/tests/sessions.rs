@@ -6,11 +6,7 @@ use super::*;
 use crate::config::Sessions;
 
 fn sessions(loaded: &Loaded, id: &str) -> Sessions {
-    loaded
-        .config
-        .server(&ServerId::new(id).expect("valid id"))
-        .expect("configured")
-        .sessions
+    server(loaded, id).sessions
 }
 
 #[test]
@@ -42,17 +38,9 @@ fn http_servers_get_a_session_per_caller_unless_shared() {
 
 #[test]
 fn per_caller_sessions_are_refused_for_a_stdio_server() {
-    let err = load_file(
-        "c.toml",
+    let problems = problems(
         "[servers.local]\ncommand = \"t\"\nsandbox = \"off\"\nsessions = \"per_caller\"\n",
-        &Env::default(),
-    )
-    .expect_err("a stdio server is one process");
-    let problems: Vec<String> = err
-        .problems
-        .iter()
-        .map(|p| format!("{}: {}", p.path, p.message))
-        .collect();
+    );
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert!(
         problems[0].starts_with("servers.local.sessions: per_caller needs an HTTP server"),
