@@ -35,7 +35,7 @@ pub struct AuditArgs {
 }
 
 pub async fn run(config: &Config, args: AuditArgs) -> anyhow::Result<ExitCode> {
-    let stores = Stores::open(&config.state, config.audit.sync)
+    let stores = Stores::open(config, &mcpgate::config::Env::from_process())
         .await
         .context("cannot open the audit log")?;
     let since = args.since.as_deref().map(parse_since).transpose()?;

@@ -58,6 +58,7 @@ pub async fn run(
     let options = GatewayOptions {
         env,
         supervisor: std::env::current_exe().ok(),
+        clock: clock(),
         ..GatewayOptions::default()
     };
     let gateway = Gateway::start(config, options.clone()).await?;
@@ -89,9 +90,23 @@ pub async fn run(
     stop_reloads.cancel();
     let _ = reloads.await;
     live.shutdown().await;
+    live.current().stores().shared.close();
     lanes.stop().await;
     result.context("the HTTP server failed")?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// The wall clock. Test builds read `MCPGATE_TESTKIT_CLOCK_OFFSET_SECS` (signed seconds), so
+/// a test can run one instance of several with its clock set wrong.
+fn clock() -> mcpgate::policy::Clock {
+    #[cfg(feature = "testkit")]
+    if let Some(offset) = std::env::var("MCPGATE_TESTKIT_CLOCK_OFFSET_SECS")
+        .ok()
+        .and_then(|v| v.parse::<i64>().ok())
+    {
+        return mcpgate::policy::Clock::offset(offset);
+    }
+    mcpgate::policy::Clock::system()
 }
 
 /// Reloads the configuration at each SIGHUP, until `stop`.

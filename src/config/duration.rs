@@ -36,6 +36,7 @@ fn parse_text(text: &str) -> Result<Duration, String> {
         "ms" => 0.001,
         "m" => 60.0,
         "h" => 3600.0,
+        "d" => 86_400.0,
         _ => return Err(not_a_duration(text)),
     };
     let value: f64 = number.parse().map_err(|_| not_a_duration(text))?;
@@ -52,7 +53,8 @@ fn seconds(value: f64, written: &str) -> Result<Duration, String> {
 fn not_a_duration(written: &str) -> String {
     format!(
         "`{written}` is not a duration: write seconds (`30`, `0.5`) or a number with a unit \
-         (`\"500ms\"`, `\"30s\"`, `\"2m\"`, `\"1h\"`)"
+         (`\"500ms\"`, `\"30s\"`, `\"2m\"`, `\"1h\"`, \
+         `\"90d\"`)"
     )
 }
 

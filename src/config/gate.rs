@@ -79,6 +79,78 @@ impl Default for StateConfig {
     }
 }
 
+/// State shared by several instances (`[state] redis`, `postgres`): what must be shared and
+/// fast in Redis, what must be durable and queryable in PostgreSQL. Neither set: everything
+/// stays embedded ([`StateConfig`]), as for a single instance.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SharedConfig {
+    /// Redis URL template (`${REDIS_URL}`): confirmations, limits, MCP sessions, events.
+    pub redis: Option<super::SecretTemplate>,
+    /// PostgreSQL URL template (`${DATABASE_URL}`): audit log, consumed confirmations.
+    pub postgres: Option<super::SecretTemplate>,
+    /// Refuse to start unless both are configured and reachable.
+    pub require_shared: bool,
+    /// This instance's name in audit rows, leases and events.
+    pub instance: String,
+    /// Prefix of every Redis key and channel, so several deployments may share one Redis.
+    pub key_prefix: String,
+    /// Most PostgreSQL connections this instance holds.
+    pub pool_size: u32,
+    /// Deadline for opening a connection to either store.
+    pub connect_timeout: Duration,
+    /// Deadline for one store command (a Redis script, a PostgreSQL statement or pool wait).
+    pub command_timeout: Duration,
+    /// Lifetime of a concurrency lease that is not renewed: how long a crashed instance's
+    /// permits stay taken.
+    pub lease_ttl: Duration,
+    /// Whether read calls go on without rate and concurrency limits while Redis is down.
+    pub reads_when_redis_down: ReadsWhenDown,
+}
+
+/// What read calls do while Redis, which holds the shared limits, cannot be reached.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ReadsWhenDown {
+    /// Refused with `store_unavailable`, like everything that grants.
+    #[default]
+    Refuse,
+    /// Let through without rate or concurrency limits (writes are refused all the same).
+    Unlimited,
+}
+
+impl SharedConfig {
+    /// Whether any shared store is configured.
+    pub fn any(&self) -> bool {
+        self.redis.is_some() || self.postgres.is_some()
+    }
+}
+
+impl Default for SharedConfig {
+    fn default() -> Self {
+        SharedConfig {
+            redis: None,
+            postgres: None,
+            require_shared: false,
+            instance: default_instance(),
+            key_prefix: "mcpgate".to_owned(),
+            pool_size: 8,
+            connect_timeout: Duration::from_secs(5),
+            command_timeout: Duration::from_secs(2),
+            lease_ttl: Duration::from_secs(30),
+            reads_when_redis_down: ReadsWhenDown::Refuse,
+        }
+    }
+}
+
+/// `<host name>-<process id>`: unique among instances running at once.
+fn default_instance() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_owned())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "mcpgate".to_owned());
+    format!("{host}-{}", std::process::id())
+}
+
 /// What the audit log may keep beyond the always-recorded metadata.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct AuditConfig {
@@ -86,6 +158,8 @@ pub struct AuditConfig {
     pub log_arguments_for: Vec<String>,
     /// When the SQLite audit log's records reach the disk.
     pub sync: AuditSync,
+    /// Records older than this are deleted (SQLite and PostgreSQL alike); `None` keeps all.
+    pub retention: Option<Duration>,
 }
 
 /// When committed audit records are synced to disk (SQLite; PostgreSQL follows its own

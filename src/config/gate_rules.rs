@@ -8,7 +8,8 @@ use std::{
 };
 
 use super::{
-    AuditConfig, AuditSync, ConfirmationConfig, PinsConfig, ServerId, StateConfig,
+    AuditConfig, AuditSync, ConfirmationConfig, PinsConfig, ReadsWhenDown, SecretTemplate,
+    ServerId, SharedConfig, StateConfig,
     duration::RawDuration,
     raw::{RawAudit, RawConfirmations, RawPins, RawState},
     validate::{Known, Report, duration},
@@ -19,6 +20,17 @@ const TOKEN_TTL_RANGE: RangeInclusive<Duration> = Duration::from_secs(1)..=Durat
 /// A request waits for a person, who may be away for a while, but not for days.
 const PENDING_TTL_RANGE: RangeInclusive<Duration> =
     Duration::from_secs(1)..=Duration::from_secs(86_400);
+
+/// An hour at least (a shorter log answers no question), ten years at most.
+const RETENTION_RANGE: RangeInclusive<Duration> =
+    Duration::from_secs(3600)..=Duration::from_secs(10 * 366 * 86_400);
+/// Store deadlines: long enough for a loaded store, short enough that a call waits little.
+const STORE_TIMEOUT_RANGE: RangeInclusive<Duration> =
+    Duration::from_millis(50)..=Duration::from_secs(60);
+/// A lease outlives a stalled renewal by far, and frees a crashed instance's permits soon.
+const LEASE_TTL_RANGE: RangeInclusive<Duration> = Duration::from_secs(3)..=Duration::from_secs(600);
+/// PostgreSQL connections one instance may hold.
+const POOL_SIZE_RANGE: RangeInclusive<u32> = 1..=256;
 
 /// The spellings of `[state] database` that keep everything in memory (`:memory:` is
 /// SQLite's own).
@@ -50,6 +62,109 @@ pub(super) fn state(raw: &RawState, base: &Path, report: &mut Report) -> StateCo
         Some(text) => StateConfig::Sqlite {
             path: file_path(text, base, "state.database", report),
         },
+    }
+}
+
+/// `[state]`'s shared stores: URLs only as `${VAR}` references (a URL holds its password),
+/// bounds within range, a usable instance name and key prefix.
+pub(super) fn shared(raw: &RawState, report: &mut Report) -> SharedConfig {
+    let d = SharedConfig::default();
+    let url = |value: &Option<String>, field: &str, example: &str, report: &mut Report| {
+        let text = value.as_deref()?;
+        let at = format!("state.{field}");
+        let template = SecretTemplate::new(text);
+        if let Err(message) = template.check_syntax() {
+            report.problem(&at, message);
+            return None;
+        }
+        if !template.has_reference() {
+            report.problem(
+                &at,
+                format!(
+                    "must be a `${{VAR}}` reference (e.g. `\"${{{example}}}\"`): the URL \
+                     holds the store's password, which does not belong in the file"
+                ),
+            );
+            return None;
+        }
+        Some(template)
+    };
+    let redis = url(&raw.redis, "redis", "REDIS_URL", report);
+    let postgres = url(&raw.postgres, "postgres", "DATABASE_URL", report);
+    let require_shared = raw.require_shared.unwrap_or(false);
+    if require_shared && (raw.redis.is_none() || raw.postgres.is_none()) {
+        report.problem(
+            "state.require_shared",
+            "needs both `redis` and `postgres`: an instance meant to be one of many must not \
+             run on private state",
+        );
+    }
+    let name = |value: &Option<String>, field: &str, default: &str, report: &mut Report| {
+        let Some(text) = value.as_deref() else {
+            return default.to_owned();
+        };
+        let fine = !text.is_empty()
+            && text.len() <= 64
+            && text
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        if !fine {
+            report.problem(
+                format!("state.{field}"),
+                "must be 1 to 64 ASCII letters, digits, `-`, `_` or `.`",
+            );
+        }
+        text.to_owned()
+    };
+    let mut time = |raw: &Option<RawDuration>, field: &str, range, default| {
+        raw.as_ref()
+            .and_then(|r| duration(r, range, &format!("state.{field}"), report))
+            .unwrap_or(default)
+    };
+    let connect_timeout = time(
+        &raw.connect_timeout,
+        "connect_timeout",
+        &STORE_TIMEOUT_RANGE,
+        d.connect_timeout,
+    );
+    let command_timeout = time(
+        &raw.command_timeout,
+        "command_timeout",
+        &STORE_TIMEOUT_RANGE,
+        d.command_timeout,
+    );
+    let lease_ttl = time(&raw.lease_ttl, "lease_ttl", &LEASE_TTL_RANGE, d.lease_ttl);
+    let pool_size = match raw.pool_size {
+        None => d.pool_size,
+        Some(n) if POOL_SIZE_RANGE.contains(&n) => n,
+        Some(_) => {
+            report.problem("state.pool_size", "must be between 1 and 256");
+            d.pool_size
+        }
+    };
+    let reads_when_redis_down = match raw.reads_when_redis_down.as_deref() {
+        None | Some("refuse") => ReadsWhenDown::Refuse,
+        Some("unlimited") => ReadsWhenDown::Unlimited,
+        Some(other) => {
+            let other = other.escape_debug();
+            report.problem(
+                "state.reads_when_redis_down",
+                format!("`{other}` is not a choice: use \"refuse\" or \"unlimited\""),
+            );
+            ReadsWhenDown::Refuse
+        }
+    };
+    SharedConfig {
+        redis,
+        postgres,
+        require_shared,
+        instance: name(&raw.instance, "instance", &d.instance, report),
+        key_prefix: name(&raw.key_prefix, "key_prefix", &d.key_prefix, report),
+        pool_size,
+        connect_timeout,
+        command_timeout,
+        lease_ttl,
+        reads_when_redis_down,
     }
 }
 
@@ -139,8 +254,13 @@ pub(super) fn audit(raw: &RawAudit, known: &Known<'_>, report: &mut Report) -> A
             AuditSync::Batched
         }
     };
+    let retention = raw
+        .retention
+        .as_ref()
+        .and_then(|r| duration(r, &RETENTION_RANGE, "audit.retention", report));
     AuditConfig {
         log_arguments_for,
         sync,
+        retention,
     }
 }

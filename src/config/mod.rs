@@ -28,7 +28,7 @@ pub use agent::{AgentConfig, LlmConfig};
 pub use env::Env;
 pub use gate::{
     AccessConfig, AuditConfig, AuditSync, CallLimits, ConfirmationConfig, Grant, Operator,
-    PinsConfig, ResultOverflow, StateConfig, TenantAccess,
+    PinsConfig, ReadsWhenDown, ResultOverflow, SharedConfig, StateConfig, TenantAccess,
 };
 pub use host::normal_host;
 pub use load::{ConfigSource, Loaded, load, load_with_embedded_state};
@@ -84,6 +84,8 @@ pub struct Config {
     pub call_limits: CallLimits,
     pub confirmations: ConfirmationConfig,
     pub state: StateConfig,
+    /// Redis and PostgreSQL shared by several instances; none by default.
+    pub shared: SharedConfig,
     pub audit: AuditConfig,
     pub pins: PinsConfig,
     /// `mcpgate serve`.

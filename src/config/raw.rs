@@ -364,6 +364,19 @@ pub enum RawResultOverflow {
 #[serde(deny_unknown_fields)]
 pub struct RawState {
     pub database: Option<String>,
+    /// A `${VAR}` reference to a `redis://` or `rediss://` URL.
+    pub redis: Option<String>,
+    /// A `${VAR}` reference to a `postgres://` URL.
+    pub postgres: Option<String>,
+    pub require_shared: Option<bool>,
+    pub instance: Option<String>,
+    pub key_prefix: Option<String>,
+    pub pool_size: Option<u32>,
+    pub connect_timeout: Option<RawDuration>,
+    pub command_timeout: Option<RawDuration>,
+    pub lease_ttl: Option<RawDuration>,
+    /// `refuse` or `unlimited`.
+    pub reads_when_redis_down: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -385,6 +398,7 @@ pub struct RawAudit {
     pub log_arguments_for: Option<Vec<String>>,
     /// `batched` or `every_commit`; checked with its path during validation.
     pub sync: Option<String>,
+    pub retention: Option<RawDuration>,
 }
 
 #[derive(Debug, Default, Deserialize)]

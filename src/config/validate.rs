@@ -172,6 +172,7 @@ pub(super) struct Draft {
     call_limits: CallLimits,
     confirmations: ConfirmationConfig,
     state: StateConfig,
+    shared: super::SharedConfig,
     pins: PinsConfig,
     access: Deferred<Option<RawAccess>, Option<AccessConfig>>,
     audit: Deferred<RawAudit, AuditConfig>,
@@ -214,6 +215,7 @@ impl Draft {
             call_limits: config.call_limits,
             confirmations: config.confirmations,
             state: gate_rules::resolve_state(config.state, base),
+            shared: config.shared,
             pins: PinsConfig {
                 file: base.join(config.pins.file),
             },
@@ -240,6 +242,7 @@ impl Draft {
             call_limits: limit_rules::call_limits(&file.limits, report),
             confirmations: gate_rules::confirmations(&file.confirmations, report),
             state: gate_rules::state(&file.state, base, report),
+            shared: gate_rules::shared(&file.state, report),
             pins: gate_rules::pins(&file.pins, base, report),
             access: Deferred::Written(file.access),
             audit: Deferred::Written(file.audit),
@@ -333,6 +336,7 @@ impl Draft {
             call_limits: self.call_limits,
             confirmations: self.confirmations,
             state: self.state,
+            shared: self.shared,
             audit,
             pins: self.pins,
             service: service_rules::validate(

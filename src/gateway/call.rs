@@ -193,16 +193,7 @@ impl Gateway {
         }
         // 6: limits.
         let limits = &config.call_limits;
-        self.inner
-            .limiter
-            .check_rate(&ctx.user, &tool.server, limits, tokio::time::Instant::now())
-            .map_err(limit_error)?;
-        let _permit = self
-            .inner
-            .limiter
-            .acquire(&ctx.user, &tool.server, limits)
-            .await
-            .map_err(limit_error)?;
+        let _permit = self.admit(ctx, &tool.server, limits, effect).await?;
         // 7: the upstream.
         attempt.allowed();
         let timeout = call_timeout(config, server, tool);
@@ -396,7 +387,7 @@ struct Call<'a> {
     relay: Option<Arc<dyn CallRelay>>,
 }
 
-fn limit_error(e: crate::policy::LimitExceeded) -> GatewayError {
+pub(super) fn limit_error(e: crate::policy::LimitExceeded) -> GatewayError {
     GatewayError::LimitExceeded {
         limit: e.limit.describe().to_string(),
         retry_after: e.retry_after,

@@ -47,7 +47,8 @@ impl Gateway {
     pub async fn approve(&self, ctx: &CallContext, id: &str) -> Result<Approval, GatewayError> {
         let pending = self.take_own_pending(ctx, id).await?;
         let token = random_hex(TOKEN_BYTES);
-        let expires_at = self.inner.clock.now() + self.inner.config.confirmations.token_ttl;
+        let now = self.inner.clock.now();
+        let expires_at = now + self.inner.config.confirmations.token_ttl;
         let approved = Approved {
             binding: pending.binding.clone(),
             confirmation_id: pending.id.clone(),
@@ -55,7 +56,7 @@ impl Gateway {
         };
         self.inner
             .confirmations
-            .insert_token(&sha256_hex(token.as_bytes()), approved)
+            .insert_token(&sha256_hex(token.as_bytes()), approved, now)
             .await
             .map_err(store_error)?;
         super::audit::report_decision(

@@ -8,6 +8,7 @@ mod pins;
 mod prompts;
 pub mod resources;
 mod result;
+mod shared;
 mod view;
 
 use std::{
@@ -23,6 +24,7 @@ pub use confirm::Approval;
 pub use error::GatewayError;
 pub use pins::{AcceptedPin, PinError, PinReview};
 pub use result::{Part, ToolOutput};
+pub use shared::{SharedError, SharedStores, StoreHealth};
 // The vocabulary the gateway's callers speak of what happens below it: a call's relay (what
 // an upstream sends during it, and the caller's answers), resource watches, server states and
 // upstream failures. Callers name them through the gateway, never `upstream` itself, so a
@@ -57,23 +59,28 @@ pub struct GatewayOptions {
     pub clock: Clock,
 }
 
-/// The confirmation and audit stores the gateway writes to.
+/// The confirmation and audit stores the gateway writes to, and the shared ones.
 #[derive(Clone)]
 pub struct Stores {
     pub confirmations: Arc<dyn ConfirmationStore>,
     pub audit: Arc<dyn AuditStore>,
+    pub shared: SharedStores,
 }
 
 impl Stores {
     /// Opens the stores `state` names (SQLite file, or memory); `audit_sync` says when the
     /// SQLite audit log's records reach the disk.
-    pub async fn open(state: &StateConfig, audit_sync: AuditSync) -> Result<Stores, StoreError> {
+    pub async fn open_embedded(
+        state: &StateConfig,
+        audit_sync: AuditSync,
+    ) -> Result<Stores, StoreError> {
         match state {
             StateConfig::Memory => {
                 let (confirmations, audit) = memory_stores();
                 Ok(Stores {
                     confirmations,
                     audit,
+                    shared: SharedStores::default(),
                 })
             }
             StateConfig::Sqlite { path } => {
@@ -81,9 +88,47 @@ impl Stores {
                 Ok(Stores {
                     confirmations: stores.confirmations(),
                     audit: stores.audit(),
+                    shared: SharedStores::default(),
                 })
             }
         }
+    }
+
+    /// The stores `config` names: Redis for confirmations (and limits) and PostgreSQL for
+    /// the audit log where configured, the embedded ones for the rest. Secrets in the URLs
+    /// come from `env`.
+    pub async fn open(config: &Config, env: &crate::config::Env) -> Result<Stores, StartError> {
+        let shared = SharedStores::open(&config.shared, env).await?;
+        let needs_embedded = shared.redis.is_none() || shared.postgres.is_none();
+        let mut stores = if needs_embedded {
+            Stores::open_embedded(&config.state, config.audit.sync).await?
+        } else {
+            let (confirmations, audit) = memory_stores();
+            Stores {
+                confirmations,
+                audit,
+                shared: SharedStores::default(),
+            }
+        };
+        let instance = &config.shared.instance;
+        if let Some(pool) = &shared.postgres {
+            stores.audit = Arc::new(crate::store::postgres::PgAudit::start(
+                pool.clone(),
+                instance,
+            ));
+        }
+        if let Some(redis) = &shared.redis {
+            let consumed = shared
+                .postgres
+                .clone()
+                .map(|pool| Arc::new(crate::store::postgres::Consumed::new(pool, instance)));
+            stores.confirmations = Arc::new(crate::store::redis::RedisConfirmations::new(
+                redis.clone(),
+                consumed,
+            ));
+        }
+        stores.shared = shared;
+        Ok(stores)
     }
 }
 
@@ -94,6 +139,8 @@ pub enum StartError {
     Store(#[from] StoreError),
     #[error("cannot read the pin file: {0}")]
     Pins(#[from] PinsError),
+    #[error("cannot use the shared stores: {0}")]
+    Shared(#[from] SharedError),
 }
 
 struct Inner {
@@ -103,6 +150,7 @@ struct Inner {
     pins: RwLock<Option<Arc<Pins>>>,
     access: Access,
     limiter: Limiter,
+    shared: SharedStores,
     confirmations: Arc<dyn ConfirmationStore>,
     audit: Arc<dyn AuditStore>,
     clock: Clock,
@@ -130,7 +178,7 @@ pub struct Gateway {
 impl Gateway {
     /// Opens the stores named by the configuration and starts the gateway.
     pub async fn start(config: Config, options: GatewayOptions) -> Result<Gateway, StartError> {
-        let stores = Stores::open(&config.state, config.audit.sync).await?;
+        let stores = Stores::open(&config, &options.env).await?;
         Gateway::start_with_stores(config, options, stores)
     }
 
@@ -163,6 +211,7 @@ impl Gateway {
             catalog: RwLock::new(Arc::new(Catalog::default())),
             pins: RwLock::new(pins),
             limiter: Limiter::default(),
+            shared: stores.shared,
             confirmations: stores.confirmations,
             audit: stores.audit,
             clock: options.clock,
@@ -185,6 +234,11 @@ impl Gateway {
             .inner
             .tasks
             .spawn(async move { sweeper.purge_expired().await });
+        let follower = gateway.clone();
+        gateway
+            .inner
+            .tasks
+            .spawn(async move { follower.follow_instances().await });
         Ok(gateway)
     }
 
@@ -271,7 +325,13 @@ impl Gateway {
         Stores {
             confirmations: self.inner.confirmations.clone(),
             audit: self.inner.audit.clone(),
+            shared: self.inner.shared.clone(),
         }
+    }
+
+    /// Whether each shared store answers now (none for a single instance).
+    pub async fn shared_health(&self) -> Vec<StoreHealth> {
+        self.inner.shared.health().await
     }
 
     /// The audit log (for `mcpgate audit` and the API).
@@ -299,7 +359,16 @@ impl Gateway {
 
     /// Asks a server to re-list its tools (or reconnect now). `false` if no such server.
     pub fn refresh(&self, server: &crate::config::ServerId) -> bool {
-        self.inner.manager.refresh(server)
+        let known = self.inner.manager.refresh(server);
+        if known && self.inner.shared.events.is_some() {
+            let (gateway, server) = (self.clone(), server.as_str().to_owned());
+            self.inner.tasks.spawn(async move {
+                gateway
+                    .announce(crate::store::redis::Event::Refreshed { server })
+                    .await;
+            });
+        }
+        known
     }
 
     /// The pins in force (`None` without a pin file).
@@ -348,6 +417,16 @@ impl Gateway {
                     let now = self.inner.clock.now();
                     if let Err(err) = self.inner.confirmations.purge_expired(now).await {
                         tracing::warn!(error = %err, "purging expired confirmations failed");
+                    }
+                    if let Some(before) = self
+                        .inner
+                        .config
+                        .audit
+                        .retention
+                        .and_then(|keep| now.checked_sub(keep))
+                        && let Err(err) = self.inner.audit.purge_before(before).await
+                    {
+                        tracing::warn!(error = %err, "purging old audit records failed");
                     }
                 }
                 () = self.inner.cancel.cancelled() => return,

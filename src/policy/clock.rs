@@ -16,6 +16,20 @@ impl Clock {
         Clock(Arc::new(SystemTime::now))
     }
 
+    /// The system clock set `seconds` ahead (or behind, when negative): an instance whose
+    /// clock is wrong, for tests.
+    pub fn offset(seconds: i64) -> Clock {
+        let by = Duration::from_secs(seconds.unsigned_abs());
+        Clock(Arc::new(move || {
+            let now = SystemTime::now();
+            if seconds >= 0 {
+                now + by
+            } else {
+                now.checked_sub(by).unwrap_or(now)
+            }
+        }))
+    }
+
     /// A clock that stands still until moved with the returned handle.
     pub fn manual(start: SystemTime) -> (Clock, ManualClock) {
         let now = Arc::new(Mutex::new(start));

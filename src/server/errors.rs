@@ -37,6 +37,9 @@ impl ApiError {
     }
 }
 
+/// `Retry-After` of a `store_unavailable` answer.
+const STORE_RETRY_SECS: u64 = 2;
+
 impl From<GatewayError> for ApiError {
     fn from(err: GatewayError) -> ApiError {
         let status = match &err {
@@ -82,6 +85,9 @@ impl From<GatewayError> for ApiError {
                 api.retry_after =
                     retry_after.map(|d| d.as_secs() + u64::from(d.subsec_nanos() > 0));
             }
+            // A store is back within seconds (a restart, a failover) or not for a while:
+            // the client may try again soon, and the gateway reconnects by itself.
+            GatewayError::StoreUnavailable { .. } => api.retry_after = Some(STORE_RETRY_SECS),
             _ => {}
         }
         api

@@ -495,17 +495,24 @@ async fn readyz(State(state): State<AppState>) -> Response {
         .servers()
         .iter()
         .all(|s| s.state != ServerState::Connecting);
-    let ready = store_ok && settled;
+    // Each shared store by name, so an operator sees which one is down.
+    let shared = gateway.shared_health().await;
+    let shared_ok = shared.iter().all(|s| s.up);
+    let shared: serde_json::Map<String, serde_json::Value> = shared
+        .iter()
+        .map(|s| (s.name.to_owned(), json!(if s.up { "up" } else { "down" })))
+        .collect();
+    let ready = store_ok && shared_ok && settled;
     let status = if ready {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
-    (
-        status,
-        Json(json!({ "ok": ready, "stores": store_ok, "servers": servers })),
-    )
-        .into_response()
+    let mut body = json!({ "ok": ready, "stores": store_ok && shared_ok, "servers": servers });
+    if !shared.is_empty() {
+        body["shared"] = serde_json::Value::Object(shared);
+    }
+    (status, Json(body)).into_response()
 }
 
 #[cfg(test)]

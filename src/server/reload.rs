@@ -252,7 +252,7 @@ async fn apply(state: &AppState, source: &ReloadSource) -> Result<ReloadOutcome,
         if config.service != *state.service {
             sections.push("server");
         }
-        if config.state != old.config().state {
+        if config.state != old.config().state || config.shared != old.config().shared {
             sections.push("state");
         }
         // The audit writer's sync level is set when the stores open.

@@ -196,6 +196,9 @@ pub trait AuditStore: Send + Sync {
         &self,
         query: AuditQuery,
     ) -> BoxFuture<'_, Result<Vec<(i64, AuditRecord)>, StoreError>>;
+
+    /// Deletes the records older than `before` (`[audit] retention`); returns how many.
+    fn purge_before(&self, before: SystemTime) -> BoxFuture<'_, Result<u64, StoreError>>;
 }
 
 #[cfg(test)]

@@ -72,12 +72,14 @@ pub trait ConfirmationStore: Send + Sync {
         now: SystemTime,
     ) -> BoxFuture<'_, Result<Vec<Pending>, StoreError>>;
 
-    /// Stores an approved token under the SHA-256 of the token (never the token itself).
+    /// Stores an approved token under the SHA-256 of the token (never the token itself),
+    /// approved at `now` (a shared store keeps it for `expires_at - now` by its own clock).
     /// [`StoreError::Duplicate`] if the hash exists, [`StoreError::Full`] over a bound.
     fn insert_token(
         &self,
         token_hash: &str,
         approved: Approved,
+        now: SystemTime,
     ) -> BoxFuture<'_, Result<(), StoreError>>;
 
     /// Atomically removes and returns the grant (GETDEL semantics); None if unknown, used or

@@ -1,4 +1,5 @@
-//! Durable and shared state behind traits: confirmations, audit records; memory and SQLite.
+//! Durable and shared state behind traits: confirmations, audit records; memory and SQLite
+//! for one instance, Redis and PostgreSQL for several.
 //!
 //! The traits are object-safe (`Arc<dyn ConfirmationStore>`, `Arc<dyn AuditStore>`) so the
 //! gateway holds one store whatever the backend; a shared backend (Redis, PostgreSQL) plugs in
@@ -9,6 +10,8 @@ mod clock;
 mod confirmations;
 mod error;
 mod memory;
+pub mod postgres;
+pub mod redis;
 mod sqlite;
 #[cfg(test)]
 mod tests;

@@ -1,12 +1,12 @@
 //! The audit log in memory: a ring that keeps the newest records within a count and a byte
 //! budget.
 
-use std::{collections::VecDeque, sync::Mutex};
+use std::{collections::VecDeque, sync::Mutex, time::SystemTime};
 
 use futures::future::{BoxFuture, FutureExt};
 
 use super::lock;
-use crate::store::{AuditQuery, AuditRecord, AuditStore, StoreError};
+use crate::store::{AuditQuery, AuditRecord, AuditStore, StoreError, clock::to_micros};
 
 /// Records kept by default: hours of traffic for one instance, for `mcpgate audit` and tests.
 pub const MEMORY_AUDIT_RECORDS: usize = 100_000;
@@ -92,5 +92,26 @@ impl AuditStore for MemoryAudit {
         query: AuditQuery,
     ) -> BoxFuture<'_, Result<Vec<(i64, AuditRecord)>, StoreError>> {
         async move { Ok(self.query_now(&query)) }.boxed()
+    }
+
+    fn purge_before(&self, before: SystemTime) -> BoxFuture<'_, Result<u64, StoreError>> {
+        async move {
+            let mut ring = lock(&self.ring);
+            let before = to_micros(before);
+            let mut purged = 0;
+            // Oldest first: appended in time order, give or take concurrent appends.
+            while ring
+                .records
+                .front()
+                .is_some_and(|(_, r)| to_micros(r.time) < before)
+            {
+                if let Some((_, old)) = ring.records.pop_front() {
+                    ring.bytes -= old.approximate_size();
+                    purged += 1;
+                }
+            }
+            Ok(purged)
+        }
+        .boxed()
     }
 }

@@ -192,6 +192,7 @@ impl ConfirmationStore for MemoryConfirmations {
         &self,
         token_hash: &str,
         approved: Approved,
+        _now: SystemTime,
     ) -> BoxFuture<'_, Result<(), StoreError>> {
         let token_hash = token_hash.to_owned();
         async move { self.insert_token_now(&token_hash, approved) }.boxed()

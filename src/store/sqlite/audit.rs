@@ -2,6 +2,8 @@
 //! [`AuditWriter`]; queries are one fixed statement in which an unset filter is a NULL
 //! parameter.
 
+use std::time::SystemTime;
+
 use futures::future::{BoxFuture, FutureExt};
 use sqlx::{Row, SqlitePool, sqlite::SqliteRow};
 
@@ -95,6 +97,18 @@ impl AuditStore for SqliteAudit {
                 .await
                 .map_err(store_error)?;
             rows.iter().map(record_from).collect()
+        }
+        .boxed()
+    }
+
+    fn purge_before(&self, before: SystemTime) -> BoxFuture<'_, Result<u64, StoreError>> {
+        async move {
+            let deleted = sqlx::query("DELETE FROM audit WHERE time < ?1")
+                .bind(to_micros(before))
+                .execute(&self.pool)
+                .await
+                .map_err(store_error)?;
+            Ok(deleted.rows_affected())
         }
         .boxed()
     }

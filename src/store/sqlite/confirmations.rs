@@ -174,6 +174,7 @@ impl ConfirmationStore for SqliteConfirmations {
         &self,
         token_hash: &str,
         approved: Approved,
+        _now: SystemTime,
     ) -> BoxFuture<'_, Result<(), StoreError>> {
         let token_hash = token_hash.to_owned();
         async move {

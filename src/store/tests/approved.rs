@@ -19,7 +19,9 @@ suite!(
 async fn a_grant_is_taken_by_its_binding_once(f: Fixture) {
     let s = &f.confirmations;
     let grant = approved("c1", "acme", "alice", 600);
-    s.insert_token("t1", grant.clone()).await.expect("stored");
+    s.insert_token("t1", grant.clone(), std::time::UNIX_EPOCH)
+        .await
+        .expect("stored");
     let taken = s
         .take_approved(&grant.binding, at(1))
         .await
@@ -36,7 +38,9 @@ async fn a_grant_is_taken_by_its_binding_once(f: Fixture) {
         .expect("store call succeeds");
     assert_eq!(by_token, None, "taken by binding, the token is spent too");
 
-    s.insert_token("t2", grant.clone()).await.expect("stored");
+    s.insert_token("t2", grant.clone(), std::time::UNIX_EPOCH)
+        .await
+        .expect("stored");
     s.take_token("t2", at(1))
         .await
         .expect("store call succeeds");
@@ -53,7 +57,9 @@ async fn a_grant_is_taken_by_its_binding_once(f: Fixture) {
 async fn every_field_of_the_binding_must_match(f: Fixture) {
     let s = &f.confirmations;
     let grant = approved("c1", "acme", "alice", 600);
-    s.insert_token("t1", grant.clone()).await.expect("stored");
+    s.insert_token("t1", grant.clone(), std::time::UNIX_EPOCH)
+        .await
+        .expect("stored");
     let changes: [fn(&mut Binding); 6] = [
         |b| b.tenant = "other".into(),
         |b| b.user = "bob".into(),
@@ -81,9 +87,13 @@ async fn every_field_of_the_binding_must_match(f: Fixture) {
 async fn expired_grants_are_skipped_and_the_earliest_goes_first(f: Fixture) {
     let s = &f.confirmations;
     for (token, id, expires) in [("t1", "late", 30), ("t2", "gone", 10), ("t3", "soon", 20)] {
-        s.insert_token(token, approved(id, "acme", "alice", expires))
-            .await
-            .expect("stored");
+        s.insert_token(
+            token,
+            approved(id, "acme", "alice", expires),
+            std::time::UNIX_EPOCH,
+        )
+        .await
+        .expect("stored");
     }
     let binding = approved("x", "acme", "alice", 0).binding;
     let mut order = Vec::new();
@@ -104,7 +114,7 @@ const RACERS: usize = 16;
 async fn concurrent_takes_get_one_grant(f: Fixture) {
     let grant = approved("c1", "acme", "alice", 600);
     f.confirmations
-        .insert_token("t1", grant.clone())
+        .insert_token("t1", grant.clone(), std::time::UNIX_EPOCH)
         .await
         .expect("stored");
     let start = Arc::new(Barrier::new(RACERS));

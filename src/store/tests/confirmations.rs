@@ -172,11 +172,19 @@ async fn duplicate_keys_are_refused(f: Fixture) {
         .expect("entry present");
     assert_eq!(kept.binding.user, "alice");
 
-    s.insert_token("h1", approved("c1", "acme", "alice", 120))
-        .await
-        .expect("store call succeeds");
+    s.insert_token(
+        "h1",
+        approved("c1", "acme", "alice", 120),
+        std::time::UNIX_EPOCH,
+    )
+    .await
+    .expect("store call succeeds");
     let err = s
-        .insert_token("h1", approved("c9", "acme", "mallory", 120))
+        .insert_token(
+            "h1",
+            approved("c9", "acme", "mallory", 120),
+            std::time::UNIX_EPOCH,
+        )
         .await;
     assert_eq!(err, Err(StoreError::Duplicate));
     assert_eq!(
@@ -193,7 +201,7 @@ async fn duplicate_keys_are_refused(f: Fixture) {
 async fn token_is_taken_once(f: Fixture) {
     let s = &f.confirmations;
     let grant = approved("c1", "acme", "alice", 120);
-    s.insert_token("h1", grant.clone())
+    s.insert_token("h1", grant.clone(), std::time::UNIX_EPOCH)
         .await
         .expect("store call succeeds");
     assert_eq!(
@@ -218,9 +226,13 @@ async fn token_is_taken_once(f: Fixture) {
 
 async fn token_expiring_now_is_expired(f: Fixture) {
     let s = &f.confirmations;
-    s.insert_token("h1", approved("c1", "acme", "alice", 120))
-        .await
-        .expect("store call succeeds");
+    s.insert_token(
+        "h1",
+        approved("c1", "acme", "alice", 120),
+        std::time::UNIX_EPOCH,
+    )
+    .await
+    .expect("store call succeeds");
     assert_eq!(
         s.take_token("h1", at(120))
             .await
@@ -234,9 +246,13 @@ async fn token_expiring_now_is_expired(f: Fixture) {
         None,
         "expired token deleted"
     );
-    s.insert_token("h2", approved("c2", "acme", "alice", 120))
-        .await
-        .expect("store call succeeds");
+    s.insert_token(
+        "h2",
+        approved("c2", "acme", "alice", 120),
+        std::time::UNIX_EPOCH,
+    )
+    .await
+    .expect("store call succeeds");
     let last_moment = at(120) - Duration::from_micros(1);
     assert!(
         s.take_token("h2", last_moment)
@@ -257,12 +273,20 @@ async fn purge_removes_only_expired_entries(f: Fixture) {
     s.insert_pending(pending("live", "acme", "alice", 0, 600))
         .await
         .expect("store call succeeds");
-    s.insert_token("h-old", approved("c", "acme", "alice", 10))
-        .await
-        .expect("store call succeeds");
-    s.insert_token("h-live", approved("c", "acme", "alice", 120))
-        .await
-        .expect("store call succeeds");
+    s.insert_token(
+        "h-old",
+        approved("c", "acme", "alice", 10),
+        std::time::UNIX_EPOCH,
+    )
+    .await
+    .expect("store call succeeds");
+    s.insert_token(
+        "h-live",
+        approved("c", "acme", "alice", 120),
+        std::time::UNIX_EPOCH,
+    )
+    .await
+    .expect("store call succeeds");
 
     assert_eq!(
         s.purge_expired(at(20)).await.expect("store call succeeds"),

@@ -24,7 +24,7 @@ async fn token_is_taken_exactly_once_by_racing_tasks(f: Fixture) {
         let hash = format!("race-{round}");
         let grant = approved("c1", "acme", "alice", 120);
         f.confirmations
-            .insert_token(&hash, grant)
+            .insert_token(&hash, grant, std::time::UNIX_EPOCH)
             .await
             .expect("store call succeeds");
         let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(RACING_TASKS));
@@ -59,15 +59,20 @@ async fn one_user_cannot_fill_the_store(f: Fixture) {
         s.insert_pending(pending(&format!("p{i}"), "acme", "alice", 0, 600))
             .await
             .expect("store call succeeds");
-        s.insert_token(&format!("h{i}"), approved("c", "acme", "alice", 120))
-            .await
-            .expect("store call succeeds");
+        s.insert_token(
+            &format!("h{i}"),
+            approved("c", "acme", "alice", 120),
+            std::time::UNIX_EPOCH,
+        )
+        .await
+        .expect("store call succeeds");
     }
     let over = pending("p-over", "acme", "alice", 0, 600);
     assert_eq!(s.insert_pending(over.clone()).await, Err(StoreError::Full));
     let over_token = approved("c", "acme", "alice", 120);
     assert_eq!(
-        s.insert_token("h-over", over_token.clone()).await,
+        s.insert_token("h-over", over_token.clone(), std::time::UNIX_EPOCH)
+            .await,
         Err(StoreError::Full)
     );
     assert_eq!(StoreError::Full.code(), "store_full");
@@ -92,7 +97,7 @@ async fn one_user_cannot_fill_the_store(f: Fixture) {
             .expect("store call succeeds")
             .is_some()
     );
-    s.insert_token("h-over", over_token)
+    s.insert_token("h-over", over_token, std::time::UNIX_EPOCH)
         .await
         .expect("store call succeeds");
 }
@@ -118,7 +123,10 @@ async fn memory_store_has_a_total_bound() {
         Err(StoreError::Full)
     );
     let token = approved("c", "acme", "newcomer", 120);
-    assert_eq!(s.insert_token("h-new", token).await, Err(StoreError::Full));
+    assert_eq!(
+        s.insert_token("h-new", token, std::time::UNIX_EPOCH).await,
+        Err(StoreError::Full)
+    );
     assert!(
         s.take_pending("p0-0", at(1))
             .await

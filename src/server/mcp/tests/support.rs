@@ -216,6 +216,7 @@ impl Endpoint {
         };
         let (confirmations, audit) = memory_stores();
         let stores = Stores {
+            shared: Default::default(),
             confirmations,
             audit,
         };

@@ -1,0 +1,149 @@
+//! Durable state of several instances in PostgreSQL: the audit log (group commit off the
+//! request path; a call is answered only once its record is committed) and the record of
+//! every consumed confirmation token. The schema is applied at start under an advisory lock,
+//! so instances starting together do not race.
+
+mod audit;
+mod consumed;
+
+use std::{str::FromStr as _, time::Duration};
+
+use sqlx::{
+    PgPool,
+    postgres::{PgConnectOptions, PgPoolOptions},
+};
+
+pub use audit::PgAudit;
+pub use consumed::Consumed;
+
+use super::StoreError;
+use crate::config::{Secret, SharedConfig};
+
+/// The schema version this build writes and reads.
+const SCHEMA_VERSION: i32 = 1;
+
+/// A key of `pg_advisory_xact_lock` that only mcpgate's migrations take.
+const MIGRATION_LOCK: i64 = 0x6d63_7067_6174_6501;
+
+const SCHEMA: &str = r"
+CREATE TABLE IF NOT EXISTS mcpgate_schema (version integer NOT NULL);
+CREATE TABLE IF NOT EXISTS mcpgate_audit (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    time_us bigint NOT NULL,
+    time timestamptz GENERATED ALWAYS AS (to_timestamp(time_us / 1000000.0)) STORED,
+    instance text NOT NULL,
+    request_id text NOT NULL,
+    tenant text NOT NULL,
+    user_name text NOT NULL,
+    session text NOT NULL,
+    server text NOT NULL,
+    tool text NOT NULL,
+    decision text NOT NULL,
+    confirmation_id text,
+    outcome text NOT NULL,
+    duration_ms bigint NOT NULL,
+    argument_bytes bigint NOT NULL,
+    result_bytes bigint NOT NULL,
+    fingerprint text,
+    arguments text,
+    detail text
+);
+CREATE INDEX IF NOT EXISTS mcpgate_audit_time ON mcpgate_audit (time_us);
+CREATE INDEX IF NOT EXISTS mcpgate_audit_tenant ON mcpgate_audit (tenant, id);
+CREATE INDEX IF NOT EXISTS mcpgate_audit_tenant_user ON mcpgate_audit (tenant, user_name, id);
+CREATE INDEX IF NOT EXISTS mcpgate_audit_tool ON mcpgate_audit (tool, id);
+CREATE TABLE IF NOT EXISTS mcpgate_consumed (
+    token_hash text PRIMARY KEY,
+    confirmation_id text NOT NULL,
+    instance text NOT NULL,
+    consumed_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS mcpgate_consumed_at ON mcpgate_consumed (consumed_at);
+";
+
+/// A PostgreSQL error as a store error, without the URL, the SQL or any value.
+pub(crate) fn unavailable(err: &sqlx::Error) -> StoreError {
+    let what = match err {
+        sqlx::Error::PoolTimedOut => "cannot be reached (pool timed out)",
+        sqlx::Error::Io(_) | sqlx::Error::PoolClosed | sqlx::Error::Tls(_) => "cannot be reached",
+        sqlx::Error::Database(_) => "refused a statement",
+        _ => "failed",
+    };
+    StoreError::Unavailable(format!("postgres {what}"))
+}
+
+/// Text PostgreSQL keeps: it refuses NUL in `text`, which no name of ours holds anyway.
+pub(crate) fn pg_text(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.contains('\0') {
+        std::borrow::Cow::Owned(text.replace('\0', "\u{fffd}"))
+    } else {
+        std::borrow::Cow::Borrowed(text)
+    }
+}
+
+/// Opens the pool for `url` and applies the schema. With `eager`, fails unless PostgreSQL
+/// answers now; otherwise the schema is applied at the first successful connection.
+pub async fn connect(
+    url: &Secret,
+    settings: &SharedConfig,
+    eager: bool,
+) -> Result<PgPool, StoreError> {
+    let options = PgConnectOptions::from_str(url.expose())
+        .map_err(|_| StoreError::Unavailable("the PostgreSQL URL is not usable".to_owned()))?
+        .application_name("mcpgate");
+    let pool = PgPoolOptions::new()
+        .max_connections(settings.pool_size)
+        .min_connections(0)
+        .acquire_timeout(settings.command_timeout.max(settings.connect_timeout))
+        .idle_timeout(Some(Duration::from_secs(300)))
+        .connect_lazy_with(options);
+    if eager {
+        migrate(&pool).await?;
+    }
+    Ok(pool)
+}
+
+/// Applies the schema (idempotent) under the migration lock; refuses a database a newer
+/// mcpgate wrote.
+pub async fn migrate(pool: &PgPool) -> Result<(), StoreError> {
+    let mut tx = pool.begin().await.map_err(|e| unavailable(&e))?;
+    sqlx::query("SELECT pg_advisory_xact_lock($1)")
+        .bind(MIGRATION_LOCK)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| unavailable(&e))?;
+    sqlx::raw_sql(SCHEMA)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| unavailable(&e))?;
+    let found: Option<i32> = sqlx::query_scalar("SELECT max(version) FROM mcpgate_schema")
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(|e| unavailable(&e))?;
+    match found {
+        Some(found) if found > SCHEMA_VERSION => {
+            return Err(StoreError::IncompatibleSchema {
+                found: i64::from(found),
+                supported: i64::from(SCHEMA_VERSION),
+            });
+        }
+        Some(_) => {}
+        None => {
+            sqlx::query("INSERT INTO mcpgate_schema (version) VALUES ($1)")
+                .bind(SCHEMA_VERSION)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| unavailable(&e))?;
+        }
+    }
+    tx.commit().await.map_err(|e| unavailable(&e))
+}
+
+/// Whether PostgreSQL answers now.
+pub async fn ping(pool: &PgPool) -> Result<(), StoreError> {
+    sqlx::query("SELECT 1")
+        .execute(pool)
+        .await
+        .map(|_| ())
+        .map_err(|e| unavailable(&e))
+}

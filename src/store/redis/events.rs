@@ -1,0 +1,134 @@
+//! Change notifications between instances over Redis pub/sub: what one instance learned or
+//! did (a server refreshed, pins changed) reaches the others, which act on it themselves
+//! (each holds its own upstream connections). Delivery is best effort, as pub/sub is: an
+//! instance that was disconnected catches up at its next refresh (the catalog TTL).
+
+use std::time::Duration;
+
+use futures::StreamExt as _;
+use serde::{Deserialize, Serialize};
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+use super::Redis;
+use crate::store::StoreError;
+
+/// Events one subscriber may fall behind by before it misses some.
+const BACKLOG: usize = 256;
+
+/// Longest wait between attempts to subscribe again.
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// Something another instance says happened.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub enum Event {
+    /// A server's tool list was refreshed (by hand or after `list_changed`): refresh it too.
+    Refreshed { server: String },
+    /// The pins changed (a tool pinned, accepted or released): read them again.
+    PinsChanged,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Envelope {
+    from: String,
+    #[serde(flatten)]
+    event: Event,
+}
+
+/// Publishes this instance's events and hands other instances' to subscribers.
+#[derive(Debug, Clone)]
+pub struct Events {
+    redis: Redis,
+    channel: String,
+    sender: broadcast::Sender<Event>,
+}
+
+impl Events {
+    /// Starts listening (in the background, reconnecting until `stop`).
+    pub fn start(redis: Redis, stop: CancellationToken) -> Events {
+        let channel = redis.key("events", "all");
+        let (sender, _) = broadcast::channel(BACKLOG);
+        let events = Events {
+            redis,
+            channel,
+            sender,
+        };
+        let listener = events.clone();
+        tokio::spawn(async move { listener.listen(stop).await });
+        events
+    }
+
+    /// Other instances' events from now on.
+    pub fn subscribe(&self) -> broadcast::Receiver<Event> {
+        self.sender.subscribe()
+    }
+
+    /// Tells the other instances.
+    pub async fn publish(&self, event: Event) -> Result<(), StoreError> {
+        let envelope = Envelope {
+            from: self.redis.instance().to_owned(),
+            event,
+        };
+        let text = serde_json::to_string(&envelope)
+            .map_err(|_| StoreError::Corrupt("an event cannot be written".to_owned()))?;
+        let mut connection = self.redis.connection();
+        self.redis
+            .run(
+                redis::cmd("PUBLISH")
+                    .arg(&self.channel)
+                    .arg(text)
+                    .query_async::<i64>(&mut connection),
+            )
+            .await
+            .map(|_| ())
+    }
+
+    async fn listen(&self, stop: CancellationToken) {
+        let mut backoff = Duration::from_millis(100);
+        loop {
+            let subscribed = async {
+                let mut pubsub = self.redis.client().get_async_pubsub().await?;
+                pubsub.subscribe(&self.channel).await?;
+                redis::RedisResult::Ok(pubsub)
+            };
+            let pubsub = tokio::select! {
+                () = stop.cancelled() => return,
+                pubsub = tokio::time::timeout(Duration::from_secs(5), subscribed) => pubsub,
+            };
+            match pubsub {
+                Ok(Ok(pubsub)) => {
+                    backoff = Duration::from_millis(100);
+                    let mut messages = pubsub.into_on_message();
+                    loop {
+                        let message = tokio::select! {
+                            () = stop.cancelled() => return,
+                            message = messages.next() => message,
+                        };
+                        let Some(message) = message else { break };
+                        let Ok(payload) = message.get_payload::<String>() else {
+                            continue;
+                        };
+                        match serde_json::from_str::<Envelope>(&payload) {
+                            Ok(envelope) if envelope.from != self.redis.instance() => {
+                                let _ = self.sender.send(envelope.event);
+                            }
+                            Ok(_) => {}
+                            Err(_) => tracing::debug!("an unreadable event was ignored"),
+                        }
+                    }
+                    tracing::warn!("the Redis event subscription ended; subscribing again");
+                }
+                Ok(Err(err)) => {
+                    tracing::debug!(error = %super::unavailable(&err), "cannot subscribe to events");
+                }
+                Err(_) => tracing::debug!("subscribing to events timed out"),
+            }
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(backoff) => {}
+            }
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! Shared state of several instances in Redis: confirmations and approved tokens (single
+//! use, by Lua scripts that check and delete in one step), rate and concurrency limits (on
+//! Redis `TIME`, never an instance's clock), MCP session records and change events.
+//!
+//! One multiplexed connection per instance, reconnected by redis-rs's connection manager;
+//! every command has a deadline. A command whose outcome is unknown (the connection dropped
+//! mid-command, a timeout) is an error, and for anything that grants an error refuses.
+//! Scripts touch several keys of one deployment, so Redis Cluster is not supported: use one
+//! primary (with replicas and Sentinel or a managed failover if wanted).
+
+mod confirmations;
+mod events;
+mod limits;
+mod sessions;
+
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+pub use confirmations::RedisConfirmations;
+pub use events::{Event, Events};
+pub use limits::{Lease, Limited, RedisLimits, Refused};
+pub use sessions::RedisSessions;
+
+use super::StoreError;
+use crate::config::{Secret, SharedConfig};
+
+/// A connection to the deployment's Redis, and the names of its keys.
+#[derive(Clone)]
+pub struct Redis {
+    manager: ConnectionManager,
+    client: redis::Client,
+    prefix: String,
+    instance: String,
+    command_timeout: Duration,
+}
+
+impl std::fmt::Debug for Redis {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Redis")
+            .field("prefix", &self.prefix)
+            .field("instance", &self.instance)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A Redis error as a store error, without the URL or any value.
+pub(crate) fn unavailable(err: &redis::RedisError) -> StoreError {
+    let what = if err.is_timeout() {
+        "timed out".to_owned()
+    } else if err.is_connection_dropped() || err.is_connection_refusal() || err.is_io_error() {
+        "cannot be reached".to_owned()
+    } else {
+        format!("failed ({:?})", err.kind())
+    };
+    StoreError::Unavailable(format!("redis {what}"))
+}
+
+impl Redis {
+    /// Connects to `url` (`redis://` or `rediss://`). With `eager`, fails unless Redis
+    /// answers now; otherwise the connection is made, and remade, in the background.
+    pub async fn connect(
+        url: &Secret,
+        settings: &SharedConfig,
+        eager: bool,
+    ) -> Result<Redis, StoreError> {
+        let client = redis::Client::open(url.expose()).map_err(|err| {
+            StoreError::Unavailable(format!("the Redis URL is not usable ({:?})", err.kind()))
+        })?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(settings.connect_timeout))
+            .set_response_timeout(Some(settings.command_timeout))
+            .set_number_of_retries(2)
+            .set_max_delay(Duration::from_secs(2));
+        let manager = if eager {
+            tokio::time::timeout(
+                settings.connect_timeout,
+                ConnectionManager::new_with_config(client.clone(), config),
+            )
+            .await
+            .map_err(|_| StoreError::Unavailable("redis cannot be reached".to_owned()))?
+            .map_err(|err| unavailable(&err))?
+        } else {
+            ConnectionManager::new_lazy_with_config(client.clone(), config)
+                .map_err(|err| unavailable(&err))?
+        };
+        let redis = Redis {
+            manager,
+            client,
+            prefix: settings.key_prefix.clone(),
+            instance: settings.instance.clone(),
+            command_timeout: settings.command_timeout,
+        };
+        if eager {
+            redis.ping().await?;
+        }
+        Ok(redis)
+    }
+
+    /// A key of this deployment: `<prefix>:<kind>:<rest>`.
+    pub(crate) fn key(&self, kind: &str, rest: &str) -> String {
+        format!("{}:{kind}:{rest}", self.prefix)
+    }
+
+    /// This instance's name.
+    pub fn instance(&self) -> &str {
+        &self.instance
+    }
+
+    pub(crate) fn connection(&self) -> ConnectionManager {
+        self.manager.clone()
+    }
+
+    pub(crate) fn client(&self) -> &redis::Client {
+        &self.client
+    }
+
+    /// Runs `command` with the command deadline; any failure, the deadline included, is
+    /// [`StoreError::Unavailable`].
+    pub(crate) async fn run<T>(
+        &self,
+        command: impl Future<Output = redis::RedisResult<T>>,
+    ) -> Result<T, StoreError> {
+        match tokio::time::timeout(self.command_timeout, command).await {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(err)) => Err(unavailable(&err)),
+            Err(_) => Err(StoreError::Unavailable("redis timed out".to_owned())),
+        }
+    }
+
+    /// Whether Redis answers `PING` now.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        let mut connection = self.connection();
+        let answer: String = self
+            .run(redis::cmd("PING").query_async(&mut connection))
+            .await?;
+        if answer == "PONG" {
+            Ok(())
+        } else {
+            Err(StoreError::Unavailable(
+                "redis answered PING oddly".to_owned(),
+            ))
+        }
+    }
+}
+
+/// A key part naming (tenant, user) or any other tuple of free text: hex SHA-256 of its JSON,
+/// so no user name can reach into another key.
+pub(crate) fn hashed(parts: &[&str]) -> String {
+    let json = serde_json::to_string(parts).unwrap_or_default();
+    crate::digest::sha256_hex(json.as_bytes())
+}
