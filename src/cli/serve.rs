@@ -59,7 +59,6 @@ pub async fn run(
         env,
         supervisor: std::env::current_exe().ok(),
         clock: clock(),
-        ..GatewayOptions::default()
     };
     let gateway = Gateway::start(config, options.clone()).await?;
     // Requests wait in the listen queue meanwhile: what the banner promises works at once.

@@ -232,6 +232,8 @@ impl Gateway {
                     }
                 }
                 Ok(Event::PinsChanged) => self.reload_pins().await,
+                // The MCP endpoint follows these itself.
+                Ok(Event::McpSessionClosed { .. }) => {}
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
                     tracing::warn!("events from other instances were missed");
                 }

@@ -53,7 +53,7 @@ use crate::{config::ServerId, policy::CallContext};
 use direct::Direct;
 use handler::GatewayServer;
 use rounds::Rounds;
-use sessions::CappedSessions;
+use sessions::{CappedSessions, SharedSessions};
 
 /// Where the endpoint is served.
 pub const MCP_PATH: &str = "/mcp";
@@ -83,10 +83,36 @@ type McpService = StreamableHttpService<GatewayServer, CappedSessions>;
 struct Endpoint {
     rmcp: McpService,
     direct: Arc<Direct>,
+    /// Sessions shared with the other instances, when Redis is configured.
+    shared: Option<Arc<SharedSessions>>,
 }
 
 impl Endpoint {
     async fn serve(&self, request: Request) -> Response {
+        let Some(shared) = &self.shared else {
+            return self.serve_here(request).await;
+        };
+        let Some(id) = request
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+        else {
+            return self.serve_here(request).await;
+        };
+        let caller = request.extensions().get::<Arc<CallContext>>().cloned();
+        if let Some(refusal) = shared.refusal(&id, caller.as_deref()).await {
+            return refusal;
+        }
+        let ending = request.method() == http::Method::DELETE;
+        let response = self.serve_here(request).await;
+        if ending && response.status().is_success() {
+            shared.ended(&id).await;
+        }
+        response
+    }
+
+    async fn serve_here(&self, request: Request) -> Response {
         let request = match self.direct.answer(request).await {
             Ok(answer) => return answer,
             Err(request) => request,
@@ -100,15 +126,32 @@ impl Endpoint {
 fn mcp_service(
     state: &AppState,
     scope: Option<ServerId>,
-    config: StreamableHttpServerConfig,
+    mut config: StreamableHttpServerConfig,
     max_sessions: usize,
     shutdown: &CancellationToken,
     rounds: &Arc<Rounds>,
 ) -> Arc<Endpoint> {
-    let sessions = Arc::new(CappedSessions::new(
-        max_sessions,
-        state.service.mcp_session_idle,
-    ));
+    let stores = state.gateway.current().stores().shared;
+    let sessions = CappedSessions::new(max_sessions, state.service.mcp_session_idle);
+    let sessions = Arc::new(if stores.redis.is_some() {
+        sessions.completing_handshakes()
+    } else {
+        sessions
+    });
+    let shared = stores.redis.map(|redis| {
+        let view = scope.as_ref().map_or("merged", ServerId::as_str);
+        let records = crate::store::redis::RedisSessions::new(redis, view);
+        Arc::new(SharedSessions::new(
+            records,
+            sessions.clone(),
+            stores.events,
+            view,
+            shutdown,
+        ))
+    });
+    if let Some(shared) = &shared {
+        config.session_store = Some(shared.clone());
+    }
     let direct = Arc::new(Direct::new(sessions.clone(), state.service.max_body_bytes));
     let factory = {
         let (state, direct) = (state.clone(), direct.clone());
@@ -127,6 +170,7 @@ fn mcp_service(
     Arc::new(Endpoint {
         rmcp: StreamableHttpService::new(factory, sessions, config),
         direct,
+        shared,
     })
 }
 

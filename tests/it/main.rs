@@ -4,6 +4,7 @@ mod agent_loop;
 mod chat_api;
 mod chat_cli;
 mod cli;
+mod cluster;
 mod config_runs;
 mod conformance;
 mod conformance_gateway;

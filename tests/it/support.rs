@@ -349,7 +349,11 @@ impl ServedBinary {
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(if std::env::var_os("MCPGATE_TEST_STDERR").is_some() {
+                Stdio::inherit()
+            } else {
+                Stdio::null()
+            })
             .kill_on_drop(true)
             .spawn()
             .expect("serve starts");
@@ -403,6 +407,11 @@ impl ServedBinary {
             .expect("the gateway gets ready");
     }
 
+    /// Kills it with SIGKILL: nothing is cleaned up, as when its machine dies.
+    pub async fn kill(mut self) {
+        let _ = self.child.kill().await;
+    }
+
     /// Stops it with SIGTERM, so it reaps its stdio children; how it exited.
     pub async fn stop(mut self) -> std::process::ExitStatus {
         let pid = nix::unistd::Pid::from_raw(i32::try_from(self.pid()).expect("a Linux pid"));
@@ -411,5 +420,20 @@ impl ServedBinary {
             .await
             .expect("the gateway exits in time")
             .expect("the gateway is reaped")
+    }
+}
+
+/// [`wait_for`] with an async check.
+pub async fn wait_for_async<T, F: Future<Output = Option<T>>>(
+    what: &str,
+    mut check: impl FnMut() -> F,
+) -> T {
+    let start = Instant::now();
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(start.elapsed() < WAIT, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

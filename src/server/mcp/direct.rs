@@ -335,7 +335,7 @@ struct CallBody<'a> {
 }
 
 /// The refusal of a request naming a session another caller opened.
-fn not_owner() -> Response {
+pub(super) fn not_owner() -> Response {
     ApiError::new(StatusCode::FORBIDDEN, "forbidden", NOT_OWNER).into_response()
 }
 

@@ -28,7 +28,25 @@ use rmcp::{
     },
 };
 
-use crate::policy::CallContext;
+use axum::{
+    http::StatusCode,
+    response::{IntoResponse as _, Response},
+};
+use rmcp::{
+    model::{ClientNotification, InitializedNotification},
+    transport::streamable_http_server::session::{
+        RestoreOutcome, SessionRestoreMarker, SessionState, SessionStore, SessionStoreError,
+    },
+};
+
+use tokio::sync::broadcast;
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    policy::CallContext,
+    server::ApiError,
+    store::redis::{Event, Events, RedisSessions},
+};
 
 /// Most MCP sessions open at once. A session costs a task and a few small channels, and
 /// idles out (`[server] mcp_session_idle`, 5 minutes) when its client vanishes; a thousand covers
@@ -57,6 +75,8 @@ pub struct CappedSessions {
     inner: LocalSessionManager,
     max: usize,
     openers: Mutex<HashMap<SessionId, Opener>>,
+    /// Shared with other instances: see [`CappedSessions::completing_handshakes`].
+    completes_handshakes: bool,
 }
 
 impl CappedSessions {
@@ -68,7 +88,17 @@ impl CappedSessions {
             inner,
             max,
             openers: Mutex::default(),
+            completes_handshakes: false,
         }
+    }
+
+    /// Sessions whose handshake is complete once `initialize` is answered: behind a load
+    /// balancer the client's `notifications/initialized` may reach another instance, and the
+    /// session here must not wait for it for ever. (A later `initialized` changes nothing:
+    /// the handler acts on the first.)
+    pub fn completing_handshakes(mut self) -> CappedSessions {
+        self.completes_handshakes = true;
+        self
     }
 
     fn openers(&self) -> MutexGuard<'_, HashMap<SessionId, Opener>> {
@@ -81,6 +111,18 @@ impl CappedSessions {
         self.openers()
             .get(id)
             .is_some_and(|o| (&o.tenant, &o.user) != (&caller.tenant, &caller.user))
+    }
+
+    /// Whether session `id` is open in this process.
+    pub async fn is_here(&self, id: &str) -> bool {
+        self.inner.sessions.read().await.contains_key(id)
+    }
+
+    /// Who opened session `id` here, if it is here.
+    fn opener(&self, id: &str) -> Option<(String, String)> {
+        self.openers()
+            .get(id)
+            .map(|o| (o.tenant.clone(), o.user.clone()))
     }
 
     /// How long a session may receive nothing before it is closed.
@@ -121,11 +163,28 @@ impl SessionManager for CappedSessions {
             };
             self.openers().insert(id.clone(), opener);
         }
+        let parts = parts_of(&message).cloned();
+        let restoring = matches!(&message, JsonRpcMessage::Request(r)
+            if r.request.extensions().get::<SessionRestoreMarker>().is_some());
         let answer = self.inner.initialize_session(id, message).await;
         if answer.is_err() {
             self.openers().remove(id);
         }
-        Ok(answer?)
+        let answer = answer?;
+        if self.completes_handshakes && !restoring {
+            // As the client would send it, over a request naming the session.
+            let mut initialized = ClientJsonRpcMessage::notification(
+                ClientNotification::InitializedNotification(InitializedNotification::default()),
+            );
+            if let Some(mut parts) = parts
+                && let Ok(value) = http::HeaderValue::from_str(id)
+            {
+                parts.headers.insert("mcp-session-id", value);
+                initialized.insert_extension(parts);
+            }
+            self.inner.accept_message(id, initialized).await?;
+        }
+        Ok(answer)
     }
 
     async fn has_session(&self, id: &SessionId) -> Result<bool, Self::Error> {
@@ -167,18 +226,155 @@ impl SessionManager for CappedSessions {
     ) -> Result<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static, Self::Error> {
         Ok(self.inner.resume(id, last_event_id).await?)
     }
+
+    async fn restore_session(
+        &self,
+        id: SessionId,
+    ) -> Result<RestoreOutcome<Self::Transport>, Self::Error> {
+        if self.open().await >= self.max {
+            return Err(SessionsError::Full { max: self.max });
+        }
+        Ok(self.inner.restore_session(id).await?)
+    }
 }
 
-/// The authenticated caller of a request rmcp received over HTTP: the auth layer's
-/// [`CallContext`] in the HTTP request's parts, which rmcp puts in the message's extensions.
-fn caller_of(message: &ClientJsonRpcMessage) -> Option<&CallContext> {
+/// The sessions of one endpoint, shared by every instance through Redis: rmcp stores a
+/// session's `initialize` after the handshake and restores the session from it on an
+/// instance that does not have it; the record also names who opened the session, which
+/// [`SharedSessions::refusal`] checks before anything is restored.
+pub struct SharedSessions {
+    records: RedisSessions,
+    sessions: Arc<CappedSessions>,
+    events: Option<Events>,
+    view: String,
+}
+
+impl SharedSessions {
+    /// Sessions of `view` (`merged` or a server id); with `events`, a session a client ends on
+    /// one instance is closed on the others, until `stop`.
+    pub fn new(
+        records: RedisSessions,
+        sessions: Arc<CappedSessions>,
+        events: Option<Events>,
+        view: &str,
+        stop: &CancellationToken,
+    ) -> SharedSessions {
+        if let Some(events) = &events {
+            let mut received = events.subscribe();
+            let (sessions, view, stop) = (sessions.clone(), view.to_owned(), stop.clone());
+            tokio::spawn(async move {
+                loop {
+                    let event = tokio::select! {
+                        () = stop.cancelled() => return,
+                        event = received.recv() => event,
+                    };
+                    match event {
+                        Ok(Event::McpSessionClosed { view: closed, id }) if closed == view => {
+                            if let Err(err) = sessions.close_session(&SessionId::from(id)).await {
+                                tracing::debug!(error = %err, "an MCP session did not close");
+                            }
+                        }
+                        Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
+                        Err(broadcast::error::RecvError::Closed) => return,
+                    }
+                }
+            });
+        }
+        SharedSessions {
+            records,
+            sessions,
+            events,
+            view: view.to_owned(),
+        }
+    }
+
+    /// Tells the other instances that the client ended session `id` here.
+    pub async fn ended(&self, id: &str) {
+        if let Some(events) = &self.events {
+            let event = Event::McpSessionClosed {
+                view: self.view.clone(),
+                id: id.to_owned(),
+            };
+            if let Err(err) = events.publish(event).await {
+                tracing::warn!(error = %err, "the other instances were not told a session ended");
+            }
+        }
+    }
+
+    /// The refusal of a request naming a session that is not here, when its record says
+    /// another caller opened it (403, as for a session here), or the record cannot be read
+    /// (503). `None`: let rmcp serve it (and restore it, if there is a record).
+    pub async fn refusal(&self, id: &str, caller: Option<&CallContext>) -> Option<Response> {
+        if self.sessions.is_here(id).await {
+            return None;
+        }
+        match self.records.get(id).await {
+            Ok(Some(record)) => {
+                let owner = (record["tenant"].as_str(), record["user"].as_str());
+                let same = caller
+                    .is_some_and(|c| owner == (Some(c.tenant.as_str()), Some(c.user.as_str())));
+                (!same).then(super::direct::not_owner)
+            }
+            Ok(None) => None,
+            Err(err) => {
+                tracing::error!(error = %err, "an MCP session record cannot be read");
+                Some(
+                    ApiError::new(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "store_unavailable",
+                        "the MCP session store is unavailable",
+                    )
+                    .into_response(),
+                )
+            }
+        }
+    }
+}
+
+fn store_error(err: crate::store::StoreError) -> SessionStoreError {
+    Box::new(err)
+}
+
+#[async_trait::async_trait]
+impl SessionStore for SharedSessions {
+    async fn load(&self, session_id: &str) -> Result<Option<SessionState>, SessionStoreError> {
+        let Some(record) = self.records.get(session_id).await.map_err(store_error)? else {
+            return Ok(None);
+        };
+        let state = serde_json::from_value(record["state"].clone())?;
+        Ok(Some(state))
+    }
+
+    async fn store(&self, session_id: &str, state: &SessionState) -> Result<(), SessionStoreError> {
+        // Known since `initialize` (see `initialize_session`); a session nobody opened is
+        // not shared.
+        let Some((tenant, user)) = self.sessions.opener(session_id) else {
+            return Ok(());
+        };
+        let record = serde_json::json!({ "state": state, "tenant": tenant, "user": user });
+        self.records
+            .put(session_id, &record)
+            .await
+            .map_err(store_error)
+    }
+
+    async fn delete(&self, session_id: &str) -> Result<(), SessionStoreError> {
+        self.records.delete(session_id).await.map_err(store_error)
+    }
+}
+
+/// The HTTP request's parts, which rmcp puts in a request message's extensions.
+fn parts_of(message: &ClientJsonRpcMessage) -> Option<&http::request::Parts> {
     let JsonRpcMessage::Request(request) = message else {
         return None;
     };
-    request
-        .request
-        .extensions()
-        .get::<http::request::Parts>()?
+    request.request.extensions().get::<http::request::Parts>()
+}
+
+/// The authenticated caller of a request rmcp received over HTTP: the auth layer's
+/// [`CallContext`] in the HTTP request's parts.
+fn caller_of(message: &ClientJsonRpcMessage) -> Option<&CallContext> {
+    parts_of(message)?
         .extensions
         .get::<Arc<CallContext>>()
         .map(Arc::as_ref)

@@ -27,6 +27,8 @@ pub enum Event {
     Refreshed { server: String },
     /// The pins changed (a tool pinned, accepted or released): read them again.
     PinsChanged,
+    /// An MCP client ended its session (`DELETE`) on another instance: close it here too.
+    McpSessionClosed { view: String, id: String },
 }
 
 #[derive(Serialize, Deserialize)]
@@ -72,6 +74,7 @@ impl Events {
         };
         let text = serde_json::to_string(&envelope)
             .map_err(|_| StoreError::Corrupt("an event cannot be written".to_owned()))?;
+        tracing::debug!(event = %text, "event published");
         let mut connection = self.redis.connection();
         self.redis
             .run(
@@ -98,6 +101,7 @@ impl Events {
             };
             match pubsub {
                 Ok(Ok(pubsub)) => {
+                    tracing::debug!("subscribed to events");
                     backoff = Duration::from_millis(100);
                     let mut messages = pubsub.into_on_message();
                     loop {
@@ -111,6 +115,7 @@ impl Events {
                         };
                         match serde_json::from_str::<Envelope>(&payload) {
                             Ok(envelope) if envelope.from != self.redis.instance() => {
+                                tracing::debug!(from = %envelope.from, event = ?envelope.event, "event received");
                                 let _ = self.sender.send(envelope.event);
                             }
                             Ok(_) => {}

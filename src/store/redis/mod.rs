@@ -64,9 +64,19 @@ impl Redis {
         settings: &SharedConfig,
         eager: bool,
     ) -> Result<Redis, StoreError> {
-        let client = redis::Client::open(url.expose()).map_err(|err| {
+        let unusable = |err: redis::RedisError| {
             StoreError::Unavailable(format!("the Redis URL is not usable ({:?})", err.kind()))
-        })?;
+        };
+        let info =
+            redis::IntoConnectionInfo::into_connection_info(url.expose()).map_err(unusable)?;
+        // RESP3: Redis tells the connection it is closing, so the manager reconnects before
+        // the next command instead of failing it (RESP2 learns only from that command).
+        let settings_resp3 = info
+            .redis_settings()
+            .clone()
+            .set_protocol(redis::ProtocolVersion::RESP3);
+        let client =
+            redis::Client::open(info.set_redis_settings(settings_resp3)).map_err(unusable)?;
         let config = ConnectionManagerConfig::new()
             .set_connection_timeout(Some(settings.connect_timeout))
             .set_response_timeout(Some(settings.command_timeout))

@@ -1,0 +1,105 @@
+//! Redis or PostgreSQL down: everything that grants is refused, typed, `/readyz` says which
+//! store is down, and the instances recover by themselves when it is back.
+
+use reqwest::StatusCode;
+use serde_json::json;
+
+use super::{Cluster, token, wait_readyz};
+use crate::support::wait_for_async;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_down_refuses_what_grants_and_recovers_without_a_restart() {
+    let mut cluster = Cluster::start().await;
+    let alice = token("acme", "alice");
+    cluster.redis.kill().await;
+    let ready = wait_readyz(&cluster, 0, StatusCode::SERVICE_UNAVAILABLE).await;
+    assert_eq!(ready["shared"]["redis"], "down", "{ready}");
+    assert_eq!(ready["shared"]["postgres"], "up", "{ready}");
+
+    for (tool, what) in [("slow.sleep", "a write"), ("reads.sleep", "a read")] {
+        let response = cluster
+            .client
+            .post(format!("{}/api/v1/mcp/tools/call", cluster.base(1)))
+            .bearer_auth(&alice)
+            .json(&json!({ "tool": tool, "arguments": { "ms": 1 } }))
+            .send()
+            .await
+            .expect("answered");
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE, "{what}");
+        assert!(
+            response.headers().get("retry-after").is_some(),
+            "{what}: Retry-After"
+        );
+        let body: serde_json::Value = response.json().await.expect("json");
+        assert_eq!(body["code"], "store_unavailable", "{what}: {body}");
+    }
+    let (status, body) = cluster
+        .post(
+            2,
+            "/api/v1/mcp/confirmations/anything/approve",
+            &alice,
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+
+    cluster.redis.run().await;
+    for i in 0..3 {
+        wait_readyz(&cluster, i, StatusCode::OK).await;
+    }
+    wait_for_async("calls to go through again", || async {
+        let (status, _) = cluster
+            .call(2, &alice, "reads.sleep", json!({ "ms": 1 }), None)
+            .await;
+        (status == StatusCode::OK).then_some(())
+    })
+    .await;
+    let (status, asked) = cluster
+        .call(0, &alice, "slow.sleep", json!({ "ms": 1 }), None)
+        .await;
+    assert_eq!(status, StatusCode::PRECONDITION_REQUIRED, "{asked}");
+    cluster.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_down_answers_no_call_without_its_record() {
+    let cluster = Cluster::start().await;
+    let alice = token("acme", "alice");
+    let (status, body) = cluster
+        .call(0, &alice, "reads.sleep", json!({ "ms": 1 }), None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+
+    cluster.postgres.stop().await;
+    let ready = wait_readyz(&cluster, 1, StatusCode::SERVICE_UNAVAILABLE).await;
+    assert_eq!(ready["shared"]["postgres"], "down", "{ready}");
+    let (status, body) = cluster
+        .call(1, &alice, "reads.sleep", json!({ "ms": 1 }), None)
+        .await;
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert_eq!(body["code"], "store_unavailable", "{body}");
+    let failed = cluster
+        .calls
+        .lock()
+        .expect("calls")
+        .pop()
+        .expect("the call");
+
+    cluster.postgres.run().await;
+    wait_readyz(&cluster, 1, StatusCode::OK).await;
+    wait_for_async("calls to go through again", || async {
+        let (status, _) = cluster
+            .call(1, &alice, "reads.sleep", json!({ "ms": 1 }), None)
+            .await;
+        if status != StatusCode::OK {
+            cluster.calls.lock().expect("calls").pop();
+        }
+        (status == StatusCode::OK).then_some(())
+    })
+    .await;
+    // Answered calls have their rows; the refused one has none (it was not answered).
+    cluster.assert_each_call_audited_once().await;
+    let rows = cluster.audit_rows().await;
+    assert!(!rows.iter().any(|r| r.3 == failed), "{rows:?}");
+    cluster.stop().await;
+}
