@@ -10,6 +10,9 @@
 # optional Windows-only dependency the registry here does not serve, which leaves the lock file
 # in a state `npm ci` rejects as out of sync.
 #
+# The tests of several instances start their own redis-server and PostgreSQL (initdb, pg_ctl)
+# from Debian's packages, installed the same way when missing.
+#
 # The page's browser tests drive Debian's `chromium` with npm `playwright-core` (its own
 # browser download cannot work here): chromium is installed with apt-get when it is missing
 # and this runs as root; otherwise the script says how to install it.
@@ -89,8 +92,29 @@ install_chromium() {
       --no-install-recommends chromium; } >&2
 }
 
+# Debian's Redis and PostgreSQL servers for the tests of several instances, which start their
+# own (redis-server, initdb and pg_ctl on free loopback ports in a temporary folder): the
+# binaries only; nothing is started here.
+install_stores() {
+  local missing=()
+  command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
+  compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null || missing+=(postgresql)
+  if [[ ${#missing[@]} -eq 0 ]]; then
+    log "redis-server and PostgreSQL present"
+    return
+  fi
+  if [[ "$(id -u)" -ne 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
+    log "missing ${missing[*]} and this is not root: run 'apt-get install -y --no-install-recommends ${missing[*]}' as root, or the tests of several instances fail"
+    return
+  fi
+  log "installing ${missing[*]} (apt-get)"
+  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+      --no-install-recommends "${missing[@]}"; } >&2
+}
+
 mkdir -p "$peers"
 install_chromium
+install_stores
 install_npm
 install_python
 cp "$pins/loopback.cjs" "$peers/loopback.cjs"

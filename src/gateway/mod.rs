@@ -179,7 +179,12 @@ impl Gateway {
     /// Opens the stores named by the configuration and starts the gateway.
     pub async fn start(config: Config, options: GatewayOptions) -> Result<Gateway, StartError> {
         let stores = Stores::open(&config, &options.env).await?;
-        Gateway::start_with_stores(config, options, stores)
+        let shared_pins = stores.shared.pins.is_some();
+        let gateway = Gateway::start_with_stores(config, options, stores)?;
+        if shared_pins {
+            gateway.reload_pins().await;
+        }
+        Ok(gateway)
     }
 
     /// Starts connecting every configured server and keeps the catalog in step with them.

@@ -26,6 +26,9 @@ pub enum PinError {
     Changed { tool: String, live: String },
     #[error(transparent)]
     File(#[from] PinsError),
+    /// The shared pins (PostgreSQL) could not be read or written.
+    #[error("the shared pins are unavailable: {0}")]
+    Store(#[from] crate::store::StoreError),
 }
 
 /// A tool's live definition beside its pinned one.
@@ -129,14 +132,43 @@ impl Gateway {
                 live: tool.fingerprint.as_str().to_owned(),
             });
         }
-        // The file as it is now (another process, `mcpgate pin`, may have written it).
-        let mut pins = Pins::load(&path)?.unwrap_or_default();
-        let previous = pins
-            .get(&tool.server, &tool.upstream.name)
-            .map(str::to_owned);
-        pins.pin(tool);
-        pins.write(&path)?;
+        let (pins, previous) = match &self.inner.shared.pins {
+            // Shared: the row as it is now, held until the new pins are stored; the file is
+            // an export.
+            Some(shared) => {
+                let mut previous = None;
+                let stored = shared
+                    .update(|current| {
+                        let mut pins = match current {
+                            Some(json) => Pins::parse_json(json)?,
+                            None => Pins::load(&path)?.unwrap_or_default(),
+                        };
+                        previous = pins
+                            .get(&tool.server, &tool.upstream.name)
+                            .map(str::to_owned);
+                        pins.pin(tool);
+                        Ok::<_, PinsError>(Some(pins.to_json()))
+                    })
+                    .await??;
+                let pins = Pins::parse_json(stored.as_deref().unwrap_or("{}"))?;
+                if let Err(err) = pins.write(&path) {
+                    tracing::warn!(error = %err, "the pin file export could not be written");
+                }
+                (pins, previous)
+            }
+            // The file as it is now (another process, `mcpgate pin`, may have written it).
+            None => {
+                let mut pins = Pins::load(&path)?.unwrap_or_default();
+                let previous = pins
+                    .get(&tool.server, &tool.upstream.name)
+                    .map(str::to_owned);
+                pins.pin(tool);
+                pins.write(&path)?;
+                (pins, previous)
+            }
+        };
         self.set_pins(Some(pins)).await;
+        self.announce(crate::store::redis::Event::PinsChanged).await;
         self.audit_pin_accepted(ctx, tool).await;
         Ok(AcceptedPin {
             tool: tool.canonical.clone(),

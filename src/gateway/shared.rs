@@ -10,6 +10,7 @@ use crate::{
     policy::{CallContext, Effect, LimitExceeded, LimitKind},
     store::{
         StoreError,
+        postgres::SharedPins,
         redis::{Event, Events, Lease, Limited, Redis, RedisLimits, Refused},
     },
 };
@@ -21,6 +22,7 @@ pub struct SharedStores {
     pub postgres: Option<PgPool>,
     pub limits: Option<RedisLimits>,
     pub events: Option<Events>,
+    pub pins: Option<SharedPins>,
     pub reads_when_redis_down: ReadsWhenDown,
     stop: CancellationToken,
 }
@@ -89,11 +91,13 @@ impl SharedStores {
         let events = redis
             .clone()
             .map(|redis| Events::start(redis, stop.clone()));
+        let pins = postgres.clone().map(SharedPins::new);
         Ok(SharedStores {
             redis,
             postgres,
             limits,
             events,
+            pins,
             reads_when_redis_down: settings.reads_when_redis_down,
             stop,
         })
@@ -242,14 +246,48 @@ impl Gateway {
         }
     }
 
-    /// Reads the pin file again (another instance changed it).
-    async fn reload_pins(&self) {
-        let Some(path) = self.inner.config.pins.path() else {
+    /// Reads the pins again (another instance changed them): the shared ones, or the file.
+    pub(super) async fn reload_pins(&self) {
+        let path = self.inner.config.pins.path().map(std::path::Path::to_owned);
+        let Some(shared) = &self.inner.shared.pins else {
+            let Some(path) = path else { return };
+            match crate::catalog::Pins::load(&path) {
+                Ok(pins) => self.set_pins(pins).await,
+                Err(err) => tracing::warn!(error = %err, "the pin file could not be read again"),
+            }
             return;
         };
-        match crate::catalog::Pins::load(path) {
-            Ok(pins) => self.set_pins(pins).await,
-            Err(err) => tracing::warn!(error = %err, "the pin file could not be read again"),
+        // The first instance to start brings its pin file; after that the row is the pins.
+        let seeded = shared
+            .update(|current| match (current, &path) {
+                (Some(_), _) | (None, None) => Ok(None),
+                (None, Some(path)) => {
+                    crate::catalog::Pins::load(path).map(|pins| pins.map(|p| p.to_json()))
+                }
+            })
+            .await;
+        let stored = match seeded {
+            Ok(Ok(stored)) => stored,
+            Ok(Err(err)) => {
+                tracing::warn!(error = %err, "the pin file could not be read");
+                return;
+            }
+            Err(err) => {
+                tracing::warn!(error = %err, "the shared pins could not be read");
+                return;
+            }
+        };
+        let Some(json) = stored else { return };
+        match crate::catalog::Pins::parse_json(&json) {
+            Ok(pins) => {
+                if let Some(path) = &path
+                    && let Err(err) = pins.write(path)
+                {
+                    tracing::warn!(error = %err, "the pin file export could not be written");
+                }
+                self.set_pins(Some(pins)).await;
+            }
+            Err(err) => tracing::error!(error = %err, "the shared pins cannot be read"),
         }
     }
 }

@@ -233,6 +233,13 @@ async fn accept_pin(
             PinError::NoPinFile => {
                 ApiError::new(StatusCode::CONFLICT, "no_pin_file", err.to_string())
             }
+            PinError::Store(err) => {
+                tracing::error!(error = %err, "the shared pins could not be written");
+                GatewayError::StoreUnavailable {
+                    what: "the shared pins",
+                }
+                .into()
+            }
             PinError::File(file) => {
                 tracing::error!(error = %file, "the pin file could not be written");
                 ApiError::new(

@@ -7,6 +7,7 @@
 mod confirmations;
 mod limits;
 mod outages;
+mod pins;
 mod sessions;
 
 use std::{
@@ -283,6 +284,9 @@ tools = ["slow.*", "reads.*", "changing.*"]
 [[access.grants]]
 tenant = "globex"
 tools = ["slow.*", "reads.*", "changing.*"]
+[[access.operators]]
+tenant = "ops"
+roles = ["operator"]
 
 [servers.slow]
 url = "{upstream}"
@@ -302,6 +306,7 @@ url = "{changing}"
 transport = "streamable-http"
 allow_private = true
 confirm = "none"
+on_change = "block"
 {extra}"#
     )
 }

@@ -1,10 +1,11 @@
 //! Durable state of several instances in PostgreSQL: the audit log (group commit off the
 //! request path; a call is answered only once its record is committed) and the record of
-//! every consumed confirmation token. The schema is applied at start under an advisory lock,
+//! every consumed confirmation token, and the pins. The schema is applied at start under an advisory lock,
 //! so instances starting together do not race.
 
 mod audit;
 mod consumed;
+mod pins;
 
 use std::{str::FromStr as _, time::Duration};
 
@@ -15,6 +16,7 @@ use sqlx::{
 
 pub use audit::PgAudit;
 pub use consumed::Consumed;
+pub use pins::SharedPins;
 
 use super::StoreError;
 use crate::config::{Secret, SharedConfig};
@@ -59,6 +61,11 @@ CREATE TABLE IF NOT EXISTS mcpgate_consumed (
     consumed_at timestamptz NOT NULL DEFAULT now()
 );
 CREATE INDEX IF NOT EXISTS mcpgate_consumed_at ON mcpgate_consumed (consumed_at);
+CREATE TABLE IF NOT EXISTS mcpgate_pins (
+    id smallint PRIMARY KEY CHECK (id = 1),
+    body text NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
 ";
 
 /// A PostgreSQL error as a store error, without the URL, the SQL or any value.

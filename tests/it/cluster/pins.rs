@@ -1,0 +1,94 @@
+//! Pins live in PostgreSQL: a tool pinned on one instance is pinned on all, and a definition
+//! that changes afterwards is quarantined on all.
+
+use reqwest::StatusCode;
+use serde_json::json;
+
+use super::{Cluster, token, token_with_roles};
+use crate::support::wait_for_async;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pin_accepted_on_one_instance_holds_on_all() {
+    let cluster = Cluster::start().await;
+    let operator = token_with_roles("ops", "root", &["operator"]);
+    let alice = token("acme", "alice");
+    let (status, review) = cluster
+        .get(0, "/api/v1/mcp/pins/changing.alpha", &operator)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{review}");
+    assert!(review["pinned"].is_null(), "nothing pinned yet: {review}");
+    let fingerprint = review["live"]["fingerprint"]
+        .as_str()
+        .expect("fingerprint")
+        .to_owned();
+    let (status, body) = cluster
+        .post(
+            0,
+            "/api/v1/mcp/pins/changing.alpha",
+            &operator,
+            json!({ "fingerprint": fingerprint }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // The tool that changes the others, pinned on another instance (both pins are kept).
+    let (_, review) = cluster
+        .get(1, "/api/v1/mcp/pins/changing.mutate", &operator)
+        .await;
+    let (status, body) = cluster
+        .post(
+            1,
+            "/api/v1/mcp/pins/changing.mutate",
+            &operator,
+            json!({ "fingerprint": review["live"]["fingerprint"] }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    for i in 1..3 {
+        wait_for_async("the pin to reach every instance", || async {
+            let (_, review) = cluster
+                .get(i, "/api/v1/mcp/pins/changing.alpha", &operator)
+                .await;
+            (review["pinned"]["fingerprint"] == fingerprint.as_str()).then_some(())
+        })
+        .await;
+    }
+    let pool = cluster.postgres.pool().await;
+    let stored: String = sqlx::query_scalar("SELECT body FROM mcpgate_pins WHERE id = 1")
+        .fetch_one(&pool)
+        .await
+        .expect("the pins row");
+    pool.close().await;
+    assert!(stored.contains(&fingerprint), "{stored}");
+
+    // The definition changes quietly; a refresh on c makes every instance look again, and
+    // each quarantines it against the shared pin.
+    let (status, body) = cluster
+        .call(
+            1,
+            &alice,
+            "changing.mutate",
+            json!({ "what": "description", "quiet": true }),
+            None,
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, body) = cluster
+        .post(
+            2,
+            "/api/v1/mcp/servers/changing/refresh",
+            &operator,
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    for i in 0..3 {
+        wait_for_async("the changed tool to be quarantined everywhere", || async {
+            let (status, _) = cluster
+                .call(i, &alice, "changing.alpha", json!({}), None)
+                .await;
+            (status == StatusCode::LOCKED).then_some(())
+        })
+        .await;
+    }
+    cluster.stop().await;
+}
