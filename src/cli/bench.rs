@@ -11,6 +11,7 @@
 
 mod calls;
 mod catalog;
+mod cluster;
 mod goals;
 mod load;
 mod memory;
@@ -135,14 +136,36 @@ impl Bench {
         upstreams: &[(String, setup::Upstream<'_>)],
         list_timeout: Duration,
     ) -> anyhow::Result<Gateway> {
+        self.start_gateway_with(name, upstreams, list_timeout, None)
+            .await
+    }
+
+    /// [`Bench::start_gateway`], as instance `name` of several sharing `shared`.
+    async fn start_gateway_with(
+        &self,
+        name: &str,
+        upstreams: &[(String, setup::Upstream<'_>)],
+        list_timeout: Duration,
+        shared: Option<&cluster::Stores>,
+    ) -> anyhow::Result<Gateway> {
         let dir = self.dir.join(name);
         std::fs::create_dir_all(&dir)?;
         let config = dir.join("mcpgate.toml");
         std::fs::write(
             &config,
-            setup::gateway_config(&dir, upstreams, list_timeout, self.args.memory_state),
+            setup::gateway_config(
+                &dir,
+                upstreams,
+                list_timeout,
+                self.args.memory_state,
+                shared.map(|_| name),
+            ),
         )?;
-        let env = [(setup::SECRET_ENV, self.secret.clone())];
+        let mut env = vec![(setup::SECRET_ENV, self.secret.clone())];
+        if let Some(stores) = shared {
+            env.push(("REDIS_URL", stores.redis_url.clone()));
+            env.push(("DATABASE_URL", stores.database_url.clone()));
+        }
         let exe = self.args.gateway_binary.as_ref().unwrap_or(&self.exe);
         let (proc, addr) =
             procs::spawn_gateway(exe, &config, &env, &dir.join("gateway.log")).await?;
@@ -180,6 +203,15 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
             report::latency_table(&measured.big),
             first_call_section(&measured.first),
         );
+        if let Some(cost) = &measured.cluster_cost {
+            let _ = write!(
+                sections,
+                "\n### What a read call costs in the shared stores\n\n{} sequential REST calls \
+                 through one of three instances: `{cost}` (Redis commands per call, by command, \
+                 the ones a script runs included; audit rows per call).\n",
+                calls::COST_CALLS,
+            );
+        }
     }
     if bench.args.only.contains(&Part::List) {
         let result = catalog::run(&bench).await?;

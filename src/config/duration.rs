@@ -105,6 +105,7 @@ mod tests {
         assert_eq!(text("30s"), Ok(Duration::from_secs(30)));
         assert_eq!(text(" 2m "), Ok(Duration::from_secs(120)));
         assert_eq!(text("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(text("90d"), Ok(Duration::from_secs(90 * 86_400)));
         assert_eq!(text("1.5"), Ok(Duration::from_millis(1500)));
         assert_eq!(text("0.25s"), Ok(Duration::from_millis(250)));
         assert_eq!(
@@ -115,7 +116,7 @@ mod tests {
 
     #[test]
     fn rejects_garbage_negative_and_unknown_units() {
-        for bad in ["", "s", "abc", "10 parsecs", "1e3", "1.2.3", "5d", "-1s"] {
+        for bad in ["", "s", "abc", "10 parsecs", "1e3", "1.2.3", "5w", "-1s"] {
             let err = text(bad).expect_err(bad);
             assert!(err.contains("is not a duration"), "{bad}: {err}");
         }

@@ -98,6 +98,8 @@ pub struct Measured {
     pub big: Vec<Row>,
     /// The first and the second call of new MCP sessions, per kind of upstream session.
     pub first: Vec<FirstCalls>,
+    /// What one read call costs in Redis commands and PostgreSQL rows (when both ran).
+    pub cluster_cost: Option<Value>,
 }
 
 /// What new MCP sessions' first calls cost, against their second calls, through one kind of
@@ -111,6 +113,12 @@ pub struct FirstCalls {
 /// The upstream on 2025-11-25, with an upstream session per caller or one shared.
 const LEGACY_GROUP: &str = "rmcp text, 2025-11-25, Streamable HTTP";
 
+/// The REST target through one of three instances sharing Redis and PostgreSQL.
+pub const CLUSTER_TARGET: &str = "mcpgate REST, 1 of 3 instances on Redis + PostgreSQL";
+
+/// Calls counted for what one costs in the shared stores.
+pub const COST_CALLS: usize = 1000;
+
 /// New MCP sessions opened, one after another, for each first-call measurement.
 const NEW_SESSIONS: usize = 200;
 
@@ -120,6 +128,7 @@ struct Started {
     procs: Vec<Proc>,
     sessions: Vec<Session>,
     children: Vec<tokio::process::Child>,
+    stores: Option<super::cluster::Stores>,
 }
 
 impl Started {
@@ -131,6 +140,9 @@ impl Started {
         // The gateway first (it reaps its own upstreams), then the rest.
         for proc in self.procs.into_iter().rev() {
             proc.stop().await;
+        }
+        if let Some(stores) = self.stores {
+            stores.stop().await;
         }
     }
 }
@@ -249,6 +261,40 @@ async fn run_started(bench: &Bench, started: &mut Started) -> anyhow::Result<Mea
             ),
         ],
     }];
+    // Three instances on one Redis and one PostgreSQL, called through the first.
+    let mut cluster_cost = None;
+    if let Some(stores) = super::cluster::Stores::start(&bench.dir.join("stores")).await? {
+        let echo_only = &upstreams[..1];
+        let mut instances = Vec::new();
+        for name in ["cluster-a", "cluster-b", "cluster-c"] {
+            let instance = bench
+                .start_gateway_with(name, echo_only, Duration::from_secs(10), Some(&stores))
+                .await?;
+            instances.push((format!("http://{}", instance.addr), instance.proc.pid()?));
+            started.procs.push(instance.proc);
+        }
+        let (cluster_base, cluster_pid) = instances.swap_remove(0);
+        let caller = targets::boxed(PostCaller {
+            client: client.clone(),
+            url: format!("{cluster_base}/api/v1/mcp/tools/call"),
+            authorization: Some(targets::bearer(&token)?),
+            bodies: vec![body(
+                &json!({ "tool": "echo.echo", "arguments": echo_args }),
+            )],
+            expect: "\"ok\":true",
+        });
+        // What a call costs in the stores, on its own before the load runs.
+        let _ = drive(caller.clone(), 100, 1).await;
+        let before = stores.counters().await?;
+        let _ = drive(caller.clone(), COST_CALLS, 1).await;
+        let after = stores.counters().await?;
+        cluster_cost = Some(super::cluster::per_call(&before, &after, COST_CALLS as u64));
+        groups[0]
+            .targets
+            .push(target(CLUSTER_TARGET, false, caller, Some(cluster_pid)));
+        started.stores = Some(stores);
+    }
+
     let legacy_direct = targets::http_sessions(&legacy_url, None, most).await?;
     let legacy_peers = targets::peers(&legacy_direct);
     started.sessions.extend(legacy_direct);
@@ -425,7 +471,12 @@ async fn run_started(bench: &Bench, started: &mut Started) -> anyhow::Result<Mea
             first.push(first_calls(&url, &token, upstream, tool, &json!({})).await?);
         }
     }
-    Ok(Measured { calls, big, first })
+    Ok(Measured {
+        calls,
+        big,
+        first,
+        cluster_cost,
+    })
 }
 
 /// Opens [`NEW_SESSIONS`] MCP sessions one after another and times each one's first call

@@ -29,9 +29,46 @@ fn find<'a>(rows: &'a [Row], group: &str, target: &str, concurrency: usize) -> O
         .find(|r| r.group == group && r.target == target && r.concurrency == concurrency)
 }
 
+/// Added p50 through one of three instances on Redis and PostgreSQL, over the embedded one.
+const CLUSTER_ADDED_P50_MS: f64 = 0.25;
+/// Throughput at concurrency 64 through one of the three, against the embedded one's.
+const CLUSTER_FACTOR: f64 = 0.8;
+
 /// Checks of the call matrix.
 pub fn call_checks(rows: &[Row]) -> Vec<Check> {
     let mut checks = Vec::new();
+    let cluster = super::calls::CLUSTER_TARGET;
+    if let (Some(ours), Some(embedded)) = (
+        find(rows, HTTP_GROUP, cluster, 1),
+        find(rows, HTTP_GROUP, "mcpgate REST", 1),
+    ) {
+        let added = super::report::ms(ours.summary.p50) - super::report::ms(embedded.summary.p50);
+        checks.push(Check {
+            what: "added p50 at concurrency 1, 3 instances on Redis + PostgreSQL against the \
+                   embedded instance"
+                .into(),
+            target: format!("≤ {CLUSTER_ADDED_P50_MS} ms"),
+            measured: format!("{added:+.3} ms"),
+            met: added <= CLUSTER_ADDED_P50_MS,
+        });
+    }
+    if let (Some(ours), Some(embedded)) = (
+        find(rows, HTTP_GROUP, cluster, 64),
+        find(rows, HTTP_GROUP, "mcpgate REST", 64),
+    ) {
+        let factor = ours.summary.per_sec / embedded.summary.per_sec.max(f64::MIN_POSITIVE);
+        checks.push(Check {
+            what: "throughput at concurrency 64 through 1 of 3 instances against the embedded \
+                   instance"
+                .into(),
+            target: format!("≥ {CLUSTER_FACTOR}×"),
+            measured: format!(
+                "{factor:.2}× ({:.0} against {:.0} calls/s)",
+                ours.summary.per_sec, embedded.summary.per_sec
+            ),
+            met: factor >= CLUSTER_FACTOR,
+        });
+    }
     for target in ["mcpgate REST", "mcpgate /mcp"] {
         if let Some(row) = find(rows, HTTP_GROUP, target, 1)
             && let Some((p50, p99)) = added(rows, row)

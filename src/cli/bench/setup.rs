@@ -37,6 +37,7 @@ pub fn gateway_config(
     upstreams: &[(String, Upstream<'_>)],
     list_timeout: Duration,
     memory_state: bool,
+    shared: Option<&str>,
 ) -> String {
     let quote = |s: &str| toml::Value::String(s.to_owned()).to_string();
     let database = if memory_state {
@@ -58,7 +59,7 @@ server_calls_per_minute = 1000000
 
 [state]
 database = {database}
-
+{shared}
 [server]
 listen = "127.0.0.1:0"
 
@@ -78,6 +79,14 @@ tools = [{tools}]
 "#,
         list_ms = list_timeout.as_millis(),
         database = quote(&database),
+        // One of several instances: REDIS_URL and DATABASE_URL name the shared stores.
+        shared = shared.map_or(String::new(), |instance| {
+            format!(
+                "redis = \"${{REDIS_URL}}\"\npostgres = \"${{DATABASE_URL}}\"\n\
+                 require_shared = true\ninstance = {}\n",
+                quote(instance)
+            )
+        }),
         servers = servers.join(", "),
         tools = upstreams
             .iter()
@@ -186,6 +195,7 @@ mod tests {
             ],
             Duration::from_secs(2),
             false,
+            None,
         );
         let path = dir.path().join("mcpgate.toml");
         std::fs::write(&path, &text).expect("write");

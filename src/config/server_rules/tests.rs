@@ -150,7 +150,7 @@ fn timeouts_are_bounded() {
             "servers.s.call_timeout: must be between 1ms and 3600s",
             "servers.s.tool_timeouts.\"\": names no tool",
             "servers.s.tool_timeouts.slow: `soon` is not a duration: write seconds (`30`, `0.5`) \
-             or a number with a unit (`\"500ms\"`, `\"30s\"`, `\"2m\"`, `\"1h\"`)",
+             or a number with a unit (`\"500ms\"`, `\"30s\"`, `\"2m\"`, `\"1h\"`, `\"90d\"`)",
         ]
     );
 }

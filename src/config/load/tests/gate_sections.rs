@@ -376,3 +376,58 @@ fn audit_sync_is_batched_unless_every_commit_is_asked_for() {
     assert_eq!(err.problems[0].path, "audit.sync", "{err}");
     assert!(err.problems[0].message.contains("`always`"), "{err}");
 }
+
+#[test]
+fn shared_stores_are_named_by_references_and_bounded() {
+    let loaded = ok(r#"
+        [state]
+        redis = "${REDIS_URL}"
+        postgres = "${DATABASE_URL}"
+        require_shared = true
+        instance = "gw-1"
+        lease_ttl = "10s"
+        reads_when_redis_down = "unlimited"
+        [audit]
+        retention = "90d"
+    "#);
+    let shared = &loaded.config.shared;
+    assert!(shared.require_shared && shared.any());
+    assert_eq!(
+        shared.redis.as_ref().map(|t| t.as_written()),
+        Some("${REDIS_URL}")
+    );
+    assert_eq!(shared.instance, "gw-1");
+    assert_eq!(shared.lease_ttl, std::time::Duration::from_secs(10));
+    assert_eq!(
+        shared.reads_when_redis_down,
+        crate::config::ReadsWhenDown::Unlimited
+    );
+    assert_eq!(
+        loaded.config.audit.retention,
+        Some(std::time::Duration::from_secs(90 * 86_400))
+    );
+    // Nothing shared by default: a single instance changes nothing.
+    assert!(!ok("").config.shared.any());
+
+    let got = problems(
+        "[state]\nredis = \"redis://:hunter2@cache:6379\"\nrequire_shared = true\n\
+         instance = \"a b\"\nlease_ttl = \"1s\"\nreads_when_redis_down = \"maybe\"\n\
+         pool_size = 0\n[audit]\nretention = \"5m\"\n",
+    );
+    let joined = got.join("\n");
+    for expected in [
+        "state.redis: must be a `${VAR}` reference",
+        "state.require_shared: needs both `redis` and `postgres`",
+        "state.instance: must be 1 to 64 ASCII letters",
+        "state.lease_ttl: must be between",
+        "state.reads_when_redis_down: `maybe` is not a choice",
+        "state.pool_size: must be between 1 and 256",
+        "audit.retention: must be between",
+    ] {
+        assert!(joined.contains(expected), "{expected} in:\n{joined}");
+    }
+    assert!(
+        !joined.contains("hunter2"),
+        "a secret never shows: {joined}"
+    );
+}
