@@ -236,8 +236,8 @@ impl Gateway {
                     }
                 }
                 Ok(Event::PinsChanged) => self.reload_pins().await,
-                // The MCP endpoint follows these itself.
-                Ok(Event::McpSessionClosed { .. }) => {}
+                // The MCP endpoint and the chat routes follow these themselves.
+                Ok(_) => {}
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
                     tracing::warn!("events from other instances were missed");
                 }

@@ -29,6 +29,8 @@ use serde::{Deserialize, de::DeserializeOwned};
 use serde_json::{Map, Value, json};
 use tokio_util::sync::CancellationToken;
 
+mod instances;
+
 use super::{ApiError, AppState, auth::SESSION_HEADER, markdown};
 use crate::{
     agent::{
@@ -81,6 +83,9 @@ struct ChatHub {
     turns: Mutex<HashMap<u64, Running>>,
     next_turn: AtomicU64,
     client: Mutex<Option<(LlmConfig, Arc<LlmClient>)>>,
+    /// Set at the first turn when instances share events: decisions and cancels of turns
+    /// running here that reach other instances come here.
+    following: std::sync::OnceLock<()>,
 }
 
 /// A running turn: whose, and how to stop it.
@@ -317,6 +322,11 @@ async fn start_turn(
         session: session.clone(),
         ..Arc::unwrap_or_clone(ctx)
     };
+    if let Some(events) = state.gateway.current().stores().shared.events {
+        hub.following.get_or_init(|| {
+            instances::follow(hub.clone(), events, state.shutdown.child_token());
+        });
+    }
     let cancel = state.shutdown.child_token();
     let Some(slot) = hub.admit(&ctx, cancel.clone(), config.agent.max_running_turns) else {
         let mut busy = ApiError::new(
@@ -377,6 +387,7 @@ fn sse_event(event: &AgentEvent) -> Event {
 }
 
 async fn decide(
+    State(state): State<AppState>,
     Extension(hub): Extension<Arc<ChatHub>>,
     Extension(ctx): Extension<Arc<CallContext>>,
     Path((session, call_id)): Path<(String, String)>,
@@ -392,13 +403,27 @@ async fn decide(
         session,
         ..Arc::unwrap_or_clone(ctx)
     };
-    hub.approvals
-        .decide(&ctx, &call_id, decision)
-        .map_err(|err| ApiError::new(StatusCode::NOT_FOUND, err.code(), err.to_string()))?;
+    if let Err(err) = hub.approvals.decide(&ctx, &call_id, decision) {
+        // The turn may run on another instance.
+        let events = state.gateway.current().stores().shared.events;
+        let approve = matches!(decision, Decision::Approve);
+        let forwarded = match &events {
+            Some(events) => instances::decide(events, &ctx, &call_id, approve).await,
+            None => false,
+        };
+        if !forwarded {
+            return Err(ApiError::new(
+                StatusCode::NOT_FOUND,
+                err.code(),
+                err.to_string(),
+            ));
+        }
+    }
     Ok(Json(json!({ "ok": true, "decision": word })))
 }
 
 async fn cancel(
+    State(state): State<AppState>,
     Extension(hub): Extension<Arc<ChatHub>>,
     Extension(ctx): Extension<Arc<CallContext>>,
     Path(session): Path<String>,
@@ -408,6 +433,11 @@ async fn cancel(
         session,
         ..Arc::unwrap_or_clone(ctx)
     };
-    let cancelled = hub.cancel(&ctx);
+    let mut cancelled = hub.cancel(&ctx);
+    if cancelled == 0
+        && let Some(events) = state.gateway.current().stores().shared.events
+    {
+        cancelled = instances::cancel(&events, &ctx).await;
+    }
     Ok(Json(json!({ "ok": true, "cancelled": cancelled })))
 }

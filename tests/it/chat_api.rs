@@ -92,13 +92,13 @@ impl Chat {
 }
 
 /// The server-sent events of one response, parsed as they arrive.
-struct Events {
+pub struct Events {
     body: BoxStream<'static, reqwest::Result<Bytes>>,
     buffer: String,
 }
 
 impl Events {
-    fn new(body: BoxStream<'static, reqwest::Result<Bytes>>) -> Events {
+    pub fn new(body: BoxStream<'static, reqwest::Result<Bytes>>) -> Events {
         Events {
             body,
             buffer: String::new(),
@@ -107,7 +107,7 @@ impl Events {
 
     /// The next event as (name, data); `None` at the end of the stream. Comments
     /// (keep-alives) are skipped.
-    async fn next(&mut self) -> Option<(String, Value)> {
+    pub async fn next(&mut self) -> Option<(String, Value)> {
         loop {
             if let Some(end) = self.buffer.find("\n\n") {
                 let block: String = self.buffer.drain(..end + 2).collect();
@@ -132,7 +132,7 @@ impl Events {
         }
     }
 
-    async fn until(&mut self, name: &str) -> Vec<(String, Value)> {
+    pub async fn until(&mut self, name: &str) -> Vec<(String, Value)> {
         let mut seen = Vec::new();
         while let Some(event) = self.next().await {
             let found = event.0 == name;
@@ -144,7 +144,7 @@ impl Events {
         panic!("no `{name}` event: {seen:#?}");
     }
 
-    async fn rest(&mut self) -> Vec<(String, Value)> {
+    pub async fn rest(&mut self) -> Vec<(String, Value)> {
         let mut seen = Vec::new();
         while let Some(event) = self.next().await {
             seen.push(event);

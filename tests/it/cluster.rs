@@ -4,6 +4,7 @@
 //! the upstream is the `slow` fixture over Streamable HTTP in this process, so every call the
 //! instances make is counted in one place.
 
+mod chat;
 mod confirmations;
 mod limits;
 mod outages;

@@ -24,11 +24,41 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 #[serde(tag = "kind", rename_all = "camelCase")]
 pub enum Event {
     /// A server's tool list was refreshed (by hand or after `list_changed`): refresh it too.
-    Refreshed { server: String },
+    Refreshed {
+        server: String,
+    },
     /// The pins changed (a tool pinned, accepted or released): read them again.
     PinsChanged,
     /// An MCP client ended its session (`DELETE`) on another instance: close it here too.
-    McpSessionClosed { view: String, id: String },
+    McpSessionClosed {
+        view: String,
+        id: String,
+    },
+    /// A chat approval or denial that reached another instance, for whichever runs the
+    /// turn; that one answers [`Event::ChatDecided`] with the same `reply`.
+    ChatDecision {
+        tenant: String,
+        user: String,
+        session: String,
+        call_id: String,
+        approve: bool,
+        reply: String,
+    },
+    ChatDecided {
+        reply: String,
+    },
+    /// A chat cancel that reached another instance; those running turns of the session
+    /// answer [`Event::ChatCancelled`] with how many they cancelled.
+    ChatCancel {
+        tenant: String,
+        user: String,
+        session: String,
+        reply: String,
+    },
+    ChatCancelled {
+        reply: String,
+        count: usize,
+    },
 }
 
 #[derive(Serialize, Deserialize)]
