@@ -257,7 +257,10 @@ where
         .with_allowed_hosts(hosts)
         .with_max_request_body_bytes(state.service.max_body_bytes)
         .with_cancellation_token(shutdown.clone());
-    let rounds = Arc::new(Rounds::new());
+    let rounds = Arc::new(match state.gateway.current().stores().shared.redis {
+        Some(redis) => Rounds::shared(crate::store::redis::RedisRounds::new(redis)),
+        None => Rounds::new(),
+    });
     let merged = mcp_service(
         &state,
         None,

@@ -9,6 +9,7 @@ mod confirmations;
 mod limits;
 mod outages;
 mod pins;
+mod rounds;
 mod sessions;
 
 use std::{
@@ -256,7 +257,13 @@ impl Drop for Upstream {
 /// What every instance's configuration says beyond its name: JWT auth, two tenants, the
 /// `slow` upstream twice (`slow`: `sleep` is a write; `reads`: nothing needs a
 /// confirmation), and `changing`.
-fn instance_config(name: &str, upstream: &str, changing: &str, extra: &str) -> String {
+fn instance_config(
+    name: &str,
+    upstream: &str,
+    changing: &str,
+    conformance: &str,
+    extra: &str,
+) -> String {
     format!(
         r#"[state]
 database = "memory"
@@ -276,12 +283,12 @@ issuer = "{ISSUER}"
 audience = "mcpgate"
 
 [access.tenants.acme]
-servers = ["slow", "reads", "changing"]
+servers = ["slow", "reads", "changing", "conf"]
 [access.tenants.globex]
-servers = ["slow", "reads", "changing"]
+servers = ["slow", "reads", "changing", "conf"]
 [[access.grants]]
 tenant = "acme"
-tools = ["slow.*", "reads.*", "changing.*"]
+tools = ["slow.*", "reads.*", "changing.*", "conf.*"]
 [[access.grants]]
 tenant = "globex"
 tools = ["slow.*", "reads.*", "changing.*"]
@@ -308,6 +315,12 @@ transport = "streamable-http"
 allow_private = true
 confirm = "none"
 on_change = "block"
+
+[servers.conf]
+url = "{conformance}"
+transport = "streamable-http"
+allow_private = true
+confirm = "none"
 {extra}"#
     )
 }
@@ -318,6 +331,7 @@ pub struct Cluster {
     pub postgres: PostgresServer,
     _upstream: Upstream,
     _changing: Upstream,
+    _conformance: Upstream,
     pub instances: Vec<ServedBinary>,
     pub client: reqwest::Client,
     /// The request id of every tool call made through [`Cluster::call`].
@@ -339,12 +353,14 @@ impl Cluster {
         let postgres = PostgresServer::start(root.path()).await;
         let upstream = Upstream::start(Fixture::Slow).await;
         let changing = Upstream::start(Fixture::Changing).await;
+        let conformance = Upstream::start(Fixture::Conformance).await;
         let (redis_url, database_url) = (redis.url(), postgres.url());
         let mut instances = Vec::new();
         let mut dirs = Vec::new();
         for (i, name) in ["a", "b", "c"].iter().enumerate() {
             let dir = tempfile::tempdir().expect("temp dir");
-            let config = instance_config(name, &upstream.url, &changing.url, extra);
+            let config =
+                instance_config(name, &upstream.url, &changing.url, &conformance.url, extra);
             let mut env = vec![
                 ("REDIS_URL", redis_url.as_str()),
                 ("DATABASE_URL", database_url.as_str()),
@@ -361,6 +377,7 @@ impl Cluster {
             postgres,
             _upstream: upstream,
             _changing: changing,
+            _conformance: conformance,
             instances,
             client: reqwest::Client::builder()
                 .no_proxy()

@@ -66,7 +66,7 @@ impl ToolCall<'_> {
             fingerprint: &fingerprint,
             arguments: &self.arguments,
         };
-        if let Some(taken) = self.rounds.take(state, &self.ctx, key) {
+        if let Some(taken) = self.rounds.take_any(state, &self.ctx, key).await {
             return match taken {
                 Ok(continued) => {
                     let responses = input_responses.unwrap_or_default();
@@ -125,7 +125,7 @@ impl ToolCall<'_> {
                 };
                 self.confirm(&pending).await
             }
-            other => self.finish(other),
+            other => self.finish(other).await,
         }
     }
 
@@ -160,7 +160,7 @@ impl ToolCall<'_> {
         )
         .await;
         match decided {
-            Decided::Ran(outcome) => self.finish(outcome),
+            Decided::Ran(outcome) => self.finish(outcome).await,
             Decided::Refused(result) => Ok(result.into()),
         }
     }
@@ -223,12 +223,12 @@ impl ToolCall<'_> {
             }
             other => other,
         };
-        self.finish(outcome)
+        self.finish(outcome).await
     }
 
     /// The response for a call's outcome (a confirmation still asked for is an error here:
     /// the call was confirmed already, or cannot be).
-    fn finish(
+    async fn finish(
         &self,
         outcome: Result<ToolOutput, GatewayError>,
     ) -> Result<CallToolResponse, ErrorData> {
@@ -243,13 +243,13 @@ impl ToolCall<'_> {
             Err(GatewayError::Upstream {
                 source: UpstreamError::InputRequired(round),
                 ..
-            }) => Ok(self.hand_back(*round)),
+            }) => Ok(self.hand_back(*round).await),
             Err(err) => Ok(convert::failure(&err).into()),
         }
     }
 
     /// Hands the upstream's round to the client under a handle of ours.
-    fn hand_back(&self, round: InputRequiredResult) -> CallToolResponse {
+    async fn hand_back(&self, round: InputRequiredResult) -> CallToolResponse {
         let catalog = self.gateway.catalog();
         let tool = catalog
             .by_canonical(&self.name)
@@ -257,6 +257,7 @@ impl ToolCall<'_> {
         // The round came from the upstream, so the call passed the gate: a write that needs
         // confirmation was confirmed.
         let confirmed = tool.is_some_and(|t| self.gateway.requires_confirmation(t));
+        drop(catalog);
         let fingerprint = self.fingerprint();
         let key = CallKey {
             name: &self.name,
@@ -268,7 +269,11 @@ impl ToolCall<'_> {
             confirmed,
         };
         let ttl = self.gateway.config().confirmations.pending_ttl;
-        match self.rounds.hand_out(&self.ctx, key, continued, ttl) {
+        match self
+            .rounds
+            .hand_out_any(&self.ctx, key, continued, ttl)
+            .await
+        {
             Ok(handle) => InputRequiredResult::new(round.input_requests, Some(handle)).into(),
             Err(err) => convert::error_text(format!("[{}] {err}", err.code())).into(),
         }

@@ -4,8 +4,8 @@
 //! and whether the call was already confirmed), kept here. The handle is single use, expires,
 //! and is bound to the caller (tenant, user, session), the tool (and its definition) and the
 //! arguments, so a retry cannot be replayed or carried over to another call; the upstream's
-//! state never reaches the client. Kept in this process: a retry must come back to the instance that handed out
-//! the round.
+//! state never reaches the client. Kept in this process, or in Redis when instances share
+//! it, so that a retry may reach any of them.
 
 use std::{
     collections::HashMap,
@@ -20,6 +20,7 @@ use crate::{
     catalog::args_hash,
     digest::{random_hex, sha256_hex},
     policy::CallContext,
+    store::redis::RedisRounds,
 };
 
 /// How our `requestState` handles start; a state without it is a confirmation id.
@@ -49,6 +50,8 @@ pub enum RoundError {
     Unknown,
     #[error("the input round belongs to another caller, tool or set of arguments")]
     Mismatch,
+    #[error("the store of input rounds is unavailable")]
+    Unavailable,
 }
 
 impl RoundError {
@@ -58,6 +61,7 @@ impl RoundError {
             RoundError::Full => "limit_exceeded",
             RoundError::StateTooLarge => "upstream_protocol_error",
             RoundError::Unknown | RoundError::Mismatch => "input_round_invalid",
+            RoundError::Unavailable => "store_unavailable",
         }
     }
 }
@@ -110,10 +114,11 @@ fn state_len(continued: &Continued) -> usize {
     continued.upstream_state.as_ref().map_or(0, String::len)
 }
 
-/// The rounds handed out by this process and not yet taken back.
+/// The rounds handed out and not yet taken back: by this process, or by every instance.
 #[derive(Default)]
 pub struct Rounds {
     table: Mutex<Table>,
+    shared: Option<RedisRounds>,
 }
 
 /// The call a round belongs to, besides its caller.
@@ -149,6 +154,78 @@ fn binding(ctx: &CallContext, call: CallKey<'_>) -> String {
 impl Rounds {
     pub fn new() -> Rounds {
         Rounds::default()
+    }
+
+    /// Rounds kept in Redis, for every instance.
+    pub fn shared(redis: RedisRounds) -> Rounds {
+        Rounds {
+            shared: Some(redis),
+            ..Rounds::default()
+        }
+    }
+
+    /// [`Rounds::hand_out`], in Redis when shared.
+    pub async fn hand_out_any(
+        &self,
+        ctx: &CallContext,
+        call: CallKey<'_>,
+        continued: Continued,
+        ttl: Duration,
+    ) -> Result<String, RoundError> {
+        let Some(shared) = &self.shared else {
+            return self.hand_out(ctx, call, continued, ttl);
+        };
+        if state_len(&continued) > MAX_STATE_BYTES {
+            return Err(RoundError::StateTooLarge);
+        }
+        let handle = format!("{HANDLE_PREFIX}{}", random_hex(16));
+        let value = serde_json::json!({
+            "binding": binding(ctx, call),
+            "upstreamState": continued.upstream_state,
+            "confirmed": continued.confirmed,
+        });
+        let owner = (ctx.tenant.as_str(), ctx.user.as_str());
+        match shared
+            .put(&handle, owner, &value, ttl, MAX_PER_CALLER)
+            .await
+        {
+            Ok(()) => Ok(handle),
+            Err(crate::store::StoreError::Full) => Err(RoundError::Full),
+            Err(err) => {
+                tracing::error!(error = %err, "an input round could not be kept");
+                Err(RoundError::Unavailable)
+            }
+        }
+    }
+
+    /// [`Rounds::take`], from Redis when shared.
+    pub async fn take_any(
+        &self,
+        request_state: &str,
+        ctx: &CallContext,
+        call: CallKey<'_>,
+    ) -> Option<Result<Continued, RoundError>> {
+        let Some(shared) = &self.shared else {
+            return self.take(request_state, ctx, call);
+        };
+        if !request_state.starts_with(HANDLE_PREFIX) {
+            return None;
+        }
+        let round = match shared.take(request_state).await {
+            Ok(Some(round)) => round,
+            Ok(None) => return Some(Err(RoundError::Unknown)),
+            Err(err) => {
+                tracing::error!(error = %err, "an input round could not be read");
+                return Some(Err(RoundError::Unavailable));
+            }
+        };
+        if round["binding"].as_str() != Some(binding(ctx, call).as_str()) {
+            return Some(Err(RoundError::Mismatch));
+        }
+        Some(Ok(Continued {
+            upstream_state: round["upstreamState"].as_str().map(str::to_owned),
+            confirmed: round["confirmed"].as_bool().unwrap_or(false),
+        }))
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Table> {

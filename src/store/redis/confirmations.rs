@@ -15,47 +15,12 @@ use futures::future::BoxFuture;
 use redis::Script;
 use serde_json::{Value, json};
 
-use super::{Redis, hashed};
+use super::{Redis, hashed, scripts};
 use crate::store::{
     Approved, Binding, ConfirmationStore, MAX_PER_USER, Pending, StoreError,
     clock::{from_micros, to_micros},
     postgres::Consumed,
 };
-
-/// KEYS: entry, user index. ARGV: value, ttl ms, bound, member.
-static INSERT: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local ttl = tonumber(ARGV[2])
-redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', now)
-if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[3]) then return 'full' end
-if redis.call('EXISTS', KEYS[1]) == 1 then return 'duplicate' end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ttl)
-redis.call('ZADD', KEYS[2], now + ttl, ARGV[4])
-if redis.call('PTTL', KEYS[2]) < ttl then redis.call('PEXPIRE', KEYS[2], ttl) end
-for i = 3, #KEYS do
-  redis.call('ZADD', KEYS[i], now + ttl, ARGV[4])
-  if redis.call('PTTL', KEYS[i]) < ttl then redis.call('PEXPIRE', KEYS[i], ttl) end
-end
-return 'ok'
-",
-    )
-});
-
-/// KEYS: entry. ARGV: member. The value names its index keys (`indexes`).
-static TAKE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r"
-local v = redis.call('GET', KEYS[1])
-if not v then return false end
-redis.call('DEL', KEYS[1])
-for _, index in ipairs(cjson.decode(v).indexes) do redis.call('ZREM', index, ARGV[1]) end
-return v
-",
-    )
-});
 
 /// KEYS: user index. ARGV: entry key prefix. Unexpired values, oldest deadline first.
 static LIST: LazyLock<Script> = LazyLock::new(|| {
@@ -132,28 +97,7 @@ impl RedisConfirmations {
         ttl: Duration,
         member: &str,
     ) -> Result<(), StoreError> {
-        // At least a millisecond: Redis refuses `PX 0`, and an entry due now is expired.
-        let ttl_ms = u64::try_from(ttl.as_millis()).unwrap_or(u64::MAX).max(1);
-        let mut invocation = INSERT.prepare_invoke();
-        for key in keys {
-            invocation.key(key);
-        }
-        invocation
-            .arg(value)
-            .arg(ttl_ms)
-            .arg(MAX_PER_USER)
-            .arg(member);
-        let mut connection = self.redis.connection();
-        let answer: String = self
-            .redis
-            .run(invocation.invoke_async(&mut connection))
-            .await?;
-        match answer.as_str() {
-            "ok" => Ok(()),
-            "full" => Err(StoreError::Full),
-            "duplicate" => Err(StoreError::Duplicate),
-            _ => Err(StoreError::Corrupt("unexpected script answer".to_owned())),
-        }
+        scripts::insert(&self.redis, keys, value, ttl, member, MAX_PER_USER).await
     }
 
     /// Records that the token was taken; `false` when it had been taken before.
@@ -267,14 +211,7 @@ impl ConfirmationStore for RedisConfirmations {
     ) -> BoxFuture<'_, Result<Option<Pending>, StoreError>> {
         let id = id.to_owned();
         Box::pin(async move {
-            let mut connection = self.redis.connection();
-            let key = self.pending_key(&id);
-            let mut invocation = TAKE.key(&key);
-            invocation.arg(&id);
-            let taken: Option<String> = self
-                .redis
-                .run(invocation.invoke_async(&mut connection))
-                .await?;
+            let taken = scripts::take(&self.redis, &self.pending_key(&id), &id).await?;
             taken.as_deref().map(pending_of).transpose()
         })
     }
@@ -335,14 +272,8 @@ impl ConfirmationStore for RedisConfirmations {
     ) -> BoxFuture<'_, Result<Option<Approved>, StoreError>> {
         let token_hash = token_hash.to_owned();
         Box::pin(async move {
-            let mut connection = self.redis.connection();
             let key = self.token_key(&token_hash);
-            let mut invocation = TAKE.key(&key);
-            invocation.arg(&token_hash);
-            let taken: Option<String> = self
-                .redis
-                .run(invocation.invoke_async(&mut connection))
-                .await?;
+            let taken = scripts::take(&self.redis, &key, &token_hash).await?;
             let Some(approved) = taken.as_deref().map(approved_of).transpose()? else {
                 return Ok(None);
             };

@@ -11,6 +11,8 @@
 mod confirmations;
 mod events;
 mod limits;
+mod rounds;
+mod scripts;
 mod sessions;
 
 use std::time::Duration;
@@ -20,6 +22,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 pub use confirmations::RedisConfirmations;
 pub use events::{Event, Events};
 pub use limits::{Lease, Limited, RedisLimits, Refused};
+pub use rounds::RedisRounds;
 pub use sessions::RedisSessions;
 
 use super::StoreError;
