@@ -247,6 +247,32 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             for warning in &loaded.warnings {
                 println!("warning: {warning}");
             }
+            let shared = &loaded.config.shared;
+            if shared.any() {
+                // Reached as `serve` would reach them, now, from this environment; nothing
+                // is written to them.
+                let env = config::Env::from_process();
+                let answers = mcpgate::gateway::SharedStores::probe(shared, &env).await;
+                let answers = match answers {
+                    Ok(answers) => answers,
+                    Err(err) if shared.require_shared => anyhow::bail!("{err}"),
+                    Err(err) => {
+                        println!("warning: {err}");
+                        Vec::new()
+                    }
+                };
+                for (name, answer) in &answers {
+                    match answer {
+                        Ok(()) => println!("{name}: answers"),
+                        Err(err) => println!("{name}: {err}"),
+                    }
+                }
+                if shared.require_shared && answers.iter().any(|(_, a)| a.is_err()) {
+                    anyhow::bail!(
+                        "a shared store does not answer and `state.require_shared` is set"
+                    );
+                }
+            }
             println!(
                 "configuration OK ({}): {} server(s)",
                 source_name(&loaded.source),

@@ -103,6 +103,40 @@ impl SharedStores {
         })
     }
 
+    /// Whether each configured store answers now, reached from `env` with `settings`'
+    /// deadlines, changing nothing (no schema applied): for `mcpgate config check`.
+    pub async fn probe(
+        settings: &SharedConfig,
+        env: &Env,
+    ) -> Result<Vec<(&'static str, Result<(), StoreError>)>, SharedError> {
+        let resolve = |template: &Option<crate::config::SecretTemplate>, field| {
+            template
+                .as_ref()
+                .map(|t| {
+                    t.resolve(env)
+                        .map_err(|message| SharedError::Url { field, message })
+                })
+                .transpose()
+        };
+        let mut answers = Vec::new();
+        if let Some(url) = resolve(&settings.redis, "redis")? {
+            let up = Redis::connect(&url, settings, true).await.map(|_| ());
+            answers.push(("redis", up));
+        }
+        if let Some(url) = resolve(&settings.postgres, "postgres")? {
+            let up = match crate::store::postgres::connect(&url, settings, false).await {
+                Ok(pool) => {
+                    let up = crate::store::postgres::ping(&pool).await;
+                    pool.close().await;
+                    up
+                }
+                Err(err) => Err(err),
+            };
+            answers.push(("postgres", up));
+        }
+        Ok(answers)
+    }
+
     /// Whether each configured store answers now.
     pub async fn health(&self) -> Vec<StoreHealth> {
         let mut health = Vec::new();

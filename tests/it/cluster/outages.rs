@@ -103,3 +103,51 @@ async fn postgres_down_answers_no_call_without_its_record() {
     assert!(!rows.iter().any(|r| r.3 == failed), "{rows:?}");
     cluster.stop().await;
 }
+
+/// `mcpgate config check` reaches the stores as `serve` would, writing nothing, and fails
+/// when `require_shared` is set and one does not answer.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_check_reaches_the_shared_stores() {
+    let root = tempfile::tempdir().expect("temp dir");
+    let mut redis = super::RedisServer::start(root.path()).await;
+    let postgres = super::PostgresServer::start(root.path()).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(
+        dir.path().join("mcpgate.toml"),
+        "[state]\nredis = \"${REDIS_URL}\"\npostgres = \"${DATABASE_URL}\"\n\
+         require_shared = true\nconnect_timeout = \"1s\"\n",
+    )
+    .expect("config");
+    let (redis_url, database_url) = (redis.url(), postgres.url());
+    let check = || {
+        let mut command = std::process::Command::new(crate::support::mcpgate_bin());
+        command
+            .current_dir(dir.path())
+            .args(["config", "check"])
+            .env("REDIS_URL", &redis_url)
+            .env("DATABASE_URL", &database_url);
+        command
+    };
+    let out = check().output().expect("runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains("redis: answers") && stdout.contains("postgres: answers"));
+    let pool = postgres.pool().await;
+    let tables: i64 =
+        sqlx::query_scalar("SELECT count(*) FROM pg_tables WHERE tablename LIKE 'mcpgate%'")
+            .fetch_one(&pool)
+            .await
+            .expect("count");
+    pool.close().await;
+    assert_eq!(tables, 0, "a check writes nothing");
+
+    let out = check().env_remove("DATABASE_URL").output().expect("runs");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("DATABASE_URL"));
+
+    redis.kill().await;
+    let out = check().output().expect("runs");
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stdout).contains("redis: store unavailable"));
+    postgres.stop().await;
+}
