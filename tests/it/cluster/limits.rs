@@ -7,7 +7,7 @@ use reqwest::StatusCode;
 use serde_json::json;
 
 use super::{Cluster, token};
-use crate::support::{WAIT, wait_for_async};
+use crate::support::wait_for_async;
 
 /// A per-user cap of 2 holds over the three instances: never 3 in flight at the upstream.
 /// Then the instance holding both permits is killed, and they come free by their deadline.
@@ -147,6 +147,13 @@ async fn a_rate_limit_holds_across_instances_whatever_their_clocks() {
         .call(1, &carol, "slow.sleep", json!({ "ms": 1 }), None)
         .await;
     assert_eq!(status, StatusCode::PRECONDITION_REQUIRED, "{asked}");
+    // The instance's clock is an hour ahead indeed: it says so in what it answers.
+    let expires = asked["expiresAt"].as_str().expect("expiresAt");
+    let expires = mcpgate::store::parse_instant(expires).expect("RFC 3339");
+    let ahead = expires
+        .duration_since(std::time::SystemTime::now())
+        .expect("in the future");
+    assert!(ahead > std::time::Duration::from_secs(3000), "{ahead:?}");
     let id = asked["confirmationId"].as_str().expect("id");
     let (status, approval) = cluster
         .post(
@@ -162,6 +169,26 @@ async fn a_rate_limit_holds_across_instances_whatever_their_clocks() {
         .call(2, &carol, "slow.sleep", json!({ "ms": 1 }), Some(grant))
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let _ = WAIT;
+
+    // And the other way round: asked and approved elsewhere, used on the skewed instance.
+    let (status, asked) = cluster
+        .call(2, &carol, "slow.sleep", json!({ "ms": 2 }), None)
+        .await;
+    assert_eq!(status, StatusCode::PRECONDITION_REQUIRED, "{asked}");
+    let id = asked["confirmationId"].as_str().expect("id");
+    let (status, approval) = cluster
+        .post(
+            0,
+            &format!("/api/v1/mcp/confirmations/{id}/approve"),
+            &carol,
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{approval}");
+    let grant = approval["confirmationToken"].as_str().expect("token");
+    let (status, body) = cluster
+        .call(1, &carol, "slow.sleep", json!({ "ms": 2 }), Some(grant))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
     cluster.stop().await;
 }
