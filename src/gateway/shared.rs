@@ -52,17 +52,8 @@ impl SharedStores {
     /// needs it fails closed until it answers.
     pub async fn open(settings: &SharedConfig, env: &Env) -> Result<SharedStores, SharedError> {
         let eager = settings.require_shared;
-        let resolve = |template: &Option<crate::config::SecretTemplate>, field| {
-            template
-                .as_ref()
-                .map(|t| {
-                    t.resolve(env)
-                        .map_err(|message| SharedError::Url { field, message })
-                })
-                .transpose()
-        };
-        let redis_url = resolve(&settings.redis, "redis")?;
-        let postgres_url = resolve(&settings.postgres, "postgres")?;
+        let redis_url = resolve(&settings.redis, "redis", env)?;
+        let postgres_url = resolve(&settings.postgres, "postgres", env)?;
         let stop = CancellationToken::new();
         let redis = match redis_url {
             Some(url) => Some(
@@ -109,21 +100,12 @@ impl SharedStores {
         settings: &SharedConfig,
         env: &Env,
     ) -> Result<Vec<(&'static str, Result<(), StoreError>)>, SharedError> {
-        let resolve = |template: &Option<crate::config::SecretTemplate>, field| {
-            template
-                .as_ref()
-                .map(|t| {
-                    t.resolve(env)
-                        .map_err(|message| SharedError::Url { field, message })
-                })
-                .transpose()
-        };
         let mut answers = Vec::new();
-        if let Some(url) = resolve(&settings.redis, "redis")? {
+        if let Some(url) = resolve(&settings.redis, "redis", env)? {
             let up = Redis::connect(&url, settings, true).await.map(|_| ());
             answers.push(("redis", up));
         }
-        if let Some(url) = resolve(&settings.postgres, "postgres")? {
+        if let Some(url) = resolve(&settings.postgres, "postgres", env)? {
             let up = match crate::store::postgres::connect(&url, settings, false).await {
                 Ok(pool) => {
                     let up = crate::store::postgres::ping(&pool).await;
@@ -159,6 +141,21 @@ impl SharedStores {
     pub fn close(&self) {
         self.stop.cancel();
     }
+}
+
+/// A store's URL from its `${VAR}` template and the environment.
+fn resolve(
+    template: &Option<crate::config::SecretTemplate>,
+    field: &'static str,
+    env: &Env,
+) -> Result<Option<crate::config::Secret>, SharedError> {
+    template
+        .as_ref()
+        .map(|t| {
+            t.resolve(env)
+                .map_err(|message| SharedError::Url { field, message })
+        })
+        .transpose()
 }
 
 /// Applies the schema once PostgreSQL answers (an instance started while it was down).

@@ -401,28 +401,13 @@ impl Cluster {
         token: &str,
         body: Value,
     ) -> (StatusCode, Value) {
-        let response = self
-            .client
-            .post(format!("{}{path}", self.base(i)))
-            .bearer_auth(token)
-            .json(&body)
-            .send()
-            .await
-            .expect("request answered");
-        let status = response.status();
-        (status, response.json().await.unwrap_or(Value::Null))
+        let request = self.client.post(format!("{}{path}", self.base(i)));
+        answer(request.bearer_auth(token).json(&body)).await
     }
 
     pub async fn get(&self, i: usize, path: &str, token: &str) -> (StatusCode, Value) {
-        let response = self
-            .client
-            .get(format!("{}{path}", self.base(i)))
-            .bearer_auth(token)
-            .send()
-            .await
-            .expect("request answered");
-        let status = response.status();
-        (status, response.json().await.unwrap_or(Value::Null))
+        let request = self.client.get(format!("{}{path}", self.base(i)));
+        answer(request.bearer_auth(token)).await
     }
 
     /// `POST /api/v1/mcp/tools/call` on instance `i`.
@@ -440,17 +425,12 @@ impl Cluster {
         }
         let request_id = format!("call-{}", mcpgate_test_id());
         self.calls.lock().expect("calls").push(request_id.clone());
-        let response = self
+        let request = self
             .client
             .post(format!("{}/api/v1/mcp/tools/call", self.base(i)))
             .bearer_auth(token)
-            .header("x-request-id", &request_id)
-            .json(&body)
-            .send()
-            .await
-            .expect("request answered");
-        let status = response.status();
-        (status, response.json().await.unwrap_or(Value::Null))
+            .header("x-request-id", &request_id);
+        answer(request.json(&body)).await
     }
 
     /// Every call made through [`Cluster::call`] has exactly one audit row, written by one
@@ -509,6 +489,13 @@ impl TapMkdir for PathBuf {
         std::fs::create_dir_all(&self).expect("folder");
         self
     }
+}
+
+/// The status and JSON body (`null` when none) of `request`'s answer.
+async fn answer(request: reqwest::RequestBuilder) -> (StatusCode, Value) {
+    let response = request.send().await.expect("request answered");
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
 }
 
 /// A fresh hex id.

@@ -141,12 +141,10 @@ async fn a_rate_limit_holds_across_instances_whatever_their_clocks() {
         );
     }
 
-    // Asked on the instance an hour ahead, approved and used on the others.
+    // Asked on the instance an hour ahead, approved and used on the others; then asked and
+    // approved elsewhere, used on it.
     let carol = token("acme", "carol");
-    let (status, asked) = cluster
-        .call(1, &carol, "slow.sleep", json!({ "ms": 1 }), None)
-        .await;
-    assert_eq!(status, StatusCode::PRECONDITION_REQUIRED, "{asked}");
+    let asked = ask_approve_use(&cluster, &carol, (1, 0, 2), 1).await;
     // The instance's clock is an hour ahead indeed: it says so in what it answers.
     let expires = asked["expiresAt"].as_str().expect("expiresAt");
     let expires = mcpgate::store::parse_instant(expires).expect("RFC 3339");
@@ -154,41 +152,36 @@ async fn a_rate_limit_holds_across_instances_whatever_their_clocks() {
         .duration_since(std::time::SystemTime::now())
         .expect("in the future");
     assert!(ahead > std::time::Duration::from_secs(3000), "{ahead:?}");
-    let id = asked["confirmationId"].as_str().expect("id");
-    let (status, approval) = cluster
-        .post(
-            0,
-            &format!("/api/v1/mcp/confirmations/{id}/approve"),
-            &carol,
-            json!({}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{approval}");
-    let grant = approval["confirmationToken"].as_str().expect("token");
-    let (status, body) = cluster
-        .call(2, &carol, "slow.sleep", json!({ "ms": 1 }), Some(grant))
-        .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
+    ask_approve_use(&cluster, &carol, (2, 0, 1), 2).await;
+    cluster.stop().await;
+}
 
-    // And the other way round: asked and approved elsewhere, used on the skewed instance.
+/// A confirmation of `slow.sleep` asked on `on.0`, approved on `on.1`, used on `on.2`; what
+/// asking answered.
+async fn ask_approve_use(
+    cluster: &Cluster,
+    bearer: &str,
+    on: (usize, usize, usize),
+    ms: u64,
+) -> serde_json::Value {
     let (status, asked) = cluster
-        .call(2, &carol, "slow.sleep", json!({ "ms": 2 }), None)
+        .call(on.0, bearer, "slow.sleep", json!({ "ms": ms }), None)
         .await;
     assert_eq!(status, StatusCode::PRECONDITION_REQUIRED, "{asked}");
     let id = asked["confirmationId"].as_str().expect("id");
     let (status, approval) = cluster
         .post(
-            0,
+            on.1,
             &format!("/api/v1/mcp/confirmations/{id}/approve"),
-            &carol,
+            bearer,
             json!({}),
         )
         .await;
     assert_eq!(status, StatusCode::OK, "{approval}");
     let grant = approval["confirmationToken"].as_str().expect("token");
     let (status, body) = cluster
-        .call(1, &carol, "slow.sleep", json!({ "ms": 2 }), Some(grant))
+        .call(on.2, bearer, "slow.sleep", json!({ "ms": ms }), Some(grant))
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    cluster.stop().await;
+    asked
 }
