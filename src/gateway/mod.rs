@@ -98,7 +98,7 @@ impl Stores {
     /// the audit log where configured, the embedded ones for the rest. Secrets in the URLs
     /// come from `env`.
     pub async fn open(config: &Config, env: &crate::config::Env) -> Result<Stores, StartError> {
-        let shared = SharedStores::open(&config.shared, env).await?;
+        let shared = SharedStores::open(&config.shared, config.audit.sync, env).await?;
         let needs_embedded = shared.redis.is_none() || shared.postgres.is_none();
         let mut stores = if needs_embedded {
             Stores::open_embedded(&config.state, config.audit.sync).await?

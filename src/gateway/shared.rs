@@ -20,6 +20,8 @@ use crate::{
 pub struct SharedStores {
     pub redis: Option<Redis>,
     pub postgres: Option<PgPool>,
+    /// The audit log's own pool (its commits as `[audit] sync` says).
+    pub audit: Option<PgPool>,
     pub limits: Option<RedisLimits>,
     pub events: Option<Events>,
     pub pins: Option<SharedPins>,
@@ -50,7 +52,11 @@ impl SharedStores {
     /// Connects to the configured stores. With `require_shared`, both must answer now;
     /// otherwise an unreachable store is connected to in the background, and everything that
     /// needs it fails closed until it answers.
-    pub async fn open(settings: &SharedConfig, env: &Env) -> Result<SharedStores, SharedError> {
+    pub async fn open(
+        settings: &SharedConfig,
+        audit_sync: crate::config::AuditSync,
+        env: &Env,
+    ) -> Result<SharedStores, SharedError> {
         let eager = settings.require_shared;
         let redis_url = resolve(&settings.redis, "redis", env)?;
         let postgres_url = resolve(&settings.postgres, "postgres", env)?;
@@ -63,7 +69,7 @@ impl SharedStores {
             ),
             None => None,
         };
-        let postgres = match postgres_url {
+        let (postgres, audit) = match postgres_url {
             Some(url) => {
                 let pool = crate::store::postgres::connect(&url, settings, eager)
                     .await
@@ -72,9 +78,12 @@ impl SharedStores {
                     let pool = pool.clone();
                     tokio::spawn(migrate_when_up(pool, stop.clone()));
                 }
-                Some(pool)
+                let synchronous = audit_sync == crate::config::AuditSync::EveryCommit;
+                let audit = crate::store::postgres::audit_pool(&url, settings, synchronous)
+                    .map_err(SharedError::Required)?;
+                (Some(pool), Some(audit))
             }
-            None => None,
+            None => (None, None),
         };
         let limits = redis
             .clone()
@@ -86,6 +95,7 @@ impl SharedStores {
         Ok(SharedStores {
             redis,
             postgres,
+            audit,
             limits,
             events,
             pins,

@@ -95,19 +95,39 @@ pub async fn connect(
     settings: &SharedConfig,
     eager: bool,
 ) -> Result<PgPool, StoreError> {
-    let options = PgConnectOptions::from_str(url.expose())
-        .map_err(|_| StoreError::Unavailable("the PostgreSQL URL is not usable".to_owned()))?
-        .application_name("mcpgate");
-    let pool = PgPoolOptions::new()
-        .max_connections(settings.pool_size)
-        .min_connections(0)
-        .acquire_timeout(settings.command_timeout.max(settings.connect_timeout))
-        .idle_timeout(Some(Duration::from_secs(300)))
-        .connect_lazy_with(options);
+    let pool = pool(url, settings, true)?;
     if eager {
         migrate(&pool).await?;
     }
     Ok(pool)
+}
+
+/// The pool the audit log writes through: as [`connect`]'s, but with `synchronous` false a
+/// commit returns before its WAL reaches the disk (`synchronous_commit = off`, PostgreSQL's
+/// own group flush within a few hundred ms), as `[audit] sync = "batched"` does for SQLite:
+/// a crash of PostgreSQL's machine may lose that much of the log, a crash of PostgreSQL
+/// alone loses nothing. Consumed tokens and pins always commit synchronously.
+pub fn audit_pool(
+    url: &Secret,
+    settings: &SharedConfig,
+    synchronous: bool,
+) -> Result<PgPool, StoreError> {
+    pool(url, settings, synchronous)
+}
+
+fn pool(url: &Secret, settings: &SharedConfig, synchronous: bool) -> Result<PgPool, StoreError> {
+    let mut options = PgConnectOptions::from_str(url.expose())
+        .map_err(|_| StoreError::Unavailable("the PostgreSQL URL is not usable".to_owned()))?
+        .application_name("mcpgate");
+    if !synchronous {
+        options = options.options([("synchronous_commit", "off")]);
+    }
+    Ok(PgPoolOptions::new()
+        .max_connections(settings.pool_size)
+        .min_connections(0)
+        .acquire_timeout(settings.command_timeout.max(settings.connect_timeout))
+        .idle_timeout(Some(Duration::from_secs(300)))
+        .connect_lazy_with(options))
 }
 
 /// Applies the schema (idempotent) under the migration lock; refuses a database a newer
