@@ -466,12 +466,21 @@ impl Gateway {
         let catalog = Arc::new(Catalog::build_with_pins(servers, pins.as_deref()));
         self.compile_schemas(&catalog);
         self.report_changes(&catalog).await;
-        *self
-            .inner
-            .catalog
-            .write()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = catalog;
+        let previous = std::mem::replace(
+            &mut *self
+                .inner
+                .catalog
+                .write()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+            catalog.clone(),
+        );
         self.inner.swaps.send_modify(|n| *n += 1);
+        if self.inner.shared.events.is_some() {
+            for server in changed_servers(&previous, &catalog) {
+                self.announce(crate::store::redis::Event::Refreshed { server })
+                    .await;
+            }
+        }
     }
 
     /// Compiles each tool's input schema once per definition, dropping those of tools gone.
@@ -520,4 +529,26 @@ impl Gateway {
             audit::report_definition(self, &tool).await;
         }
     }
+}
+
+/// Servers whose tool definitions differ between two snapshots, among those the earlier one
+/// had tools of (a server's first listing is news to no one: every instance lists it).
+fn changed_servers(before: &Catalog, after: &Catalog) -> Vec<String> {
+    use std::collections::BTreeMap;
+    let fingerprints = |catalog: &Catalog| {
+        let mut by_server: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for tool in catalog.tools() {
+            by_server
+                .entry(tool.server.as_str().to_owned())
+                .or_default()
+                .push(tool.fingerprint.as_str().to_owned());
+        }
+        by_server
+    };
+    let (before, after) = (fingerprints(before), fingerprints(after));
+    before
+        .iter()
+        .filter(|(server, tools)| after.get(*server).is_some_and(|now| now != *tools))
+        .map(|(server, _)| server.clone())
+        .collect()
 }

@@ -285,7 +285,7 @@ audience = "mcpgate"
 [access.tenants.acme]
 servers = ["slow", "reads", "changing", "conf"]
 [access.tenants.globex]
-servers = ["slow", "reads", "changing", "conf"]
+servers = ["slow", "reads", "conf"]
 [[access.grants]]
 tenant = "acme"
 tools = ["slow.*", "reads.*", "changing.*", "conf.*"]

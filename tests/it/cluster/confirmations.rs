@@ -114,8 +114,8 @@ async fn a_consumed_token_stays_consumed_when_redis_forgets() {
     cluster.stop().await;
 }
 
-/// Tenant B sees nothing of tenant A on any instance: not its confirmations, not its
-/// approvals, not its audit.
+/// Tenant B sees nothing of tenant A on any instance: not its servers, not its
+/// confirmations, not its approvals, not its audit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tenants_stay_apart_across_instances() {
     let cluster = Cluster::start().await;
