@@ -262,7 +262,7 @@ fn instance_config(
     upstream: &str,
     changing: &str,
     conformance: &str,
-    extra: &str,
+    (state, extra): (&str, &str),
 ) -> String {
     format!(
         r#"[state]
@@ -274,6 +274,7 @@ instance = "{name}"
 lease_ttl = "3s"
 command_timeout = "1s"
 connect_timeout = "1s"
+{state}
 
 [server.auth]
 mode = "jwt"
@@ -291,7 +292,7 @@ tenant = "acme"
 tools = ["slow.*", "reads.*", "changing.*", "conf.*"]
 [[access.grants]]
 tenant = "globex"
-tools = ["slow.*", "reads.*", "changing.*"]
+tools = ["slow.*", "reads.*", "conf.*"]
 [[access.operators]]
 tenant = "ops"
 roles = ["operator"]
@@ -348,6 +349,11 @@ impl Cluster {
     /// With `extra` appended to every instance's configuration, and `envs[i]` added to
     /// instance i's environment.
     pub async fn start_with(extra: &str, envs: &[&[(&str, &str)]]) -> Cluster {
+        Cluster::start_with_state("", extra, envs).await
+    }
+
+    /// [`Cluster::start_with`], with `state` added to every instance's `[state]`.
+    pub async fn start_with_state(state: &str, extra: &str, envs: &[&[(&str, &str)]]) -> Cluster {
         let root = tempfile::tempdir().expect("temp dir");
         let redis = RedisServer::start(&root.path().join("redis").tap_mkdir()).await;
         let postgres = PostgresServer::start(root.path()).await;
@@ -359,8 +365,13 @@ impl Cluster {
         let mut dirs = Vec::new();
         for (i, name) in ["a", "b", "c"].iter().enumerate() {
             let dir = tempfile::tempdir().expect("temp dir");
-            let config =
-                instance_config(name, &upstream.url, &changing.url, &conformance.url, extra);
+            let config = instance_config(
+                name,
+                &upstream.url,
+                &changing.url,
+                &conformance.url,
+                (state, extra),
+            );
             let mut env = vec![
                 ("REDIS_URL", redis_url.as_str()),
                 ("DATABASE_URL", database_url.as_str()),

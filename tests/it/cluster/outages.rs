@@ -61,6 +61,31 @@ async fn redis_down_refuses_what_grants_and_recovers_without_a_restart() {
     cluster.stop().await;
 }
 
+/// With `reads_when_redis_down = "unlimited"`, read calls go on without limits while Redis
+/// is down; writes are refused all the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_may_go_on_without_limits_when_so_configured() {
+    let mut cluster =
+        Cluster::start_with_state("reads_when_redis_down = \"unlimited\"", "", &[]).await;
+    let alice = token("acme", "alice");
+    cluster.redis.kill().await;
+    wait_readyz(&cluster, 0, StatusCode::SERVICE_UNAVAILABLE).await;
+    let (status, body) = cluster
+        .call(0, &alice, "reads.sleep", json!({ "ms": 1 }), None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "a read goes on: {body}");
+    let (status, body) = cluster
+        .call(1, &alice, "slow.sleep", json!({ "ms": 1 }), None)
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "a write does not: {body}"
+    );
+    cluster.redis.run().await;
+    cluster.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_down_answers_no_call_without_its_record() {
     let cluster = Cluster::start().await;
