@@ -87,7 +87,7 @@ impl SharedStores {
         };
         let limits = redis
             .clone()
-            .map(|redis| RedisLimits::new(redis, settings.lease_ttl));
+            .map(|redis| RedisLimits::new(redis, settings.lease_ttl, stop.clone()));
         let events = redis
             .clone()
             .map(|redis| Events::start(redis, stop.clone()));
@@ -191,8 +191,20 @@ async fn migrate_when_up(pool: PgPool, stop: CancellationToken) {
 /// A call's permits: in this process, in Redis, or none (reads while Redis is down, when
 /// configured so).
 pub(super) enum Permit {
-    Local(#[allow(dead_code)] crate::policy::CallPermit),
-    Shared(#[allow(dead_code)] Lease),
+    Local(
+        #[expect(
+            dead_code,
+            reason = "held for the call; dropping it releases the permit"
+        )]
+        crate::policy::CallPermit,
+    ),
+    Shared(
+        #[expect(
+            dead_code,
+            reason = "held for the call; dropping it releases the lease"
+        )]
+        Lease,
+    ),
     Unlimited,
 }
 

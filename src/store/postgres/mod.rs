@@ -95,7 +95,7 @@ pub async fn connect(
     settings: &SharedConfig,
     eager: bool,
 ) -> Result<PgPool, StoreError> {
-    let pool = pool(url, settings, true)?;
+    let pool = pool_options(settings).connect_lazy_with(connect_options(url, true)?);
     if eager {
         migrate(&pool).await?;
     }
@@ -107,27 +107,37 @@ pub async fn connect(
 /// own group flush within a few hundred ms), as `[audit] sync = "batched"` does for SQLite:
 /// a crash of PostgreSQL's machine may lose that much of the log, a crash of PostgreSQL
 /// alone loses nothing. Consumed tokens and pins always commit synchronously.
+///
+/// Its connections are not pinged before each use (sqlx's default, a round trip per call):
+/// one writer uses them, and after a restart of PostgreSQL the first batch fails on the
+/// stale connection (its calls are refused, failing closed) and the next one reconnects.
 pub fn audit_pool(
     url: &Secret,
     settings: &SharedConfig,
     synchronous: bool,
 ) -> Result<PgPool, StoreError> {
-    pool(url, settings, synchronous)
+    Ok(pool_options(settings)
+        .test_before_acquire(false)
+        .connect_lazy_with(connect_options(url, synchronous)?))
 }
 
-fn pool(url: &Secret, settings: &SharedConfig, synchronous: bool) -> Result<PgPool, StoreError> {
-    let mut options = PgConnectOptions::from_str(url.expose())
+fn connect_options(url: &Secret, synchronous: bool) -> Result<PgConnectOptions, StoreError> {
+    let options = PgConnectOptions::from_str(url.expose())
         .map_err(|_| StoreError::Unavailable("the PostgreSQL URL is not usable".to_owned()))?
         .application_name("mcpgate");
-    if !synchronous {
-        options = options.options([("synchronous_commit", "off")]);
-    }
-    Ok(PgPoolOptions::new()
+    Ok(if synchronous {
+        options
+    } else {
+        options.options([("synchronous_commit", "off")])
+    })
+}
+
+fn pool_options(settings: &SharedConfig) -> PgPoolOptions {
+    PgPoolOptions::new()
         .max_connections(settings.pool_size)
         .min_connections(0)
         .acquire_timeout(settings.command_timeout.max(settings.connect_timeout))
         .idle_timeout(Some(Duration::from_secs(300)))
-        .connect_lazy_with(options))
 }
 
 /// Applies the schema (idempotent) under the migration lock; refuses a database a newer

@@ -3,11 +3,20 @@
 //! sorted sets of calls in flight per user × server and per server (scored by their deadline;
 //! expired leases are purged first, so a crashed instance's permits free themselves within
 //! the lease lifetime). The holder renews its lease while the call runs and removes it, its
-//! own member only, when the call ends: a read call costs two round trips.
+//! own member only, when the call ends: a read call costs two round trips. One task renews
+//! every lease this instance holds and another sends releases, each in one pipeline.
 
-use std::{sync::LazyLock, time::Duration};
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc, LazyLock, Mutex, PoisonError,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Duration,
+};
 
 use redis::Script;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::{Redis, hashed};
@@ -113,11 +122,118 @@ pub enum Refused {
 pub struct RedisLimits {
     redis: Redis,
     lease_ttl: Duration,
+    held: Arc<Held>,
 }
 
+/// The leases this instance holds, renewed together by one task, and the releases waiting
+/// to be sent, sent together by another: no task per call, one round trip per batch.
+#[derive(Debug)]
+struct Held {
+    leases: Mutex<HashMap<u64, ([String; 2], String)>>,
+    next: AtomicU64,
+    releases: mpsc::UnboundedSender<([String; 2], String)>,
+}
+
+/// Most releases sent in one pipeline.
+const RELEASE_BATCH: usize = 256;
+
 impl RedisLimits {
-    pub fn new(redis: Redis, lease_ttl: Duration) -> RedisLimits {
-        RedisLimits { redis, lease_ttl }
+    /// Starts the renewing and releasing tasks on the current runtime, until `stop`.
+    pub fn new(redis: Redis, lease_ttl: Duration, stop: CancellationToken) -> RedisLimits {
+        let (releases, pending) = mpsc::unbounded_channel();
+        let limits = RedisLimits {
+            redis,
+            lease_ttl,
+            held: Arc::new(Held {
+                leases: Mutex::default(),
+                next: AtomicU64::new(0),
+                releases,
+            }),
+        };
+        tokio::spawn(limits.clone().renew_all(stop.clone()));
+        tokio::spawn(limits.clone().release_all(pending, stop));
+        limits
+    }
+
+    fn leases(&self) -> std::sync::MutexGuard<'_, HashMap<u64, ([String; 2], String)>> {
+        self.held
+            .leases
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Every `lease_ttl / 3`, extends every lease held here, in one pipeline.
+    async fn renew_all(self, stop: CancellationToken) {
+        let ttl_ms = u64::try_from(self.lease_ttl.as_millis()).unwrap_or(u64::MAX);
+        let mut every = tokio::time::interval(self.lease_ttl / 3);
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                _ = every.tick() => {}
+            }
+            let held: Vec<([String; 2], String)> = self.leases().values().cloned().collect();
+            if held.is_empty() {
+                continue;
+            }
+            let mut pipe = redis::pipe();
+            for (keys, member) in &held {
+                pipe.invoke_script(RENEW.key(&keys[0]).key(&keys[1]).arg(member).arg(ttl_ms));
+            }
+            let mut connection = self.redis.connection();
+            // A pipeline sends `EVALSHA` only: the script is loaded first (a Redis that
+            // restarted has forgotten it). Once per renewal round, every `lease_ttl / 3`.
+            let renewed = async {
+                RENEW.load_async(&mut connection).await?;
+                pipe.query_async::<Vec<i64>>(&mut connection).await
+            };
+            match self.redis.run(renewed).await {
+                Ok(kept) if kept.iter().all(|k| *k == 2) => {}
+                Ok(_) => tracing::warn!(
+                    "a concurrency lease expired while its call ran (renewals were late); \
+                     the call goes on"
+                ),
+                Err(err) => tracing::warn!(error = %err, "lease renewal failed"),
+            }
+        }
+    }
+
+    /// Removes released leases, whatever gathered, in one pipeline.
+    async fn release_all(
+        self,
+        mut pending: mpsc::UnboundedReceiver<([String; 2], String)>,
+        stop: CancellationToken,
+    ) {
+        let mut batch = Vec::with_capacity(RELEASE_BATCH);
+        loop {
+            let first = tokio::select! {
+                () = stop.cancelled() => return,
+                first = pending.recv() => first,
+            };
+            let Some(first) = first else { return };
+            batch.push(first);
+            while batch.len() < RELEASE_BATCH {
+                match pending.try_recv() {
+                    Ok(next) => batch.push(next),
+                    Err(_) => break,
+                }
+            }
+            let mut pipe = redis::pipe();
+            for (keys, member) in batch.drain(..) {
+                pipe.zrem(&keys[0], &member)
+                    .ignore()
+                    .zrem(&keys[1], &member)
+                    .ignore();
+            }
+            let mut connection = self.redis.connection();
+            if let Err(err) = self
+                .redis
+                .run(pipe.query_async::<()>(&mut connection))
+                .await
+            {
+                tracing::warn!(error = %err, "lease release failed; the leases expire by themselves");
+            }
+        }
     }
 
     fn lease_keys(&self, user: &str, server: &ServerId) -> [String; 2] {
@@ -172,7 +288,7 @@ impl RedisLimits {
                 .map_err(Refused::Store)?;
             let after = Duration::from_millis(retry_ms);
             let limit = match answer.as_str() {
-                "ok" => return Ok(Lease::start(self.clone(), leases, member)),
+                "ok" => return Ok(self.hold(leases, member)),
                 "user_rate" => return Err(Refused::Limit(Limited::UserRate(after))),
                 "server_rate" => return Err(Refused::Limit(Limited::ServerRate(after))),
                 "user_concurrency" => Limited::UserConcurrency,
@@ -191,30 +307,13 @@ impl RedisLimits {
         }
     }
 
-    async fn renew(&self, keys: &[String; 2], member: &str) -> Result<i64, StoreError> {
-        let ttl_ms = u64::try_from(self.lease_ttl.as_millis()).unwrap_or(u64::MAX);
-        let mut invocation = RENEW.prepare_invoke();
-        invocation
-            .key(&keys[0])
-            .key(&keys[1])
-            .arg(member)
-            .arg(ttl_ms);
-        let mut connection = self.redis.connection();
-        self.redis
-            .run(invocation.invoke_async(&mut connection))
-            .await
-    }
-
-    async fn release(&self, keys: &[String; 2], member: &str) -> Result<(), StoreError> {
-        let mut connection = self.redis.connection();
-        let mut pipe = redis::pipe();
-        pipe.zrem(&keys[0], member)
-            .ignore()
-            .zrem(&keys[1], member)
-            .ignore();
-        self.redis
-            .run(pipe.query_async::<()>(&mut connection))
-            .await
+    fn hold(&self, keys: [String; 2], member: String) -> Lease {
+        let id = self.held.next.fetch_add(1, Ordering::Relaxed);
+        self.leases().insert(id, (keys, member));
+        Lease {
+            held: self.held.clone(),
+            id,
+        }
     }
 
     /// Calls in flight now on `server`, every instance together (tests, metrics).
@@ -245,40 +344,21 @@ impl RedisLimits {
 
 /// A call's place in the shared concurrency caps: renewed while held, removed on drop.
 pub struct Lease {
-    stop: CancellationToken,
-}
-
-impl Lease {
-    fn start(limits: RedisLimits, keys: [String; 2], member: String) -> Lease {
-        let stop = CancellationToken::new();
-        let every = limits.lease_ttl / 3;
-        let stopped = stop.clone();
-        tokio::spawn(async move {
-            loop {
-                tokio::select! {
-                    () = stopped.cancelled() => break,
-                    () = tokio::time::sleep(every) => {
-                        match limits.renew(&keys, &member).await {
-                            Ok(2) => {}
-                            Ok(_) => tracing::warn!(
-                                "a concurrency lease expired while its call ran (renewals \
-                                 were late); the call goes on"
-                            ),
-                            Err(err) => tracing::warn!(error = %err, "lease renewal failed"),
-                        }
-                    }
-                }
-            }
-            if let Err(err) = limits.release(&keys, &member).await {
-                tracing::warn!(error = %err, "lease release failed; it expires by itself");
-            }
-        });
-        Lease { stop }
-    }
+    held: Arc<Held>,
+    id: u64,
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        self.stop.cancel();
+        let taken = self
+            .held
+            .leases
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&self.id);
+        if let Some(lease) = taken {
+            // The releaser is gone only when the instance stops: the lease then expires.
+            let _ = self.held.releases.send(lease);
+        }
     }
 }

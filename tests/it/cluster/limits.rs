@@ -185,3 +185,50 @@ async fn ask_approve_use(
     assert_eq!(status, StatusCode::OK, "{body}");
     asked
 }
+
+/// A call that runs longer than the lease lifetime (3 s here) keeps its permit: its
+/// instance renews the lease meanwhile, so the cap still holds after the lifetime passed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_is_renewed_while_its_call_runs() {
+    let cluster = Cluster::start_with("\n[limits]\nuser_concurrency = 1\n", &[]).await;
+    let dave = token("acme", "dave");
+    let observer = token("acme", "observer");
+    let long = {
+        let (client, dave, base) = (
+            cluster.client.clone(),
+            dave.clone(),
+            cluster.base(0).to_owned(),
+        );
+        tokio::spawn(async move {
+            client
+                .post(format!("{base}/api/v1/mcp/tools/call"))
+                .bearer_auth(dave)
+                .json(&json!({ "tool": "reads.sleep", "arguments": { "ms": 6000 } }))
+                .send()
+                .await
+                .map(|r| r.status())
+        })
+    };
+    wait_for_async("the long call to run", || async {
+        (cluster.stats(&observer).await["in_flight"] == 1).then_some(())
+    })
+    .await;
+    // Past the lease's lifetime (3 s), with the call still running.
+    tokio::time::sleep(Duration::from_millis(4500)).await;
+    assert_eq!(
+        cluster.stats(&observer).await["in_flight"],
+        1,
+        "still running"
+    );
+    let (status, body) = cluster
+        .call(1, &dave, "reads.sleep", json!({ "ms": 1 }), None)
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::TOO_MANY_REQUESTS,
+        "the renewed lease holds: {body}"
+    );
+    let status = long.await.expect("joined").expect("answered");
+    assert_eq!(status, StatusCode::OK);
+    cluster.stop().await;
+}
