@@ -363,17 +363,9 @@ impl Gateway {
     }
 
     /// Asks a server to re-list its tools (or reconnect now). `false` if no such server.
+    /// What the refresh finds changed reaches the other instances with the catalog swap.
     pub fn refresh(&self, server: &crate::config::ServerId) -> bool {
-        let known = self.inner.manager.refresh(server);
-        if known && self.inner.shared.events.is_some() {
-            let (gateway, server) = (self.clone(), server.as_str().to_owned());
-            self.inner.tasks.spawn(async move {
-                gateway
-                    .announce(crate::store::redis::Event::Refreshed { server })
-                    .await;
-            });
-        }
-        known
+        self.inner.manager.refresh(server)
     }
 
     /// The pins in force (`None` without a pin file).

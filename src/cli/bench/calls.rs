@@ -214,7 +214,8 @@ async fn run_started(bench: &Bench, started: &mut Started) -> anyhow::Result<Mea
     started.procs.push(gateway.proc);
     let token = gateway.token;
     let client = targets::http_client()?;
-    let rest = |tool: &str, arguments: Value| -> anyhow::Result<Arc<dyn Caller>> {
+    // `POST /api/v1/mcp/tools/call` on the gateway at `base`.
+    let rest_on = |base: &str, tool: &str, arguments: Value| -> anyhow::Result<Arc<dyn Caller>> {
         Ok(targets::boxed(PostCaller {
             client: client.clone(),
             url: format!("{base}/api/v1/mcp/tools/call"),
@@ -223,6 +224,7 @@ async fn run_started(bench: &Bench, started: &mut Started) -> anyhow::Result<Mea
             expect: "\"ok\":true",
         }))
     };
+    let rest = |tool: &str, arguments: Value| rest_on(&base, tool, arguments);
 
     let direct = targets::http_sessions(&echo_url, None, most).await?;
     let direct_peers = targets::peers(&direct);
@@ -274,15 +276,7 @@ async fn run_started(bench: &Bench, started: &mut Started) -> anyhow::Result<Mea
             started.procs.push(instance.proc);
         }
         let (cluster_base, cluster_pid) = instances.swap_remove(0);
-        let caller = targets::boxed(PostCaller {
-            client: client.clone(),
-            url: format!("{cluster_base}/api/v1/mcp/tools/call"),
-            authorization: Some(targets::bearer(&token)?),
-            bodies: vec![body(
-                &json!({ "tool": "echo.echo", "arguments": echo_args }),
-            )],
-            expect: "\"ok\":true",
-        });
+        let caller = rest_on(&cluster_base, "echo.echo", echo_args.clone())?;
         // What a call costs in the stores, on its own before the load runs.
         let _ = drive(caller.clone(), 100, 1).await;
         let before = stores.counters().await?;

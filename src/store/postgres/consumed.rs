@@ -2,8 +2,6 @@
 //! taken, and a second insert of the same hash finds it there. Redis decides who takes a
 //! token; this keeps the decision through a Redis restart or failover.
 
-use std::time::SystemTime;
-
 use sqlx::PgPool;
 
 use super::{pg_text, unavailable};
@@ -47,7 +45,7 @@ impl Consumed {
     }
 
     /// Forgets consumed tokens older than a day, by PostgreSQL's clock.
-    pub async fn purge(&self, _now: SystemTime) -> Result<u64, StoreError> {
+    pub async fn purge(&self) -> Result<u64, StoreError> {
         let deleted = sqlx::query(
             "DELETE FROM mcpgate_consumed WHERE consumed_at < now() - make_interval(hours => $1)",
         )

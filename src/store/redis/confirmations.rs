@@ -310,12 +310,12 @@ impl ConfirmationStore for RedisConfirmations {
         })
     }
 
-    fn purge_expired(&self, now: SystemTime) -> BoxFuture<'_, Result<u64, StoreError>> {
+    fn purge_expired(&self, _now: SystemTime) -> BoxFuture<'_, Result<u64, StoreError>> {
         // Redis expires entries by itself and the scripts drop stale index members; what
         // is left is the durable record of consumed tokens.
         Box::pin(async move {
             match &self.consumed {
-                Some(consumed) => consumed.purge(now).await,
+                Some(consumed) => consumed.purge().await,
                 None => Ok(0),
             }
         })

@@ -23,7 +23,7 @@ const MAX_BACKOFF: Duration = Duration::from_secs(5);
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "camelCase")]
 pub enum Event {
-    /// A server's tool list was refreshed (by hand or after `list_changed`): refresh it too.
+    /// A server's tools changed here (found by any refresh): list them again too.
     Refreshed {
         server: String,
     },

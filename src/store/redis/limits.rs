@@ -315,31 +315,6 @@ impl RedisLimits {
             id,
         }
     }
-
-    /// Calls in flight now on `server`, every instance together (tests, metrics).
-    pub async fn in_flight(&self, server: &ServerId) -> Result<u64, StoreError> {
-        let key = self.redis.key("leases", server.as_str());
-        let mut connection = self.redis.connection();
-        let now_ms = self.redis_now_ms().await?;
-        self.redis
-            .run(
-                redis::cmd("ZCOUNT")
-                    .arg(&key)
-                    .arg(format!("({now_ms}"))
-                    .arg("+inf")
-                    .query_async(&mut connection),
-            )
-            .await
-    }
-
-    async fn redis_now_ms(&self) -> Result<u64, StoreError> {
-        let mut connection = self.redis.connection();
-        let (secs, micros): (u64, u64) = self
-            .redis
-            .run(redis::cmd("TIME").query_async(&mut connection))
-            .await?;
-        Ok(secs * 1000 + micros / 1000)
-    }
 }
 
 /// A call's place in the shared concurrency caps: renewed while held, removed on drop.

@@ -12,6 +12,7 @@ suite!(
     since_is_inclusive_and_until_exclusive,
     pages_walk_back_without_overlap,
     over_long_fields_are_cut,
+    retention_purges_only_older_records,
 );
 
 fn record(secs: u64, tenant: &str, user: &str, tool: &str, outcome: &str) -> AuditRecord {
@@ -159,6 +160,29 @@ async fn since_is_inclusive_and_until_exclusive(f: Fixture) {
         ..AuditQuery::default()
     };
     assert_eq!(times(to).await, vec![at(10)]);
+}
+
+async fn retention_purges_only_older_records(f: Fixture) {
+    for secs in [10, 20, 30] {
+        f.audit
+            .append(record(secs, "acme", "alice", "files.read", "ok"))
+            .await
+            .expect("store call succeeds");
+    }
+    let purged = f
+        .audit
+        .purge_before(at(20))
+        .await
+        .expect("store call succeeds");
+    assert_eq!(purged, 1, "strictly older than the bound");
+    let left = f
+        .audit
+        .query(AuditQuery::default())
+        .await
+        .expect("store call succeeds");
+    let times: Vec<_> = left.into_iter().map(|(_, r)| r.time).collect();
+    assert_eq!(times, vec![at(30), at(20)]);
+    assert_eq!(f.audit.purge_before(at(20)).await, Ok(0), "nothing twice");
 }
 
 async fn pages_walk_back_without_overlap(f: Fixture) {
