@@ -37,7 +37,7 @@ pub use sandbox::{
     SandboxMode,
 };
 pub use secret::{Secret, SecretTemplate};
-pub use service::{AuthConfig, JwtAlgorithm, JwtConfig, ServiceConfig};
+pub use service::{AuthConfig, JwtAlgorithm, JwtConfig, ProtectedResourceConfig, ServiceConfig};
 pub use validate::{ConfigError, Problem};
 
 /// A validated server id: `^[a-z][a-z0-9-]{0,31}$` (no `_`, no `.`, so `server.tool` and

@@ -9,6 +9,9 @@ use super::SecretTemplate;
 #[derive(Debug, Clone, PartialEq)]
 pub struct ServiceConfig {
     pub listen: SocketAddr,
+    /// The origin clients reach the gateway at (`https://gateway.example.com`), behind any
+    /// proxy: it names `/mcp` as an OAuth protected resource.
+    pub public_url: Option<url::Url>,
     pub auth: AuthConfig,
     /// Refuse to start with dev mode, no auth, or a weak JWT secret.
     pub production: bool,
@@ -34,6 +37,7 @@ impl Default for ServiceConfig {
     fn default() -> Self {
         ServiceConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            public_url: None,
             auth: AuthConfig::Dev,
             production: false,
             max_body_bytes: 1024 * 1024,
@@ -90,6 +94,21 @@ pub struct JwtConfig {
     pub roles_claim: String,
     /// Clock skew tolerated on `exp` and `nbf` (at most 30 s).
     pub leeway: Duration,
+    /// `/mcp` as an OAuth 2.1 protected resource (with `[server] public_url`).
+    pub protected: Option<ProtectedResourceConfig>,
+}
+
+/// What `/.well-known/oauth-protected-resource` says (RFC 9728) and what `/mcp` requires.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProtectedResourceConfig {
+    /// `{public_url}/mcp`: the resource identifier clients ask tokens for (RFC 8707), which
+    /// the tokens' `aud` must name (besides `audience`). `/mcp/{server}` is under it.
+    pub resource: url::Url,
+    /// Issuers of the authorization servers clients are pointed at, as written (clients
+    /// compare them exactly with each server's own `issuer`, trailing `/` included).
+    pub authorization_servers: Vec<String>,
+    /// Scopes advertised, and required of every token on `/mcp`.
+    pub scopes: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -21,6 +21,7 @@ use super::{
 };
 
 mod auth_rules;
+mod resource_rules;
 mod service_rules;
 
 /// One configuration problem, located by its field path (`servers.github.url`).

@@ -6,6 +6,7 @@ mod failure;
 mod jwks;
 mod jwt;
 mod keys;
+mod resource;
 mod verified;
 
 use std::{fmt, net::SocketAddr};
@@ -14,6 +15,7 @@ use http::{HeaderMap, Uri, header::AUTHORIZATION};
 
 pub use failure::{AuthCode, AuthFailure, AuthSetupError};
 pub use jwks::JwksError;
+pub use resource::{METADATA_PREFIX, ProtectedResource};
 
 use self::{claims::MAX_IDENTITY_CHARS, jwt::JwtVerifier};
 use crate::{
@@ -42,6 +44,8 @@ const DEV_TOKEN_BYTES: usize = 32;
 /// Checks each request's credential and says who is calling.
 pub struct Authenticator {
     mode: Mode,
+    /// `/mcp` as an OAuth protected resource (JWT mode with `[server] public_url`).
+    protected: Option<ProtectedResource>,
 }
 
 enum Mode {
@@ -78,6 +82,10 @@ impl Authenticator {
         listen: SocketAddr,
         production: bool,
     ) -> Result<Authenticator, AuthSetupError> {
+        let protected = match config {
+            AuthConfig::Jwt(cfg) => cfg.protected.as_ref().map(ProtectedResource::new),
+            AuthConfig::Dev | AuthConfig::None => None,
+        };
         let mode = match config {
             AuthConfig::Dev => {
                 local_only("dev", listen, production)?;
@@ -98,7 +106,22 @@ impl Authenticator {
                 Mode::Jwt(Box::new(JwtVerifier::new(cfg, env, production).await?))
             }
         };
-        Ok(Authenticator { mode })
+        Ok(Authenticator { mode, protected })
+    }
+
+    /// The protected resource's metadata, when `/mcp` is one.
+    pub fn protected_resource(&self) -> Option<&ProtectedResource> {
+        self.protected.as_ref()
+    }
+
+    /// The `WWW-Authenticate` value for `failure`: RFC 6750's, plus where the protected
+    /// resource's metadata is (RFC 9728 §5.1) and the scopes `/mcp` requires.
+    pub fn challenge(&self, failure: &AuthFailure) -> String {
+        let mut challenge = failure.www_authenticate();
+        if let Some(protected) = &self.protected {
+            challenge.push_str(&protected.challenge_params());
+        }
+        challenge
     }
 
     /// The dev-mode token, for the CLI to print; `None` in other modes.
@@ -144,6 +167,11 @@ impl Authenticator {
             }
             Mode::Jwt(verifier) => {
                 let who = verifier.verify(bearer_token(headers)?)?;
+                if let Some(protected) = &self.protected
+                    && resource::is_mcp_path(uri.path())
+                {
+                    protected.check_scopes(&who.scopes)?;
+                }
                 Ok(context(&who.tenant, &who.user, who.roles, who.sid))
             }
         }

@@ -8,7 +8,7 @@ use axum::{
 };
 
 use super::{AppState, errors::ApiError};
-use crate::config::normal_host;
+use crate::{config::normal_host, server::auth::METADATA_PREFIX};
 
 /// Host names accepted when none are configured.
 const LOOPBACK_NAMES: &[&str] = &["localhost", "127.0.0.1", "::1"];
@@ -30,7 +30,11 @@ pub fn refusal(state: &AppState, request: &Request) -> Option<Response> {
             .into_response(),
         );
     }
-    if let Some(origin) = headers.get(header::ORIGIN) {
+    // Protected resource metadata is public: browser-based clients read it from their own
+    // origin before they have a token (it carries no credentials and changes nothing).
+    let public = request.method() == axum::http::Method::GET
+        && request.uri().path().starts_with(METADATA_PREFIX);
+    if let Some(origin) = headers.get(header::ORIGIN).filter(|_| !public) {
         let origin = origin.to_str().unwrap_or("");
         if !origin_allowed(origin, host.unwrap_or(""), &state.service.allowed_origins) {
             return Some(

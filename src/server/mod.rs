@@ -9,6 +9,7 @@ mod guard;
 pub mod markdown;
 pub mod mcp;
 pub mod metrics;
+mod oauth;
 pub mod openapi;
 pub mod reload;
 pub mod rest;
@@ -169,6 +170,7 @@ fn service(
         .nest("/api/v1", api)
         .merge(mcp::mcp_router(state.clone(), (*state.shutdown).clone()))
         .merge(ui::routes())
+        .merge(oauth::routes())
         .with_state(state.clone());
     let around = middleware::from_fn_with_state(state.clone(), request_context).layer(routes);
     DefaultBodyLimit::max(state.service.max_body_bytes).layer(around)
@@ -452,7 +454,7 @@ async fn authenticate(State(state): State<AppState>, mut request: Request, next:
                 failure.to_string(),
             )
             .into_response();
-            if let Ok(value) = HeaderValue::from_str(&failure.www_authenticate()) {
+            if let Ok(value) = HeaderValue::from_str(&state.auth.challenge(&failure)) {
                 response
                     .headers_mut()
                     .insert(axum::http::header::WWW_AUTHENTICATE, value);

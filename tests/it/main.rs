@@ -18,6 +18,7 @@ mod gate_policy;
 mod inspector;
 mod layers;
 mod llm_client;
+mod oauth;
 mod page;
 mod peers;
 mod processes;

@@ -96,6 +96,7 @@ fn jwt_auth() -> AuthConfig {
         roles_claim: "roles".into(),
         default_tenant: None,
         leeway: Duration::from_secs(5),
+        protected: None,
     }))
 }
 

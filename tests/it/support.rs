@@ -343,9 +343,14 @@ impl ServedBinary {
         if let Some(config) = config {
             std::fs::write(dir.join("mcpgate.toml"), config).expect("config written");
         }
+        // A test that must know the address before the start names it as MCPGATE_LISTEN.
+        let listen = env
+            .iter()
+            .find(|(name, _)| *name == "MCPGATE_LISTEN")
+            .map_or("127.0.0.1:0", |(_, value)| *value);
         let mut child = Command::new(mcpgate_bin())
             .current_dir(dir)
-            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(["serve", "--listen", listen])
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())

@@ -11,6 +11,7 @@ use crate::config::duration::RawDuration;
 pub struct RawService {
     /// A socket address as text, so that a bad one is reported with its path.
     pub listen: Option<String>,
+    pub public_url: Option<String>,
     pub production: Option<bool>,
     pub max_body_bytes: Option<u64>,
     pub request_timeout: Option<RawDuration>,
@@ -43,6 +44,8 @@ pub struct RawAuth {
     pub user_claim: Option<String>,
     pub roles_claim: Option<String>,
     pub leeway: Option<RawDuration>,
+    pub authorization_servers: Option<Vec<String>>,
+    pub scopes: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

@@ -9,7 +9,7 @@ use std::{
 
 use url::Url;
 
-use super::{Report, duration};
+use super::{Report, duration, resource_rules};
 use crate::config::{
     AuthConfig, Env, JwtAlgorithm, JwtConfig, SecretTemplate,
     raw::{RawAuth, RawAuthMode},
@@ -47,7 +47,7 @@ const FIELD: &str = "server.auth";
 pub(super) fn validate(
     raw: Option<&RawAuth>,
     (production, single_tenant): (bool, bool),
-    env: &Env,
+    (env, public_url): (&Env, Option<&Url>),
     base: &Path,
     report: &mut Report,
 ) -> AuthConfig {
@@ -82,7 +82,7 @@ pub(super) fn validate(
                 raw,
                 selected_by_env,
                 (production, single_tenant),
-                env,
+                (env, public_url),
                 base,
                 report,
             )))
@@ -113,6 +113,8 @@ fn refuse_jwt_fields(raw: &RawAuth, mode: RawAuthMode, report: &mut Report) {
         ("user_claim", raw.user_claim.is_some()),
         ("roles_claim", raw.roles_claim.is_some()),
         ("leeway", raw.leeway.is_some()),
+        ("authorization_servers", raw.authorization_servers.is_some()),
+        ("scopes", raw.scopes.is_some()),
     ];
     for (field, _) in written.iter().filter(|(_, present)| *present) {
         report.problem(
@@ -129,7 +131,7 @@ fn jwt(
     raw: &RawAuth,
     selected_by_env: bool,
     (production, single_tenant): (bool, bool),
-    env: &Env,
+    (env, public_url): (&Env, Option<&Url>),
     base: &Path,
     report: &mut Report,
 ) -> JwtConfig {
@@ -154,15 +156,24 @@ fn jwt(
         env,
         report,
     );
-    let (public_keys, jwks_url) = public_key_sources(raw, (public, pinned), base, report);
+    let (public_keys, jwks_url) =
+        public_key_sources(raw, (public, pinned), (base, production), report);
+    let issuer = required(&raw.issuer, "issuer", JWT_ISSUER, env, report);
+    let protected =
+        resource_rules::protected_resource(raw, public_url, &issuer, production, report);
+    // With a protected resource, its identifier is the audience unless another is written.
+    let audience = match (&protected, env.setting(JWT_AUDIENCE), &raw.audience) {
+        (Some(protected), None, None) => protected.resource.to_string(),
+        _ => required(&raw.audience, "audience", JWT_AUDIENCE, env, report),
+    };
 
     JwtConfig {
         algorithms,
         secret,
         public_keys,
         jwks_url,
-        issuer: required(&raw.issuer, "issuer", JWT_ISSUER, env, report),
-        audience: required(&raw.audience, "audience", JWT_AUDIENCE, env, report),
+        issuer,
+        audience,
         tenant_claim: claim(
             &raw.tenant_claim,
             "tenant_claim",
@@ -177,6 +188,7 @@ fn jwt(
             .as_ref()
             .and_then(|r| duration(r, &LEEWAY_RANGE, &format!("{FIELD}.leeway"), report))
             .unwrap_or(DEFAULT_LEEWAY),
+        protected,
     }
 }
 
@@ -253,7 +265,7 @@ fn hmac_secret(
 fn public_key_sources(
     raw: &RawAuth,
     (public, pinned): (bool, bool),
-    base: &Path,
+    (base, production): (&Path, bool),
     report: &mut Report,
 ) -> (Vec<PathBuf>, Option<Url>) {
     let files: Vec<_> = raw
@@ -271,7 +283,10 @@ fn public_key_sources(
             Some(base.join(text))
         })
         .collect();
-    let jwks_url = raw.jwks_url.as_deref().and_then(|text| jwks(text, report));
+    let jwks_url = raw
+        .jwks_url
+        .as_deref()
+        .and_then(|text| jwks(text, production, report));
     let written =
         !raw.public_keys.as_deref().unwrap_or_default().is_empty() || raw.jwks_url.is_some();
     if public && !written {
@@ -387,12 +402,28 @@ fn check_strength(
     }
 }
 
-/// Keys fetched over plain HTTP could be swapped by anyone on the path. The URL is never
-/// quoted: it may carry credentials.
-fn jwks(text: &str, report: &mut Report) -> Option<Url> {
+/// Keys fetched over plain HTTP could be swapped by anyone on the path, except on loopback,
+/// where there is no path (an identity provider on the same machine), outside production.
+/// The URL is never quoted: it may carry credentials.
+fn jwks(text: &str, production: bool, report: &mut Report) -> Option<Url> {
     let at = format!("{FIELD}.jwks_url");
     let message = match Url::parse(text) {
-        Ok(url) if url.scheme() != "https" => "must use https",
+        Ok(url)
+            if url.scheme() == "http"
+                && !production
+                && resource_rules::is_loopback_ip(&url)
+                && url.username().is_empty()
+                && url.password().is_none() =>
+        {
+            report.warn(
+                &at,
+                "uses plain http to a loopback address: accepted outside production only",
+            );
+            return Some(url);
+        }
+        Ok(url) if url.scheme() != "https" => {
+            "must use https (http only to a loopback address, outside production)"
+        }
         Ok(url) if !url.username().is_empty() || url.password().is_some() => {
             "must not carry a user name or password"
         }

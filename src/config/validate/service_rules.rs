@@ -5,7 +5,7 @@ use std::{net::SocketAddr, ops::RangeInclusive, path::Path, time::Duration};
 
 use url::Url;
 
-use super::{Report, auth_rules, count, duration};
+use super::{Report, auth_rules, count, duration, resource_rules};
 use crate::config::{AuthConfig, ConfigError, Env, ServiceConfig, raw::RawService};
 
 /// Wins over `listen` in the file.
@@ -44,10 +44,11 @@ pub(super) fn validate(
     let d = ServiceConfig::default();
     let (listen, listen_path) = listen(raw, env, report);
     let production = raw.production.unwrap_or(d.production);
+    let public_url = resource_rules::public_url(raw.public_url.as_deref(), production, report);
     let auth = auth_rules::validate(
         raw.auth.as_ref(),
         (production, single_tenant),
-        env,
+        (env, public_url.as_ref()),
         base,
         report,
     );
@@ -73,6 +74,7 @@ pub(super) fn validate(
     }
     ServiceConfig {
         listen,
+        public_url,
         auth,
         production,
         max_body_bytes: raw

@@ -27,7 +27,13 @@ pub(super) struct Identity {
     pub roles: Vec<String>,
     /// The token's `sid` claim, a fallback for the session when no header names one.
     pub sid: Option<String>,
+    /// The scopes granted: RFC 9068's `scope` (space-separated), or `scp` (a list or a
+    /// string, as some identity providers write it).
+    pub scopes: Vec<String>,
 }
+
+/// Scopes read from one token: far more than any real grant, few enough to stay small.
+const MAX_SCOPES: usize = 64;
 
 /// Reads the identity from verified claims. Messages name the claim, never its value.
 pub(super) fn identity(
@@ -64,12 +70,48 @@ pub(super) fn identity(
         Some(Value::String(sid)) => Some(checked(sid, "sid")?),
         Some(_) => return Err(claim_failure("sid", "must be a string")),
     };
+    let scopes = scopes(claims)?;
     Ok(Identity {
         tenant,
         user,
         roles,
         sid,
+        scopes,
     })
+}
+
+fn scopes(claims: &Map<String, Value>) -> Result<Vec<String>, AuthFailure> {
+    let (name, value) = match (claims.get("scope"), claims.get("scp")) {
+        (Some(value), _) => ("scope", value),
+        (None, Some(value)) => ("scp", value),
+        (None, None) => return Ok(Vec::new()),
+    };
+    let scopes: Vec<&str> = match value {
+        Value::String(list) => list.split(' ').filter(|s| !s.is_empty()).collect(),
+        Value::Array(items) => items
+            .iter()
+            .map(|item| {
+                item.as_str()
+                    .ok_or_else(|| claim_failure(name, "must hold strings only"))
+            })
+            .collect::<Result<_, _>>()?,
+        _ => {
+            return Err(claim_failure(
+                name,
+                "must be a space-separated string or an array of strings",
+            ));
+        }
+    };
+    if scopes.len() > MAX_SCOPES {
+        return Err(claim_failure(
+            name,
+            &format!("lists more than {MAX_SCOPES} scopes"),
+        ));
+    }
+    scopes
+        .into_iter()
+        .map(|scope| checked(scope, name))
+        .collect()
 }
 
 fn required_text(claims: &Map<String, Value>, name: &str) -> Result<String, AuthFailure> {
@@ -166,6 +208,7 @@ mod tests {
             user: "ann".to_owned(),
             roles: vec!["a".to_owned(), "b".to_owned()],
             sid: None,
+            scopes: Vec::new(),
         };
         assert_eq!(from_array, Ok(expected.clone()));
         assert_eq!(from_text, Ok(expected));
@@ -195,5 +238,39 @@ mod tests {
         }
         let at_limit = "x".repeat(MAX_IDENTITY_CHARS);
         assert!(read(json!({"tid": at_limit, "sub": "ann"})).is_ok());
+    }
+
+    #[test]
+    fn scopes_come_from_scope_or_scp() {
+        let base = || json!({"tid": "acme", "sub": "ann"});
+        let with = |name: &str, value: Value| {
+            let mut claims = base();
+            claims[name] = value;
+            read(claims).map(|who| who.scopes)
+        };
+        assert_eq!(
+            read(base()).expect("no scopes").scopes,
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            with("scope", json!("mcp  tools:read")),
+            Ok(vec!["mcp".into(), "tools:read".into()])
+        );
+        assert_eq!(with("scp", json!(["mcp"])), Ok(vec!["mcp".into()]));
+        assert_eq!(with("scp", json!("mcp")), Ok(vec!["mcp".into()]));
+        for bad in [
+            json!(7),
+            json!([1]),
+            json!(["a\nb"]),
+            json!(["ok", {"x": 1}]),
+        ] {
+            let err = with("scope", bad.clone()).expect_err(&bad.to_string());
+            assert_eq!(err.code(), AuthCode::InvalidClaims, "{bad}");
+        }
+        let many = (0..=MAX_SCOPES)
+            .map(|i| format!("s{i}"))
+            .collect::<Vec<_>>()
+            .join(" ");
+        assert!(with("scope", json!(many)).is_err());
     }
 }

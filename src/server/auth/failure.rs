@@ -32,6 +32,8 @@ pub enum AuthCode {
     /// The signature verifies but the tenant, user, roles or `sid` claims are missing or
     /// unusable.
     InvalidClaims,
+    /// A valid token without a scope `/mcp` requires (`[server.auth] scopes`).
+    InsufficientScope,
 }
 
 impl AuthCode {
@@ -46,6 +48,7 @@ impl AuthCode {
             AuthCode::TokenNotYetValid => "token_not_yet_valid",
             AuthCode::UnknownKey => "unknown_key",
             AuthCode::InvalidClaims => "invalid_claims",
+            AuthCode::InsufficientScope => "insufficient_scope",
         }
     }
 
@@ -61,6 +64,7 @@ impl AuthCode {
             | AuthCode::TokenNotYetValid
             | AuthCode::UnknownKey
             | AuthCode::InvalidClaims => Some("invalid_token"),
+            AuthCode::InsufficientScope => Some("insufficient_scope"),
         }
     }
 }
@@ -96,10 +100,12 @@ impl AuthFailure {
         &self.message
     }
 
-    /// The HTTP status RFC 6750 gives this failure: 400 for a malformed request, else 401.
+    /// The HTTP status RFC 6750 gives this failure: 400 for a malformed request, 403 for a
+    /// missing scope, else 401.
     pub fn status(&self) -> StatusCode {
         match self.code.bearer_error() {
             Some("invalid_request") => StatusCode::BAD_REQUEST,
+            Some("insufficient_scope") => StatusCode::FORBIDDEN,
             _ => StatusCode::UNAUTHORIZED,
         }
     }

@@ -233,7 +233,13 @@ fn validation(alg: Algorithm, cfg: &JwtConfig) -> Validation {
     v.validate_nbf = true;
     v.validate_aud = true;
     v.set_issuer(&[&cfg.issuer]);
-    v.set_audience(&[&cfg.audience]);
+    // A protected `/mcp` also takes tokens asked for its resource (RFC 8707).
+    match &cfg.protected {
+        Some(protected) if protected.resource.as_str() != cfg.audience => {
+            v.set_audience(&[cfg.audience.as_str(), protected.resource.as_str()]);
+        }
+        _ => v.set_audience(&[&cfg.audience]),
+    }
     v
 }
 

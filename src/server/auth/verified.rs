@@ -66,6 +66,7 @@ mod tests {
             user: user.to_owned(),
             roles: vec!["dev".to_owned()],
             sid: None,
+            scopes: Vec::new(),
         }
     }
 

@@ -71,6 +71,7 @@ impl Service {
             roles_claim: "roles".into(),
             default_tenant: None,
             leeway: Duration::from_secs(5),
+            protected: None,
         }));
         let env = Env::from_pairs([("JWT_SECRET", SECRET)]);
         let authenticator = Authenticator::new(&auth, &env, addr, false)

@@ -34,6 +34,7 @@ fn the_documented_example_sets_up_the_service_with_jwt() {
         roles_claim: "roles".to_owned(),
         default_tenant: None,
         leeway: Duration::from_secs(30),
+        protected: None,
     };
     let want = ServiceConfig {
         auth: AuthConfig::Jwt(Box::new(jwt_config)),
@@ -193,4 +194,136 @@ fn a_misplaced_server_table_or_unknown_mode_is_a_file_error() {
         err.problems[0].message.contains("unknown variant `basic`"),
         "{err}"
     );
+}
+
+/// A JWT `[server]` with `public_url` and `extra` in `[server.auth]`, keys from a loopback JWKS.
+fn protected_toml(public_url: &str, extra: &str, production: bool) -> String {
+    format!(
+        "[server]\npublic_url = \"{public_url}\"\nproduction = {production}\n\
+         [server.auth]\nmode = \"jwt\"\nalgorithms = [\"RS256\"]\n\
+         jwks_url = \"http://127.0.0.1:9000/jwks\"\nissuer = \"http://127.0.0.1:9000\"\n{extra}"
+    )
+}
+
+#[test]
+fn a_public_url_makes_mcp_a_protected_resource_of_the_issuer() {
+    let loaded = load_file(
+        "c.toml",
+        &protected_toml("http://127.0.0.1:8080/", "scopes = [\"mcp\"]", false),
+        &Env::default(),
+    )
+    .expect("loads");
+    let service = &loaded.config.service;
+    assert_eq!(
+        service.public_url.as_ref().map(url::Url::as_str),
+        Some("http://127.0.0.1:8080/")
+    );
+    let config = jwt(&loaded);
+    let protected = config.protected.as_ref().expect("a protected resource");
+    assert_eq!(protected.resource.as_str(), "http://127.0.0.1:8080/mcp");
+    // The issuer exactly as written: clients compare it with the server's own.
+    assert_eq!(protected.authorization_servers, ["http://127.0.0.1:9000"]);
+    assert_eq!(protected.scopes, ["mcp"]);
+    // The audience, not written, is the resource.
+    assert_eq!(config.audience, "http://127.0.0.1:8080/mcp");
+    assert_eq!(
+        loaded.warnings,
+        [
+            "server.auth.jwks_url: uses plain http to a loopback address: accepted outside \
+          production only"
+        ]
+    );
+
+    let written = load_file(
+        "c.toml",
+        &protected_toml(
+            "https://gw.example.com",
+            "audience = \"mcpgate\"\nauthorization_servers = [\"https://idp.example.com/\"]",
+            false,
+        ),
+        &Env::default(),
+    )
+    .expect("loads");
+    let config = jwt(&written);
+    let protected = config.protected.as_ref().expect("a protected resource");
+    assert_eq!(protected.resource.as_str(), "https://gw.example.com/mcp");
+    assert_eq!(
+        protected.authorization_servers,
+        ["https://idp.example.com/"]
+    );
+    assert_eq!(config.audience, "mcpgate");
+}
+
+#[test]
+fn protected_resource_settings_are_checked() {
+    let cases = [
+        (
+            protected_toml("http://gw.example.com", "", false),
+            "server.public_url: must use https: plain http is accepted for loopback hosts only",
+        ),
+        (
+            protected_toml("https://gw.example.com/tools", "", false),
+            "server.public_url: must be an origin only",
+        ),
+        (
+            protected_toml("https://user@gw.example.com", "", false),
+            "server.public_url: must be an origin only",
+        ),
+        (
+            protected_toml("http://127.0.0.1:8080", "", true),
+            "server.public_url: must use https: production = true refuses plain http",
+        ),
+        (
+            protected_toml("https://gw.example.com", "", true),
+            "server.auth.jwks_url: must use https (http only to a loopback address, outside \
+             production)",
+        ),
+        (
+            protected_toml("https://gw.example.com", "scopes = [\"a b\"]", false),
+            "server.auth.scopes[0]: must be an OAuth scope",
+        ),
+        (
+            protected_toml("https://gw.example.com", "scopes = [\"a\", \"a\"]", false),
+            "server.auth.scopes[1]: is listed twice",
+        ),
+        (
+            protected_toml(
+                "https://gw.example.com",
+                "authorization_servers = [\"http://idp.example.com\"]",
+                false,
+            ),
+            "server.auth.authorization_servers[0]: must use https",
+        ),
+        (
+            protected_toml(
+                "https://gw.example.com",
+                "authorization_servers = []",
+                false,
+            ),
+            "server.auth.authorization_servers: must name at least one issuer URL",
+        ),
+        (
+            "[server.auth]\nmode = \"jwt\"\nissuer = \"i\"\naudience = \"a\"\n\
+             secret = \"${K}\"\nscopes = [\"mcp\"]\n"
+                .to_owned(),
+            "server.auth.scopes: needs server.public_url",
+        ),
+        (
+            "[server]\npublic_url = \"https://gw.example.com\"\n[server.auth]\nmode = \
+             \"jwt\"\nissuer = \"not-a-url\"\nsecret = \"${K}\"\n"
+                .to_owned(),
+            "server.auth.authorization_servers: is needed: the issuer is not an https URL",
+        ),
+        (
+            "[server.auth]\nmode = \"dev\"\nscopes = [\"mcp\"]\n".to_owned(),
+            "server.auth.scopes: is only used with mode = \"jwt\"",
+        ),
+    ];
+    for (text, expected) in cases {
+        let found = problems(&text);
+        assert!(
+            found.iter().any(|p| p.starts_with(expected)),
+            "{expected}\nin {found:?}\nof {text}"
+        );
+    }
 }

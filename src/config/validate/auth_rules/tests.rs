@@ -26,7 +26,7 @@ fn check(text: &str, env: &[(&str, &str)]) -> Checked {
     let auth = validate(
         file.server.auth.as_ref(),
         (production, file.access.is_none()),
-        &env,
+        (&env, None),
         Path::new("/etc/mcpgate"),
         &mut report,
     );
@@ -103,6 +103,7 @@ fn a_full_jwt_section_is_read() {
         // No [access]: a token without `org` is of the default tenant.
         default_tenant: Some("default".to_owned()),
         leeway: Duration::from_secs(10),
+        protected: None,
     };
     assert_eq!(jwt_of(&checked), &want);
 }
@@ -322,7 +323,19 @@ fn algorithms_are_pinned_known_names() {
 fn jwks_url_must_be_https_without_credentials_and_is_never_echoed() {
     let base = "algorithms = [\"RS256\"]\n";
     for (url, message) in [
-        ("http://issuer.example.com/jwks", "must use https"),
+        (
+            "http://issuer.example.com/jwks",
+            "must use https (http only to a loopback address, outside production)",
+        ),
+        // A name, even `localhost`, could resolve elsewhere: loopback means an address.
+        (
+            "http://localhost:9000/jwks",
+            "must use https (http only to a loopback address, outside production)",
+        ),
+        (
+            "http://u:pw1234@127.0.0.1:9000/jwks",
+            "must use https (http only to a loopback address, outside production)",
+        ),
         (
             "https://u:pw1234@issuer.example.com/jwks",
             "must not carry a user name or password",

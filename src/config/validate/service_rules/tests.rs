@@ -78,6 +78,7 @@ fn every_field_is_read() {
     "#);
     let want = ServiceConfig {
         listen: SocketAddr::from(([127, 0, 0, 2], 9000)),
+        public_url: None,
         auth: AuthConfig::Dev,
         production: false,
         max_body_bytes: 2048,

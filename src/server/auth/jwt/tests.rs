@@ -55,6 +55,7 @@ fn config(algorithms: &[JwtAlgorithm]) -> JwtConfig {
         roles_claim: "roles".to_owned(),
         default_tenant: None,
         leeway: Duration::from_secs(30),
+        protected: None,
     }
 }
 
@@ -317,6 +318,7 @@ async fn jwks_keys_are_chosen_by_kid() {
             .expect("JWKS setup");
     let auth = Authenticator {
         mode: Mode::Jwt(Box::new(verifier)),
+        protected: None,
     };
     for (alg, kid) in [
         (Algorithm::RS256, "test-rsa-1"),
@@ -337,4 +339,99 @@ async fn jwks_keys_are_chosen_by_kid() {
         &sign(Algorithm::RS256, Some("rotated-2"), &claims()),
         AuthCode::UnknownKey,
     );
+}
+
+fn protected_config() -> JwtConfig {
+    JwtConfig {
+        protected: Some(crate::config::ProtectedResourceConfig {
+            resource: url::Url::parse("https://gw.test/mcp").expect("url"),
+            authorization_servers: vec![ISSUER.to_owned()],
+            scopes: vec!["mcp".to_owned(), "tools".to_owned()],
+        }),
+        ..config(&[JwtAlgorithm::Hs256])
+    }
+}
+
+fn check_at(
+    auth: &Authenticator,
+    token: &str,
+    path: &'static str,
+) -> Result<crate::policy::CallContext, AuthFailure> {
+    let mut headers = HeaderMap::new();
+    let value = HeaderValue::from_str(&format!("Bearer {token}")).expect("ascii token");
+    headers.insert(AUTHORIZATION, value);
+    auth.authenticate(&headers, &Uri::from_static(path), "req-1")
+}
+
+#[tokio::test]
+async fn a_protected_mcp_takes_tokens_for_its_resource_with_its_scopes() {
+    let auth = setup(protected_config(), &env_with(SECRET), true)
+        .await
+        .expect("valid setup");
+    let for_resource = with(claims(), "aud", json!("https://gw.test/mcp"));
+    let scoped = with(for_resource.clone(), "scope", json!("tools mcp extra"));
+    for path in ["/mcp", "/mcp/time", "/api/v1/mcp/tools"] {
+        check_at(&auth, &sign(Algorithm::HS256, None, &scoped), path).expect(path);
+    }
+    // The configured audience is still accepted (the API's tokens).
+    let api_token = with(claims(), "scope", json!("mcp tools"));
+    check_at(&auth, &sign(Algorithm::HS256, None, &api_token), "/mcp").expect("audience");
+    // Another resource's token is refused everywhere (RFC 8707).
+    let other = with(scoped.clone(), "aud", json!("https://other.test/mcp"));
+    for path in ["/mcp", "/api/v1/mcp/tools"] {
+        let err = check_at(&auth, &sign(Algorithm::HS256, None, &other), path)
+            .expect_err("another audience");
+        assert_eq!(err.code(), AuthCode::InvalidToken, "{path}");
+    }
+    // A scope short: 403 on /mcp, naming what is missing; the API does not ask for scopes.
+    let short = with(for_resource, "scp", json!(["mcp"]));
+    let err = check_at(&auth, &sign(Algorithm::HS256, None, &short), "/mcp/time")
+        .expect_err("scope missing");
+    assert_eq!(err.code(), AuthCode::InsufficientScope);
+    assert_eq!(err.status(), http::StatusCode::FORBIDDEN);
+    assert!(err.message().ends_with(": tools"), "{}", err.message());
+    check_at(
+        &auth,
+        &sign(Algorithm::HS256, None, &short),
+        "/api/v1/mcp/tools",
+    )
+    .expect("no scopes on the API");
+    // Every challenge points at the metadata and names the scopes.
+    assert_eq!(
+        auth.challenge(&err),
+        "Bearer realm=\"mcpgate\", error=\"insufficient_scope\", error_description=\"the \
+         token lacks the scope this endpoint requires: tools\", resource_metadata=\"https://gw.\
+         test/.well-known/oauth-protected-resource/mcp\", scope=\"mcp tools\""
+    );
+    let missing = auth
+        .authenticate(&HeaderMap::new(), &Uri::from_static("/mcp"), "req-1")
+        .expect_err("no token");
+    assert!(
+        auth.challenge(&missing)
+            .starts_with("Bearer realm=\"mcpgate\", resource_metadata=\"https://gw.test/"),
+        "{}",
+        auth.challenge(&missing)
+    );
+    let document = auth.protected_resource().expect("protected").document();
+    assert_eq!(
+        document,
+        &json!({
+            "resource": "https://gw.test/mcp",
+            "authorization_servers": [ISSUER],
+            "bearer_methods_supported": ["header"],
+            "resource_name": "mcpgate",
+            "scopes_supported": ["mcp", "tools"],
+        })
+    );
+    let protected = auth.protected_resource().expect("protected");
+    for (rest, served) in [
+        ("", true),
+        ("/mcp", true),
+        ("/mcp/time", true),
+        ("/mcp/time/x", false),
+        ("/mcp/", false),
+        ("/api", false),
+    ] {
+        assert_eq!(protected.serves(rest), served, "{rest}");
+    }
 }
