@@ -36,6 +36,7 @@ pub mod fixtures;
 pub mod gateway;
 pub mod lane;
 pub mod net;
+pub mod oauth;
 pub mod policy;
 pub mod server;
 pub mod store;

@@ -5,6 +5,7 @@
 mod audit;
 mod audit_writer;
 mod confirmations;
+mod oauth;
 mod schema;
 #[cfg(test)]
 mod tests;
@@ -55,6 +56,11 @@ impl SqliteStores {
             self.pool.clone(),
             self.writer.clone(),
         ))
+    }
+
+    /// Users' upstream OAuth connections, in the same file.
+    pub fn oauth(&self) -> Arc<dyn crate::oauth::OAuthStore> {
+        Arc::new(oauth::SqliteOAuth::new(self.pool.clone()))
     }
 
     /// Stops the audit writer once it has committed and synced what was queued, then closes

@@ -7,10 +7,10 @@ use crate::store::StoreError;
 
 /// The schema this build reads and writes. A file with a newer version is refused; an older
 /// one is migrated.
-pub(super) const SCHEMA_VERSION: i64 = 2;
+pub(super) const SCHEMA_VERSION: i64 = 3;
 
 const _: () = assert!(
-    SCHEMA_VERSION == 2,
+    SCHEMA_VERSION == 3,
     "write the migration and its user_version"
 );
 
@@ -99,6 +99,46 @@ const AUDIT_V2: [&str; 4] = [
     "ALTER TABLE audit_v2 RENAME TO audit",
 ];
 
+/// Version 3: each user's upstream OAuth connections, the authorizations under way, and the
+/// clients registered with authorization servers. Secrets are sealed (`crate::oauth::vault`):
+/// `sealed` holds ciphertext and tag, `nonce` and `key_id` say how to open it; nothing in
+/// these tables is a usable credential without the key.
+const OAUTH_V3: [&str; 4] = [
+    "CREATE TABLE oauth_connections (
+        tenant_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        server TEXT NOT NULL,
+        status TEXT NOT NULL,
+        issuer TEXT,
+        scopes TEXT NOT NULL,
+        key_id TEXT NOT NULL,
+        nonce BLOB NOT NULL,
+        sealed BLOB NOT NULL,
+        connected_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        PRIMARY KEY (tenant_id, user_id, server)
+    ) STRICT",
+    "CREATE TABLE oauth_pending (
+        state_hash TEXT PRIMARY KEY NOT NULL,
+        tenant_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        server TEXT NOT NULL,
+        key_id TEXT NOT NULL,
+        nonce BLOB NOT NULL,
+        sealed BLOB NOT NULL,
+        expires_at INTEGER NOT NULL
+    ) STRICT",
+    "CREATE INDEX oauth_pending_expiry ON oauth_pending (expires_at)",
+    "CREATE TABLE oauth_clients (
+        server TEXT NOT NULL,
+        issuer TEXT NOT NULL,
+        key_id TEXT NOT NULL,
+        nonce BLOB NOT NULL,
+        sealed BLOB NOT NULL,
+        PRIMARY KEY (server, issuer)
+    ) STRICT",
+];
+
 /// Checks the version and creates the schema in a fresh file, or migrates an older one, in
 /// one write transaction: two processes opening one file cannot both create or migrate it,
 /// and a migration that fails leaves the file as it was.
@@ -133,7 +173,8 @@ pub(super) async fn prepare(pool: &SqlitePool) -> Result<(), StoreError> {
     }
     // A fresh file gets version 1 and then each migration, as an old file does.
     let first = if found == 0 { &SCHEMA_V1[..] } else { &[] };
-    for &statement in first.iter().chain(&AUDIT_V2) {
+    let audit_v2 = if found < 2 { &AUDIT_V2[..] } else { &[] };
+    for &statement in first.iter().chain(audit_v2).chain(&OAUTH_V3) {
         sqlx::query(statement)
             .execute(&mut *tx)
             .await
@@ -141,7 +182,7 @@ pub(super) async fn prepare(pool: &SqlitePool) -> Result<(), StoreError> {
     }
     // PRAGMA takes no bound parameters, so the version is spelled out; the assertion above
     // keeps it equal to SCHEMA_VERSION.
-    sqlx::query("PRAGMA user_version = 2")
+    sqlx::query("PRAGMA user_version = 3")
         .execute(&mut *tx)
         .await
         .map_err(store_error)?;

@@ -1,0 +1,249 @@
+//! Where users' upstream OAuth state is kept: connections (one per tenant, user and server),
+//! authorizations under way (single use, short-lived) and clients registered with
+//! authorization servers. Every secret arrives here sealed ([`Sealed`]); the stores keep bytes
+//! they cannot read. Memory and SQLite for one instance, PostgreSQL for several.
+
+use std::{
+    collections::HashMap,
+    sync::{Mutex, PoisonError},
+};
+
+use async_trait::async_trait;
+
+use super::vault::Sealed;
+use crate::store::StoreError;
+
+/// Whose connection: tenant, user, server.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnectionKey {
+    pub tenant: String,
+    pub user: String,
+    pub server: String,
+}
+
+/// A connection's state, as the page and the API show it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConnectionStatus {
+    /// Tokens that work (or refresh).
+    Connected,
+    /// The refresh token was refused: the user must connect again.
+    Expired,
+}
+
+impl ConnectionStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConnectionStatus::Connected => "connected",
+            ConnectionStatus::Expired => "expired",
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<ConnectionStatus, StoreError> {
+        match text {
+            "connected" => Ok(ConnectionStatus::Connected),
+            "expired" => Ok(ConnectionStatus::Expired),
+            _ => Err(StoreError::Corrupt(
+                "unknown OAuth connection status".to_owned(),
+            )),
+        }
+    }
+}
+
+/// One user's connection to one server: its tokens sealed, the rest in the clear (nothing
+/// else here is a credential).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConnectionRow {
+    pub status: ConnectionStatus,
+    /// The authorization server that issued the tokens.
+    pub issuer: Option<String>,
+    /// Scopes granted, space-separated.
+    pub scopes: String,
+    pub sealed: Sealed,
+    /// Microseconds since the Unix epoch.
+    pub connected_at: i64,
+    pub updated_at: i64,
+}
+
+/// An authorization under way, found again by its `state` (stored as a hash) when the
+/// authorization server sends the user back.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PendingRow {
+    pub key: ConnectionKey,
+    /// The PKCE verifier and what the exchange must check, sealed.
+    pub sealed: Sealed,
+    /// Microseconds since the Unix epoch.
+    pub expires_at: i64,
+}
+
+/// Storage of connections, pending authorizations and registered clients.
+#[async_trait]
+pub trait OAuthStore: Send + Sync {
+    async fn connection(&self, key: &ConnectionKey) -> Result<Option<ConnectionRow>, StoreError>;
+    /// Inserts or replaces the connection.
+    async fn put_connection(
+        &self,
+        key: &ConnectionKey,
+        row: &ConnectionRow,
+    ) -> Result<(), StoreError>;
+    /// Marks a connection expired, if it is still the one sealed as `sealed` (a refresh
+    /// elsewhere may have replaced it since).
+    async fn expire_connection(
+        &self,
+        key: &ConnectionKey,
+        sealed: &Sealed,
+        now: i64,
+    ) -> Result<bool, StoreError>;
+    /// Removes it; whether there was one.
+    async fn delete_connection(&self, key: &ConnectionKey) -> Result<bool, StoreError>;
+    /// A user's connections, by server.
+    async fn user_connections(
+        &self,
+        tenant: &str,
+        user: &str,
+    ) -> Result<Vec<(String, ConnectionRow)>, StoreError>;
+    async fn put_pending(&self, state_hash: &str, row: &PendingRow) -> Result<(), StoreError>;
+    /// Removes and returns the pending authorization if it has not expired at `now`: a
+    /// `state` is used once, whichever instance the user comes back to.
+    async fn take_pending(
+        &self,
+        state_hash: &str,
+        now: i64,
+    ) -> Result<Option<PendingRow>, StoreError>;
+    /// Drops pending authorizations expired at `now`; how many.
+    async fn purge_pending(&self, now: i64) -> Result<u64, StoreError>;
+    /// The client registered for `server` with the authorization server `issuer`.
+    async fn client(&self, server: &str, issuer: &str) -> Result<Option<Sealed>, StoreError>;
+    async fn put_client(
+        &self,
+        server: &str,
+        issuer: &str,
+        sealed: &Sealed,
+    ) -> Result<(), StoreError>;
+}
+
+/// Most pending authorizations kept in memory: abandoned ones expire within minutes.
+const MAX_MEMORY_PENDING: usize = 10_000;
+
+/// In memory (`[state] database = "memory"`): gone with the process.
+#[derive(Debug, Default)]
+pub struct MemoryOAuth {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    connections: HashMap<ConnectionKey, ConnectionRow>,
+    pending: HashMap<String, PendingRow>,
+    clients: HashMap<(String, String), Sealed>,
+}
+
+impl MemoryOAuth {
+    fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+#[async_trait]
+impl OAuthStore for MemoryOAuth {
+    async fn connection(&self, key: &ConnectionKey) -> Result<Option<ConnectionRow>, StoreError> {
+        Ok(self.inner().connections.get(key).cloned())
+    }
+
+    async fn put_connection(
+        &self,
+        key: &ConnectionKey,
+        row: &ConnectionRow,
+    ) -> Result<(), StoreError> {
+        self.inner().connections.insert(key.clone(), row.clone());
+        Ok(())
+    }
+
+    async fn expire_connection(
+        &self,
+        key: &ConnectionKey,
+        sealed: &Sealed,
+        now: i64,
+    ) -> Result<bool, StoreError> {
+        let mut inner = self.inner();
+        match inner.connections.get_mut(key) {
+            Some(row) if &row.sealed == sealed => {
+                row.status = ConnectionStatus::Expired;
+                row.updated_at = now;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    async fn delete_connection(&self, key: &ConnectionKey) -> Result<bool, StoreError> {
+        Ok(self.inner().connections.remove(key).is_some())
+    }
+
+    async fn user_connections(
+        &self,
+        tenant: &str,
+        user: &str,
+    ) -> Result<Vec<(String, ConnectionRow)>, StoreError> {
+        let mut found: Vec<(String, ConnectionRow)> = self
+            .inner()
+            .connections
+            .iter()
+            .filter(|(key, _)| key.tenant == tenant && key.user == user)
+            .map(|(key, row)| (key.server.clone(), row.clone()))
+            .collect();
+        found.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(found)
+    }
+
+    async fn put_pending(&self, state_hash: &str, row: &PendingRow) -> Result<(), StoreError> {
+        let mut inner = self.inner();
+        if inner.pending.len() >= MAX_MEMORY_PENDING {
+            let now = row.expires_at.saturating_sub(1);
+            inner.pending.retain(|_, pending| pending.expires_at > now);
+            if inner.pending.len() >= MAX_MEMORY_PENDING {
+                return Err(StoreError::Full);
+            }
+        }
+        inner.pending.insert(state_hash.to_owned(), row.clone());
+        Ok(())
+    }
+
+    async fn take_pending(
+        &self,
+        state_hash: &str,
+        now: i64,
+    ) -> Result<Option<PendingRow>, StoreError> {
+        Ok(self
+            .inner()
+            .pending
+            .remove(state_hash)
+            .filter(|row| row.expires_at > now))
+    }
+
+    async fn purge_pending(&self, now: i64) -> Result<u64, StoreError> {
+        let mut inner = self.inner();
+        let before = inner.pending.len();
+        inner.pending.retain(|_, row| row.expires_at > now);
+        Ok((before - inner.pending.len()) as u64)
+    }
+
+    async fn client(&self, server: &str, issuer: &str) -> Result<Option<Sealed>, StoreError> {
+        Ok(self
+            .inner()
+            .clients
+            .get(&(server.to_owned(), issuer.to_owned()))
+            .cloned())
+    }
+
+    async fn put_client(
+        &self,
+        server: &str,
+        issuer: &str,
+        sealed: &Sealed,
+    ) -> Result<(), StoreError> {
+        self.inner()
+            .clients
+            .insert((server.to_owned(), issuer.to_owned()), sealed.clone());
+        Ok(())
+    }
+}

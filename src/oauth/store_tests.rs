@@ -1,0 +1,166 @@
+//! The OAuth stores' contract, run against each backend.
+
+use super::store::*;
+use crate::oauth::vault::Sealed;
+
+fn key(user: &str, server: &str) -> ConnectionKey {
+    ConnectionKey {
+        tenant: "acme".to_owned(),
+        user: user.to_owned(),
+        server: server.to_owned(),
+    }
+}
+
+fn sealed(byte: u8) -> Sealed {
+    Sealed {
+        key_id: "0011223344556677".to_owned(),
+        nonce: vec![byte; 12],
+        ciphertext: vec![byte; 40],
+    }
+}
+
+fn row(byte: u8, now: i64) -> ConnectionRow {
+    ConnectionRow {
+        status: ConnectionStatus::Connected,
+        issuer: Some("https://as.example".to_owned()),
+        scopes: "read write".to_owned(),
+        sealed: sealed(byte),
+        connected_at: now,
+        updated_at: now,
+    }
+}
+
+pub(crate) async fn contract(store: &dyn OAuthStore) {
+    let alice = key("alice", "linear");
+    assert_eq!(store.connection(&alice).await.expect("read"), None);
+    store
+        .put_connection(&alice, &row(1, 10))
+        .await
+        .expect("put");
+    store
+        .put_connection(&key("alice", "github"), &row(2, 11))
+        .await
+        .expect("put");
+    store
+        .put_connection(&key("bob", "linear"), &row(3, 12))
+        .await
+        .expect("put");
+    assert_eq!(
+        store.connection(&alice).await.expect("read"),
+        Some(row(1, 10))
+    );
+    let servers: Vec<String> = store
+        .user_connections("acme", "alice")
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|(server, _)| server)
+        .collect();
+    assert_eq!(servers, ["github", "linear"]);
+    // Replaced whole.
+    store
+        .put_connection(&alice, &row(4, 20))
+        .await
+        .expect("replace");
+    assert_eq!(
+        store.connection(&alice).await.expect("read"),
+        Some(row(4, 20))
+    );
+    // Expired only while it is still the record the refresh read.
+    assert!(
+        !store
+            .expire_connection(&alice, &sealed(1), 30)
+            .await
+            .expect("stale")
+    );
+    assert!(
+        store
+            .expire_connection(&alice, &sealed(4), 30)
+            .await
+            .expect("expire")
+    );
+    let expired = store.connection(&alice).await.expect("read").expect("kept");
+    assert_eq!(
+        (expired.status, expired.updated_at),
+        (ConnectionStatus::Expired, 30)
+    );
+    assert!(store.delete_connection(&alice).await.expect("delete"));
+    assert!(!store.delete_connection(&alice).await.expect("gone"));
+    assert_eq!(
+        store.connection(&key("bob", "linear")).await.expect("read"),
+        Some(row(3, 12))
+    );
+
+    // A pending authorization is taken once, and not after it expired.
+    let pending = PendingRow {
+        key: alice.clone(),
+        sealed: sealed(5),
+        expires_at: 100,
+    };
+    store.put_pending("h1", &pending).await.expect("put");
+    assert_eq!(
+        store.take_pending("h1", 50).await.expect("take"),
+        Some(pending.clone())
+    );
+    assert_eq!(store.take_pending("h1", 50).await.expect("again"), None);
+    store.put_pending("h2", &pending).await.expect("put");
+    assert_eq!(store.take_pending("h2", 100).await.expect("expired"), None);
+    store.put_pending("h3", &pending).await.expect("put");
+    store
+        .put_pending(
+            "h4",
+            &PendingRow {
+                expires_at: 300,
+                ..pending.clone()
+            },
+        )
+        .await
+        .expect("put");
+    assert_eq!(store.purge_pending(200).await.expect("purge"), 1);
+    assert!(store.take_pending("h4", 200).await.expect("kept").is_some());
+
+    assert_eq!(
+        store
+            .client("linear", "https://as.example")
+            .await
+            .expect("read"),
+        None
+    );
+    store
+        .put_client("linear", "https://as.example", &sealed(6))
+        .await
+        .expect("put");
+    store
+        .put_client("linear", "https://as.example", &sealed(7))
+        .await
+        .expect("replace");
+    assert_eq!(
+        store
+            .client("linear", "https://as.example")
+            .await
+            .expect("read"),
+        Some(sealed(7))
+    );
+    assert_eq!(
+        store
+            .client("linear", "https://other.example")
+            .await
+            .expect("read"),
+        None
+    );
+}
+
+#[tokio::test]
+async fn memory_keeps_the_contract() {
+    contract(&MemoryOAuth::default()).await;
+}
+
+#[tokio::test]
+async fn sqlite_keeps_the_contract() {
+    let dir = tempfile::tempdir().expect("dir");
+    let stores = crate::store::open_sqlite(&dir.path().join("state.db"))
+        .await
+        .expect("open");
+    contract(stores.oauth().as_ref()).await;
+    stores.close().await;
+}
