@@ -178,6 +178,9 @@ fn init_logging(filter: &str, json: bool) {
     } else {
         format!("{filter},rmcp=warn")
     };
+    // Its OAuth client logs authorization codes at debug: capped at info whatever is asked
+    // (the last directive for a target wins).
+    let filter = format!("{filter},rmcp::transport::auth=info");
     let filter = tracing_subscriber::EnvFilter::try_new(&filter)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let builder = tracing_subscriber::fmt()

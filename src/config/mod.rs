@@ -93,6 +93,39 @@ pub struct Config {
     /// The model for the agent loop; `None` when none is configured (chat is then refused).
     pub llm: Option<LlmConfig>,
     pub agent: AgentConfig,
+    /// How users' upstream OAuth tokens are kept (servers with `auth = "oauth"`).
+    pub oauth: OAuthConfig,
+}
+
+/// `[oauth]`: users' own accounts on upstream servers.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OAuthConfig {
+    /// Keys that seal tokens at rest, each a `${VAR}` reference: the first seals, every one
+    /// opens (rotation). Required when a server has `auth = "oauth"`.
+    pub keys: Vec<SecretTemplate>,
+    /// How long a user has to finish signing in at the authorization server.
+    pub authorization_timeout: Duration,
+}
+
+impl Default for OAuthConfig {
+    fn default() -> Self {
+        OAuthConfig {
+            keys: Vec::new(),
+            authorization_timeout: Duration::from_secs(600),
+        }
+    }
+}
+
+/// `auth = "oauth"` on an HTTP server: each user connects their own account.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct UpstreamOAuth {
+    /// A client registered with the server's authorization server beforehand; without it the
+    /// gateway registers itself (RFC 7591) where the server allows.
+    pub client_id: Option<SecretTemplate>,
+    /// Its secret, a `${VAR}` reference (confidential clients).
+    pub client_secret: Option<SecretTemplate>,
+    /// Scopes asked for; empty: those the server's challenge or metadata names.
+    pub scopes: Vec<String>,
 }
 
 /// Gateway-wide bounds; each has a safe default and can be overridden per server where noted.
@@ -193,6 +226,8 @@ pub struct ServerConfig {
     pub tool_timeouts: Vec<(String, Duration)>,
     /// Where the server was configured.
     pub source: ServerSource,
+    /// `auth = "oauth"`: calls carry each user's own token (HTTP servers).
+    pub oauth: Option<UpstreamOAuth>,
 }
 
 /// Whose upstream session a relayed tool call goes over.
@@ -258,6 +293,7 @@ impl ServerConfig {
             call_timeout: None,
             tool_timeouts: Vec::new(),
             source: ServerSource::Code,
+            oauth: None,
         }
     }
 

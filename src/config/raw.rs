@@ -247,6 +247,8 @@ pub struct RawFile {
     #[serde(default)]
     pub sandbox: RawSandbox,
     #[serde(default)]
+    pub oauth: RawOAuth,
+    #[serde(default)]
     pub servers: BTreeMap<String, toml::Value>,
 }
 
@@ -543,6 +545,37 @@ server_fields! {
     tool_timeouts: BTreeMap<String, RawDuration>,
     sandbox: RawServerSandbox,
     sessions: RawSessions,
+    auth: RawUpstreamAuth,
+    oauth: RawServerOAuth,
+}
+
+/// `auth` of a server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RawUpstreamAuth {
+    /// Only the configured headers (the default).
+    None,
+    /// Each user's own OAuth token.
+    Oauth,
+}
+
+/// `oauth` of a server (with `auth = "oauth"`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawServerOAuth {
+    #[serde(alias = "clientId")]
+    pub client_id: Option<String>,
+    #[serde(alias = "clientSecret")]
+    pub client_secret: Option<String>,
+    pub scopes: Option<Vec<String>>,
+}
+
+/// `[oauth]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawOAuth {
+    pub keys: Option<Vec<String>>,
+    pub authorization_timeout: Option<RawDuration>,
 }
 
 /// A JSON object kept in written order that rejects duplicate keys: `serde_json` would keep

@@ -9,10 +9,10 @@ use std::{
 use url::{Host, Url};
 
 use super::{
-    Confirm, Env, HttpConfig, HttpKind, OnChange, Sandbox, ScanMode, ServerConfig, ServerId,
-    Sessions, StdioConfig, TransportConfig,
+    Confirm, Env, HttpConfig, HttpKind, OnChange, Sandbox, ScanMode, SecretTemplate, ServerConfig,
+    ServerId, Sessions, StdioConfig, TransportConfig, UpstreamOAuth,
     limit_rules::TIMEOUT_RANGE,
-    raw::{RawConfirm, RawReaction, RawServer, RawSessions, RawTransport},
+    raw::{RawConfirm, RawReaction, RawServer, RawSessions, RawTransport, RawUpstreamAuth},
     sandbox_rules,
     secret_rules::{self, Context},
     validate::{Entry, FieldCase, Report, duration, join},
@@ -150,7 +150,104 @@ pub(super) fn validate(
     server.connect_timeout = connect_timeout;
     server.call_timeout = call_timeout;
     server.tool_timeouts = tool_timeouts;
+    server.oauth = upstream_oauth(raw, &f, &server.transport, report)?;
     Some(server)
+}
+
+/// `auth = "oauth"` and its `oauth` table: HTTP servers only, without an `Authorization`
+/// header of their own (the user's token is the authorization), a client secret only with a
+/// client id and only as a `${VAR}` reference.
+fn upstream_oauth(
+    raw: &RawServer,
+    f: &Fields<'_>,
+    transport: &TransportConfig,
+    report: &mut Report,
+) -> Option<Option<UpstreamOAuth>> {
+    let before = report.problem_count();
+    let wanted = raw.auth == Some(RawUpstreamAuth::Oauth);
+    if !wanted {
+        if raw.oauth.is_some() {
+            report.problem(f.path("oauth"), "applies only with auth = \"oauth\"");
+            return None;
+        }
+        return Some(None);
+    }
+    let TransportConfig::Http(http) = transport else {
+        report.problem(
+            f.path("auth"),
+            "\"oauth\" needs an HTTP server: a stdio server has no authorization server",
+        );
+        return None;
+    };
+    if http
+        .headers
+        .iter()
+        .any(|(name, _)| name.eq_ignore_ascii_case("authorization"))
+    {
+        report.problem(
+            f.path("headers"),
+            "sets Authorization, which auth = \"oauth\" fills with each user's own token",
+        );
+    }
+    let written = raw.oauth.clone().unwrap_or_default();
+    let client_id = written.client_id.as_deref().and_then(|text| {
+        let template = SecretTemplate::new(text);
+        match template.check_syntax() {
+            Ok(()) if !text.trim().is_empty() => Some(template),
+            Ok(()) => {
+                report.problem(f.path("oauth.client_id"), "is empty");
+                None
+            }
+            Err(message) => {
+                report.problem(f.path("oauth.client_id"), message);
+                None
+            }
+        }
+    });
+    let client_secret = written.client_secret.as_deref().and_then(|text| {
+        let template = SecretTemplate::new(text);
+        let single = {
+            let mut refs = template.references();
+            matches!((refs.next(), refs.next()), (Some(name), None) if text == format!("${{{name}}}"))
+        };
+        if template.check_syntax().is_err() || !single {
+            report.problem(
+                f.path("oauth.client_secret"),
+                "must be one `${NAME}` reference, with the secret in that environment \
+                 variable: a secret is never written in configuration",
+            );
+            return None;
+        }
+        Some(template)
+    });
+    if written.client_secret.is_some() && written.client_id.is_none() {
+        report.problem(
+            f.path("oauth.client_secret"),
+            "needs client_id: a secret belongs to a client registered beforehand",
+        );
+    }
+    let mut scopes: Vec<String> = Vec::new();
+    for (i, scope) in written.scopes.iter().flatten().enumerate() {
+        let valid = !scope.is_empty()
+            && scope.len() <= 128
+            && scope
+                .bytes()
+                .all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\');
+        if !valid {
+            report.problem(
+                format!("{}[{i}]", f.path("oauth.scopes")),
+                "must be an OAuth scope: 1 to 128 printable ASCII characters without spaces, \
+                 `\"` or `\\`",
+            );
+        } else if !scopes.contains(scope) {
+            scopes.push(scope.clone());
+        }
+    }
+    (report.problem_count() == before).then_some(Some(UpstreamOAuth {
+        client_id,
+        client_secret,
+        scopes,
+    }))
 }
 
 fn tool_list(items: &[String], path: &str, report: &mut Report) -> Vec<String> {

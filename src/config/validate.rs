@@ -21,6 +21,7 @@ use super::{
 };
 
 mod auth_rules;
+mod oauth_rules;
 mod resource_rules;
 mod service_rules;
 
@@ -193,6 +194,7 @@ pub(super) struct Draft {
     base: PathBuf,
     /// `[sandbox]`: what every stdio server added from now on starts from.
     sandbox: Sandbox,
+    oauth: super::OAuthConfig,
 }
 
 impl Draft {
@@ -230,6 +232,7 @@ impl Draft {
             agent: RawAgent::default(),
             base: base.to_path_buf(),
             sandbox: Sandbox::default(),
+            oauth: config.oauth,
         }
     }
 
@@ -255,6 +258,7 @@ impl Draft {
             agent: file.agent,
             base: base.to_path_buf(),
             sandbox: sandbox_rules::defaults(&file.sandbox, base, report),
+            oauth: oauth_rules::section(&file.oauth, report),
         }
     }
 
@@ -328,6 +332,9 @@ impl Draft {
             Deferred::Written(raw) => gate_rules::audit(&raw, &known, report),
             Deferred::Valid(audit) => audit,
         };
+        let service =
+            service_rules::validate(&self.service, env, (&self.base, single_tenant), report);
+        oauth_rules::check_servers(&self.servers, &self.oauth, &service, report);
         Config {
             servers: self.servers,
             limits: self.limits,
@@ -340,14 +347,10 @@ impl Draft {
             shared: self.shared,
             audit,
             pins: self.pins,
-            service: service_rules::validate(
-                &self.service,
-                env,
-                (&self.base, single_tenant),
-                report,
-            ),
+            service,
             llm: agent_rules::llm(self.llm.as_ref(), env, report),
             agent: agent_rules::agent(&self.agent, report),
+            oauth: self.oauth,
         }
     }
 }

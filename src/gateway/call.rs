@@ -171,6 +171,11 @@ impl Gateway {
         }
         // 4: arguments.
         let arguments = self.check_arguments(tool, arguments, config, attempt)?;
+        // The caller's own account, where the server wants one: checked before a write is
+        // confirmed, so nobody approves a call that cannot run.
+        if server.oauth.is_some() {
+            self.user_token(ctx, &tool.server).await?;
+        }
         // 5: confirmation for writes.
         let effect = classify(server, &tool.upstream);
         attempt.effect(effect);
@@ -199,7 +204,7 @@ impl Gateway {
         let timeout = call_timeout(config, server, tool);
         let upstream_started = std::time::Instant::now();
         let result = self
-            .call_upstream(tool, arguments, timeout, effect, config, relay)
+            .call_upstream(ctx, tool, arguments, timeout, effect, config, relay)
             .await;
         attempt.upstream_time_add(upstream_started.elapsed());
         let result = result?;
@@ -336,8 +341,10 @@ impl Gateway {
     /// Calls the upstream; reads are retried on connection failures, writes only when the
     /// request was certainly not sent (the server was not connected), so a confirmed write
     /// reaches the upstream at most once.
+    #[allow(clippy::too_many_arguments)]
     async fn call_upstream(
         &self,
+        ctx: &CallContext,
         tool: &CatalogTool,
         arguments: Map<String, Value>,
         timeout: Duration,
@@ -346,13 +353,20 @@ impl Gateway {
         relay: Option<Arc<dyn CallRelay>>,
     ) -> Result<rmcp::model::CallToolResult, GatewayError> {
         let mut retries_left = config.call_limits.retries;
+        let oauth = config
+            .server(&tool.server)
+            .is_some_and(|server| server.oauth.is_some());
         loop {
             let params = CallToolRequestParams::new(tool.upstream.name.clone())
                 .with_arguments(arguments.clone());
+            let user = match oauth {
+                true => Some(self.user_token(ctx, &tool.server).await?),
+                false => None,
+            };
             match self
                 .inner
                 .manager
-                .call_tool_relayed(&tool.server, params, timeout, relay.clone())
+                .call_tool_as(&tool.server, params, timeout, relay.clone(), user.as_ref())
                 .await
             {
                 Ok(result) => return Ok(result),
@@ -377,6 +391,41 @@ impl Gateway {
                 }
             }
         }
+    }
+}
+
+impl Gateway {
+    /// The caller's token for an `auth = "oauth"` server, refreshed if it is about to expire.
+    async fn user_token(
+        &self,
+        ctx: &CallContext,
+        server: &crate::config::ServerId,
+    ) -> Result<crate::upstream::oauth::UserToken, GatewayError> {
+        let Some(connections) = self.connections() else {
+            return Err(GatewayError::from_oauth(
+                server.as_str(),
+                crate::oauth::OAuthError::AuthorizationRequired {
+                    server: server.to_string(),
+                },
+            ));
+        };
+        let key = crate::oauth::ConnectionKey {
+            tenant: ctx.tenant.clone(),
+            user: ctx.user.clone(),
+            server: server.to_string(),
+        };
+        let token = connections
+            .access_token(&key)
+            .await
+            .map_err(|err| GatewayError::from_oauth(server.as_str(), err))?;
+        Ok(crate::upstream::oauth::UserToken {
+            session: format!(
+                "oauth:{}#{}",
+                crate::digest::sha256_hex(format!("{}\0{}", ctx.tenant, ctx.user).as_bytes()),
+                token.digest
+            ),
+            secret: token.secret,
+        })
     }
 }
 

@@ -65,6 +65,18 @@ pub enum GatewayError {
     /// A store the decision depends on could not be reached: the call is refused (fail closed).
     #[error("{what} is unavailable; the call was refused")]
     StoreUnavailable { what: &'static str },
+    /// The server wants the caller's own account (`auth = "oauth"`), which the caller has not
+    /// connected, or whose connection expired; `connect` is the route that starts one.
+    #[error("{message}")]
+    AuthorizationRequired {
+        server: String,
+        connect: String,
+        message: String,
+    },
+    /// The caller's OAuth connection could not be used right now (its authorization server
+    /// did not answer a refresh, or the token store failed).
+    #[error("{message}")]
+    OAuthUnavailable { server: String, message: String },
 }
 
 impl GatewayError {
@@ -84,6 +96,8 @@ impl GatewayError {
             GatewayError::Timeout { .. } => "timeout",
             GatewayError::Upstream { source, .. } => source.code(),
             GatewayError::StoreUnavailable { .. } => "store_unavailable",
+            GatewayError::AuthorizationRequired { .. } => "authorization_required",
+            GatewayError::OAuthUnavailable { .. } => "oauth_unavailable",
         }
     }
 
@@ -100,6 +114,25 @@ impl GatewayError {
                 | GatewayError::ConfirmationNotFound
                 | GatewayError::LimitExceeded { .. }
                 | GatewayError::StoreUnavailable { .. }
+                | GatewayError::AuthorizationRequired { .. }
         )
+    }
+
+    /// The gateway error of an OAuth failure on the way to `server`.
+    pub fn from_oauth(server: &str, err: crate::oauth::OAuthError) -> GatewayError {
+        use crate::oauth::OAuthError;
+        match err {
+            OAuthError::AuthorizationRequired { .. } | OAuthError::ConnectionExpired { .. } => {
+                GatewayError::AuthorizationRequired {
+                    server: server.to_owned(),
+                    connect: format!("/api/v1/mcp/servers/{server}/connect"),
+                    message: err.to_string(),
+                }
+            }
+            other => GatewayError::OAuthUnavailable {
+                server: server.to_owned(),
+                message: other.to_string(),
+            },
+        }
     }
 }

@@ -64,6 +64,8 @@ pub struct GatewayOptions {
 pub struct Stores {
     pub confirmations: Arc<dyn ConfirmationStore>,
     pub audit: Arc<dyn AuditStore>,
+    /// Users' upstream OAuth connections (sealed).
+    pub oauth: Arc<dyn crate::oauth::OAuthStore>,
     pub shared: SharedStores,
 }
 
@@ -80,6 +82,7 @@ impl Stores {
                 Ok(Stores {
                     confirmations,
                     audit,
+                    oauth: Arc::new(crate::oauth::MemoryOAuth::default()),
                     shared: SharedStores::default(),
                 })
             }
@@ -88,6 +91,7 @@ impl Stores {
                 Ok(Stores {
                     confirmations: stores.confirmations(),
                     audit: stores.audit(),
+                    oauth: stores.oauth(),
                     shared: SharedStores::default(),
                 })
             }
@@ -107,6 +111,7 @@ impl Stores {
             Stores {
                 confirmations,
                 audit,
+                oauth: Arc::new(crate::oauth::MemoryOAuth::default()),
                 shared: SharedStores::default(),
             }
         };
@@ -137,6 +142,8 @@ impl Stores {
 pub enum StartError {
     #[error("cannot open the state store: {0}")]
     Store(#[from] StoreError),
+    #[error("cannot set up OAuth connections: {0}")]
+    OAuth(#[from] crate::oauth::SetupError),
     #[error("cannot read the pin file: {0}")]
     Pins(#[from] PinsError),
     #[error("cannot use the shared stores: {0}")]
@@ -153,6 +160,9 @@ struct Inner {
     shared: SharedStores,
     confirmations: Arc<dyn ConfirmationStore>,
     audit: Arc<dyn AuditStore>,
+    oauth_store: Arc<dyn crate::oauth::OAuthStore>,
+    /// Users' connections to `auth = "oauth"` servers; `None` without such servers.
+    connections: Option<Arc<crate::oauth::Connections>>,
     clock: Clock,
     /// Compiled input schemas by fingerprint; rebuilt with each catalog, so bounded by it.
     schemas: Mutex<HashMap<Fingerprint, Arc<Result<CompiledSchema, String>>>>,
@@ -198,10 +208,23 @@ impl Gateway {
             Some(path) => Pins::load(path)?.map(Arc::new),
             None => None,
         };
+        let connections = crate::oauth::Connections::new(
+            &config.servers,
+            &config.oauth,
+            config.service.public_url.as_ref(),
+            stores.oauth.clone(),
+            &options.env,
+        )?
+        .map(Arc::new);
         let connect = ConnectOptions {
             env: options.env,
             limits: config.limits.clone(),
             supervisor: options.supervisor,
+            listing_tokens: connections.clone().map(|c| {
+                crate::upstream::oauth::ListingTokensHandle(
+                    c as Arc<dyn crate::upstream::oauth::ListingTokens>,
+                )
+            }),
         };
         let manager = Manager::start(
             config.servers.clone(),
@@ -219,6 +242,8 @@ impl Gateway {
             shared: stores.shared,
             confirmations: stores.confirmations,
             audit: stores.audit,
+            oauth_store: stores.oauth,
+            connections,
             clock: options.clock,
             schemas: Mutex::new(HashMap::new()),
             reported_changes: Mutex::new(HashSet::new()),
@@ -330,8 +355,14 @@ impl Gateway {
         Stores {
             confirmations: self.inner.confirmations.clone(),
             audit: self.inner.audit.clone(),
+            oauth: self.inner.oauth_store.clone(),
             shared: self.inner.shared.clone(),
         }
+    }
+
+    /// Users' connections to `auth = "oauth"` servers; `None` when no server has it.
+    pub fn connections(&self) -> Option<&Arc<crate::oauth::Connections>> {
+        self.inner.connections.as_ref()
     }
 
     /// Whether each shared store answers now (none for a single instance).

@@ -306,6 +306,10 @@ impl Gateway {
         self.config()
             .servers
             .iter()
+            // An `auth = "oauth"` server's shared session carries some connected user's token:
+            // its resources, prompts and completions would be that user's, so they are not
+            // offered (its tools are, each call with the caller's own token).
+            .filter(|s| s.oauth.is_none())
             .map(|s| s.id.clone())
             .filter(|id| scope.is_none_or(|only| only == id))
             .filter(|id| self.inner.access.allows_server(ctx, id))

@@ -6,9 +6,14 @@
 //! - [`store`]: connections, authorizations under way, registered clients (memory, SQLite,
 //!   PostgreSQL).
 
+pub mod connections;
+mod http;
 pub mod store;
 pub mod vault;
 
+pub use connections::{
+    AccessToken, CALLBACK_PATH, ConnectionInfo, Connections, OAuthError, SetupError,
+};
 pub use store::{
     ConnectionKey, ConnectionRow, ConnectionStatus, MemoryOAuth, OAuthStore, PendingRow,
 };

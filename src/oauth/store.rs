@@ -95,6 +95,13 @@ pub trait OAuthStore: Send + Sync {
     ) -> Result<bool, StoreError>;
     /// Removes it; whether there was one.
     async fn delete_connection(&self, key: &ConnectionKey) -> Result<bool, StoreError>;
+    /// Users connected to `server` (not expired), most recently renewed first, at most
+    /// `limit`.
+    async fn server_connections(
+        &self,
+        server: &str,
+        limit: usize,
+    ) -> Result<Vec<ConnectionKey>, StoreError>;
     /// A user's connections, by server.
     async fn user_connections(
         &self,
@@ -177,6 +184,25 @@ impl OAuthStore for MemoryOAuth {
 
     async fn delete_connection(&self, key: &ConnectionKey) -> Result<bool, StoreError> {
         Ok(self.inner().connections.remove(key).is_some())
+    }
+
+    async fn server_connections(
+        &self,
+        server: &str,
+        limit: usize,
+    ) -> Result<Vec<ConnectionKey>, StoreError> {
+        let inner = self.inner();
+        let mut found: Vec<(&ConnectionKey, &ConnectionRow)> = inner
+            .connections
+            .iter()
+            .filter(|(key, row)| key.server == server && row.status == ConnectionStatus::Connected)
+            .collect();
+        found.sort_by(|a, b| b.1.updated_at.cmp(&a.1.updated_at).then(a.0.cmp(b.0)));
+        Ok(found
+            .into_iter()
+            .take(limit)
+            .map(|(key, _)| key.clone())
+            .collect())
     }
 
     async fn user_connections(

@@ -57,6 +57,26 @@ pub(crate) async fn contract(store: &dyn OAuthStore) {
         .map(|(server, _)| server)
         .collect();
     assert_eq!(servers, ["github", "linear"]);
+    store
+        .put_connection(&key("carol", "linear"), &row(5, 15))
+        .await
+        .expect("put");
+    let users: Vec<String> = store
+        .server_connections("linear", 2)
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|key| key.user)
+        .collect();
+    assert_eq!(
+        users,
+        ["carol", "bob"],
+        "most recently renewed first, bounded"
+    );
+    store
+        .delete_connection(&key("carol", "linear"))
+        .await
+        .expect("delete");
     // Replaced whole.
     store
         .put_connection(&alice, &row(4, 20))

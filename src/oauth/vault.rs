@@ -42,7 +42,7 @@ pub enum VaultError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordId<'a> {
     pub kind: &'a str,
-    pub parts: &'a [&'a str],
+    pub parts: Vec<&'a str>,
 }
 
 impl RecordId<'_> {
@@ -239,7 +239,7 @@ mod tests {
     fn alice() -> RecordId<'static> {
         RecordId {
             kind: "connection",
-            parts: &["acme", "alice", "linear"],
+            parts: vec!["acme", "alice", "linear"],
         }
     }
 
@@ -257,20 +257,20 @@ mod tests {
         for other in [
             RecordId {
                 kind: "connection",
-                parts: &["acme", "bob", "linear"],
+                parts: vec!["acme", "bob", "linear"],
             },
             RecordId {
                 kind: "connection",
-                parts: &["acme", "alice", "github"],
+                parts: vec!["acme", "alice", "github"],
             },
             RecordId {
                 kind: "pending",
-                parts: &["acme", "alice", "linear"],
+                parts: vec!["acme", "alice", "linear"],
             },
             // The same bytes split differently are another identity.
             RecordId {
                 kind: "connection",
-                parts: &["acme", "alicelinear"],
+                parts: vec!["acme", "alicelinear"],
             },
         ] {
             assert_eq!(

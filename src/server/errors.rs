@@ -64,6 +64,10 @@ impl From<GatewayError> for ApiError {
                 _ => StatusCode::BAD_GATEWAY,
             },
             GatewayError::StoreUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            // Not the caller's credential to the gateway (that would be 401): their account
+            // at the upstream, which they connect through `connect`.
+            GatewayError::AuthorizationRequired { .. } => StatusCode::FORBIDDEN,
+            GatewayError::OAuthUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
         };
         let mut api = ApiError::new(status, err.code(), err.to_string());
         match &err {
@@ -88,6 +92,11 @@ impl From<GatewayError> for ApiError {
             // A store is back within seconds (a restart, a failover) or not for a while:
             // the client may try again soon, and the gateway reconnects by itself.
             GatewayError::StoreUnavailable { .. } => api.retry_after = Some(STORE_RETRY_SECS),
+            GatewayError::AuthorizationRequired {
+                server, connect, ..
+            } => {
+                api.extra = Some(Box::new(json!({ "server": server, "connect": connect })));
+            }
             _ => {}
         }
         api

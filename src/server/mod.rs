@@ -4,6 +4,7 @@
 
 pub mod auth;
 pub mod chat;
+mod connect;
 mod errors;
 mod guard;
 pub mod markdown;
@@ -157,6 +158,7 @@ fn service(
 + Sync
 + 'static {
     let api = rest::routes()
+        .merge(connect::routes())
         .merge(reload::routes())
         .merge(chat::routes())
         .layer(middleware::from_fn_with_state(state.clone(), authenticate));
@@ -171,6 +173,7 @@ fn service(
         .merge(mcp::mcp_router(state.clone(), (*state.shutdown).clone()))
         .merge(ui::routes())
         .merge(oauth::routes())
+        .merge(connect::callback_routes())
         .with_state(state.clone());
     let around = middleware::from_fn_with_state(state.clone(), request_context).layer(routes);
     DefaultBodyLimit::max(state.service.max_body_bytes).layer(around)

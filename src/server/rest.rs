@@ -154,36 +154,71 @@ async fn list_servers(
     let gateway = state.gateway.current();
     let visible = gateway.list_tools(&ctx);
     let admin = gateway.administers(&ctx);
-    let servers: Vec<Value> = gateway
-        .servers()
-        .iter()
-        // A caller sees the servers whose tools they may see; a tenant's admin every server
-        // of the tenant, an operator every server.
-        .filter(|s| match admin {
+    let connections = gateway.connections();
+    let is_oauth = |id: &ServerId| connections.is_some_and(|c| c.is_oauth(id));
+    let mut servers: Vec<Value> = Vec::new();
+    for s in gateway.servers() {
+        // A caller sees the servers whose tools they may see (and those that want the
+        // caller's own account, which they may connect); a tenant's admin every server of the
+        // tenant, an operator every server.
+        let shown = match admin {
             Admin::Operator => true,
             Admin::Tenant => gateway.tenant_sees(&ctx, &s.id),
-            Admin::None => visible.iter().any(|t| t.server == s.id),
-        })
-        .map(|s| {
-            let mut server = json!({
-                "id": s.id.as_str(),
-                "state": s.state.as_str(),
-                "lastError": s.last_error,
-                "transport": s.transport,
-                "toolCount": visible.iter().filter(|t| t.server == s.id).count(),
-                "stale": s.stale,
-            });
-            // Its user, paths and limits are the operator's business, shown to those who
-            // administer the server.
-            if admin != Admin::None
-                && let Some(sandbox) = gateway.sandbox_of(s)
-            {
-                server["sandbox"] = sandbox;
+            Admin::None => {
+                visible.iter().any(|t| t.server == s.id)
+                    || (is_oauth(&s.id) && gateway.tenant_sees(&ctx, &s.id))
             }
-            server
-        })
-        .collect();
+        };
+        if !shown {
+            continue;
+        }
+        let mut server = json!({
+            "id": s.id.as_str(),
+            "state": s.state.as_str(),
+            "lastError": s.last_error,
+            "transport": s.transport,
+            "toolCount": visible.iter().filter(|t| t.server == s.id).count(),
+            "stale": s.stale,
+        });
+        // Its user, paths and limits are the operator's business, shown to those who
+        // administer the server.
+        if admin != Admin::None
+            && let Some(sandbox) = gateway.sandbox_of(&s)
+        {
+            server["sandbox"] = sandbox;
+        }
+        if let Some(connections) = connections.filter(|c| c.is_oauth(&s.id)) {
+            server["authorization"] = authorization(connections, &ctx, &s.id).await;
+        }
+        servers.push(server);
+    }
     Json(json!({ "servers": servers }))
+}
+
+/// The caller's connection to an `auth = "oauth"` server: `status` is `connected`, `expired`
+/// or `none`, with the route that connects (again).
+async fn authorization(
+    connections: &crate::oauth::Connections,
+    ctx: &CallContext,
+    id: &ServerId,
+) -> Value {
+    let key = crate::oauth::ConnectionKey {
+        tenant: ctx.tenant.clone(),
+        user: ctx.user.clone(),
+        server: id.to_string(),
+    };
+    let connect = format!("/api/v1/mcp/servers/{id}/connect");
+    match connections.status(&key).await {
+        Ok(Some(info)) => json!({
+            "status": info.status,
+            "scopes": info.scopes,
+            "issuer": info.issuer,
+            "connectedAt": info.connected_at,
+            "connect": connect,
+        }),
+        Ok(None) => json!({ "status": "none", "connect": connect }),
+        Err(err) => json!({ "status": "unknown", "error": err.code(), "connect": connect }),
+    }
 }
 
 /// `GET /mcp/pins/{tool}`: the tool's live definition beside its pinned one. Pins are the

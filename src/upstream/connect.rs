@@ -184,6 +184,8 @@ pub struct ConnectOptions {
     pub env: Env,
     pub limits: Limits,
     pub supervisor: Option<PathBuf>,
+    /// Tokens to list `auth = "oauth"` servers with; `None` without such servers.
+    pub listing_tokens: Option<super::oauth::ListingTokensHandle>,
 }
 
 /// Connects `server`, bounded by its connect deadline. `tools_changed` is notified whenever

@@ -322,6 +322,7 @@ async fn open(url: &str) -> (Connection, HttpLink, Arc<RelayRegistry>) {
         env: Env::default(),
         limits: Limits::default(),
         supervisor: None,
+        listing_tokens: None,
     };
     let relays = RelayRegistry::new();
     let watches = WatchRegistry::new(TaskTracker::new());

@@ -287,6 +287,54 @@ impl Manager {
         timeout: Duration,
         relay: Option<Arc<dyn CallRelay>>,
     ) -> Result<CallToolResult, UpstreamError> {
+        self.call_tool_as(id, params, timeout, relay, None).await
+    }
+
+    /// [`Manager::call_tool_relayed`] with a user's own token, over a session of that user's
+    /// alone: how every call to an `auth = "oauth"` server goes, and only such a server.
+    pub async fn call_tool_as(
+        &self,
+        id: &ServerId,
+        params: CallToolRequestParams,
+        timeout: Duration,
+        relay: Option<Arc<dyn CallRelay>>,
+        user: Option<&super::oauth::UserToken>,
+    ) -> Result<CallToolResult, UpstreamError> {
+        let oauth = self
+            .slot(id)
+            .is_some_and(|slot| slot.config.oauth.is_some());
+        if oauth {
+            let Some(user) = user else {
+                // The shared session carries another user's token: never for a call.
+                return Err(UpstreamError::Unavailable {
+                    state: ServerState::AwaitingAuthorization,
+                    last_error: Some("the call names no user's token".to_owned()),
+                });
+            };
+            let lease = self.user_session(id, user).await?;
+            let live = lease.live();
+            let (peer, link, relays) = (
+                live.service.peer().clone(),
+                live.link.clone(),
+                live.relays.clone(),
+            );
+            let guard = relays.register(relay.clone(), timeout);
+            let call = async {
+                let result =
+                    input::call_tool(&peer, link.as_ref(), params, &guard, relay.as_ref()).await;
+                if relay.is_some() {
+                    guard.drain().await;
+                }
+                result
+            };
+            let outcome = tokio::time::timeout(timeout, call).await;
+            drop(guard);
+            drop(lease);
+            return match outcome {
+                Err(_) => Err(UpstreamError::Timeout { after: timeout }),
+                Ok(result) => result,
+            };
+        }
         let shared = self.call_target(id)?;
         let lease = self.caller_session(id, &shared.0, relay.as_deref()).await?;
         let (peer, connection, link, relays) = match &lease {
@@ -377,6 +425,43 @@ impl Manager {
                 tracing::debug!(server = %id, "every caller session is in use; this call goes over the shared session");
                 Ok(None)
             }
+        }
+    }
+
+    /// The session of `user` on an `auth = "oauth"` server, opened with their token on first
+    /// use (and anew when the token changed: the key names its digest).
+    async fn user_session(
+        &self,
+        id: &ServerId,
+        user: &super::oauth::UserToken,
+    ) -> Result<Lease, UpstreamError> {
+        let unavailable = |why: &str| UpstreamError::Unavailable {
+            state: ServerState::Degraded,
+            last_error: Some(why.to_owned()),
+        };
+        let slot = self.slot(id).ok_or_else(|| unavailable("not configured"))?;
+        let config = super::oauth::with_bearer(&slot.config, &user.secret)
+            .ok_or_else(|| unavailable("the user's token cannot be sent as a header"))?;
+        let connect = || async {
+            let relays = RelayRegistry::for_one_caller();
+            let connection = connect_session(
+                &config,
+                &self.inner.options,
+                relays.clone(),
+                WatchRegistry::new(self.inner.tracker.clone()),
+            )
+            .await?;
+            Ok(Live {
+                service: connection.service,
+                relays,
+                link: connection.link,
+            })
+        };
+        match slot.callers.lease(&user.session, connect).await {
+            Some(lease) => lease,
+            None => Err(unavailable(
+                "every user session of this server is in use; try again shortly",
+            )),
         }
     }
 
@@ -626,9 +711,22 @@ async fn supervise(inner: Arc<Inner>, slot: Arc<Slot>) {
     let id = slot.config.id.clone();
     let mut failures: u32 = 0;
     loop {
+        // An OAuth server is listed with a connected user's token, and waits for one.
+        let config = match listing_config(&inner, &slot).await {
+            Listing::Plain => None,
+            Listing::As(config) => Some(config),
+            Listing::Nobody => {
+                awaiting_authorization(&inner, &slot);
+                tokio::select! {
+                    () = slot.refresh.notified() => {}
+                    () = inner.cancel.cancelled() => return,
+                }
+                continue;
+            }
+        };
         let attempt = tokio::select! {
             result = connect(
-                &slot.config,
+                config.as_deref().unwrap_or(&slot.config),
                 &inner.options,
                 slot.tools_changed.clone(),
                 slot.relays.clone(),
@@ -670,6 +768,48 @@ async fn supervise(inner: Arc<Inner>, slot: Arc<Slot>) {
             () = inner.cancel.cancelled() => return,
         }
     }
+}
+
+/// How the shared session of a server is opened.
+enum Listing {
+    /// With its configured headers alone.
+    Plain,
+    /// With a connected user's token (an `auth = "oauth"` server).
+    As(Box<ServerConfig>),
+    /// Not at all: an `auth = "oauth"` server nobody has connected.
+    Nobody,
+}
+
+async fn listing_config(inner: &Inner, slot: &Slot) -> Listing {
+    if slot.config.oauth.is_none() {
+        return Listing::Plain;
+    }
+    let Some(tokens) = &inner.options.listing_tokens else {
+        return Listing::Nobody;
+    };
+    match tokens.0.listing_token(&slot.config.id).await {
+        Some(token) => match super::oauth::with_bearer(&slot.config, &token) {
+            Some(config) => Listing::As(Box::new(config)),
+            None => Listing::Nobody,
+        },
+        None => Listing::Nobody,
+    }
+}
+
+fn awaiting_authorization(inner: &Inner, slot: &Slot) {
+    {
+        let mut s = slot.lock();
+        s.peer = None;
+        s.link = None;
+        s.state = ServerState::AwaitingAuthorization;
+        s.last_error = Some(
+            "no user has connected an account yet: connect at GET \
+             /api/v1/mcp/servers/{id}/connect"
+                .replace("{id}", slot.config.id.as_str()),
+        );
+        s.settled = true;
+    }
+    inner.bump();
 }
 
 /// Delay before reconnect attempt `failures` (1-based): doubles from the initial delay up to

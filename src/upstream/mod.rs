@@ -7,6 +7,7 @@ mod http_link;
 mod input;
 mod line_transport;
 mod manager;
+pub mod oauth;
 pub mod relay;
 pub mod sandbox;
 mod sessions;
@@ -113,6 +114,9 @@ pub enum ServerState {
     Degraded,
     /// Gave up after the configured attempts; a manual refresh tries again.
     Failed,
+    /// An `auth = "oauth"` server nobody has connected yet: its tools are listed once a user
+    /// has.
+    AwaitingAuthorization,
 }
 
 impl ServerState {
@@ -122,6 +126,7 @@ impl ServerState {
             ServerState::Ready => "ready",
             ServerState::Degraded => "degraded",
             ServerState::Failed => "failed",
+            ServerState::AwaitingAuthorization => "authorization_required",
         }
     }
 }

@@ -73,6 +73,7 @@ async fn a_relist_that_finds_the_same_tools_announces_no_change() {
             env: Env::from_process(),
             limits: config.limits.clone(),
             supervisor: options().supervisor,
+            listing_tokens: None,
         },
         config.reconnect.clone(),
         config.cache.clone(),

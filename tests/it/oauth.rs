@@ -230,3 +230,304 @@ async fn an_mcp_client_signs_in_through_the_gateways_401_and_lists_tools() {
     }
     drop(served);
 }
+
+mod upstream;
+
+/// The HS256 key callers' tokens to the gateway are signed with (tests only).
+const SECRET: &str = "oauth-tests-secret-0123456789abcdef";
+/// The key that seals users' upstream tokens (tests only).
+const OAUTH_KEY: &str = "8f1e2d3c4b5a69788796a5b4c3d2e1f00112233445566778899aabbccddeeff0";
+/// The scope the upstream requires.
+const SCOPE: &str = "notes";
+/// Access token lifetime at the authorization server: short, so a test sees refreshes.
+const TOKEN_TTL_SECS: u64 = 10;
+
+fn caller_token(user: &str) -> String {
+    use jsonwebtoken::{EncodingKey, Header, encode};
+    let exp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs()
+        + 3600;
+    encode(
+        &Header::default(),
+        &json!({ "iss": "https://idp.test", "aud": "mcpgate", "sub": user, "exp": exp }),
+        &EncodingKey::from_secret(SECRET.as_bytes()).expect("key"),
+    )
+    .expect("token")
+}
+
+/// The authorization server, an upstream that requires its tokens, and the gateway in front
+/// (state in SQLite in `dir`).
+struct Outbound {
+    issuer: AuthServer,
+    upstream: upstream::ProtectedUpstream,
+    gateway: ServedBinary,
+}
+
+async fn outbound(dir: &std::path::Path) -> Outbound {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let resource = format!("http://{}/mcp", listener.local_addr().expect("addr"));
+    let issuer = AuthServer::start(
+        &json!({ resource.clone(): { "scope": SCOPE, "ttl": TOKEN_TTL_SECS } }),
+        &json!([]),
+    )
+    .await;
+    let upstream = upstream::ProtectedUpstream::start(listener, &issuer.issuer, SCOPE).await;
+    let port = free_port();
+    let config = format!(
+        r#"
+[server]
+public_url = "http://127.0.0.1:{port}"
+[server.auth]
+mode = "jwt"
+secret = "${{MCPGATE_JWT_SECRET}}"
+issuer = "https://idp.test"
+audience = "mcpgate"
+
+[oauth]
+keys = ["${{MCPGATE_OAUTH_KEY}}"]
+
+[limits]
+user_concurrency = 32
+
+[state]
+database = "state.db"
+
+[servers.notes]
+url = "{url}"
+transport = "streamable-http"
+allow_private = true
+confirm = "none"
+auth = "oauth"
+"#,
+        url = upstream.url,
+    );
+    let listen = format!("127.0.0.1:{port}");
+    let gateway = ServedBinary::start(
+        dir,
+        Some(&config),
+        &[
+            ("MCPGATE_LISTEN", &listen),
+            ("MCPGATE_JWT_SECRET", SECRET),
+            ("MCPGATE_OAUTH_KEY", OAUTH_KEY),
+        ],
+    )
+    .await;
+    gateway.wait_ready().await;
+    Outbound {
+        issuer,
+        upstream,
+        gateway,
+    }
+}
+
+impl Outbound {
+    async fn get(&self, user: &str, path: &str) -> (u16, Value) {
+        let response = http()
+            .get(format!("{}{path}", self.gateway.base))
+            .bearer_auth(caller_token(user))
+            .send()
+            .await
+            .expect("answers");
+        (
+            response.status().as_u16(),
+            response.json().await.unwrap_or(Value::Null),
+        )
+    }
+
+    async fn call(&self, user: &str, message: &str) -> (u16, Value) {
+        let response = http()
+            .post(format!("{}/api/v1/mcp/tools/call", self.gateway.base))
+            .bearer_auth(caller_token(user))
+            .json(&json!({ "tool": "notes.echo", "arguments": { "message": message } }))
+            .send()
+            .await
+            .expect("answers");
+        (
+            response.status().as_u16(),
+            response.json().await.unwrap_or(Value::Null),
+        )
+    }
+
+    async fn authorization(&self, user: &str) -> Value {
+        let (status, servers) = self.get(user, "/api/v1/mcp/servers").await;
+        assert_eq!(status, 200, "{servers}");
+        servers["servers"]
+            .as_array()
+            .and_then(|list| list.iter().find(|s| s["id"] == "notes"))
+            .map(|s| s["authorization"].clone())
+            .unwrap_or_else(|| panic!("notes is listed: {servers}"))
+    }
+
+    /// Connects `user`: the connect route's URL, the authorization server's pages, and the
+    /// redirect back to the gateway's callback, as the user's browser would go.
+    async fn connect(&self, user: &str) -> String {
+        let (status, started) = self.get(user, "/api/v1/mcp/servers/notes/connect").await;
+        assert_eq!(status, 200, "{started}");
+        let url = started["authorizationUrl"]
+            .as_str()
+            .expect("a URL")
+            .to_owned();
+        let back = sign_in_and_consent(&url, user).await;
+        let callback = format!("{}/api/v1/oauth/callback", self.gateway.base);
+        assert!(back.starts_with(&callback), "{back}");
+        let page = http()
+            .get(&back)
+            .send()
+            .await
+            .expect("the callback answers");
+        assert_eq!(page.status(), 200);
+        page.text().await.expect("a page")
+    }
+
+    async fn stats(&self) -> Value {
+        http()
+            .get(format!("{}/test/stats", self.issuer.issuer))
+            .send()
+            .await
+            .expect("answers")
+            .json()
+            .await
+            .expect("json")
+    }
+}
+
+#[tokio::test]
+async fn each_user_connects_their_own_account_and_calls_carry_their_token() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let o = outbound(dir.path()).await;
+
+    // Before anyone connected: the server waits, and says how to connect.
+    assert_eq!(o.authorization("alice").await["status"], "none");
+    let (status, refused) = o.call("bob", "hi").await;
+    assert_eq!(
+        status, 404,
+        "no tools are known before anyone connects: {refused}"
+    );
+
+    // Alice connects through the authorization server's pages.
+    let page = o.connect("alice").await;
+    assert!(page.contains("is connected"), "{page}");
+    assert_eq!(o.authorization("alice").await["status"], "connected");
+    assert_eq!(o.authorization("bob").await["status"], "none");
+    crate::support::wait_for_async("the server's tools listed as alice", || async {
+        let (_, tools) = o.get("alice", "/api/v1/mcp/tools").await;
+        tools["tools"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t["name"] == "notes.echo"))
+            .then_some(())
+    })
+    .await;
+
+    // Alice's call reaches the upstream with alice's token.
+    let before = o.upstream.seen().len();
+    let (status, answer) = o.call("alice", "from alice").await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["ok"], true, "{answer}");
+    let seen = o.upstream.seen();
+    assert!(seen.len() > before);
+    assert!(seen[before..].iter().all(|s| s.sub == "alice"), "{seen:?}");
+
+    // Bob, who sees the same tools, has not connected: a typed error naming the route.
+    let (status, refused) = o.call("bob", "from bob").await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(refused["code"], "authorization_required");
+    assert_eq!(refused["connect"], "/api/v1/mcp/servers/notes/connect");
+    assert!(o.upstream.seen().iter().all(|s| s.sub == "alice"));
+
+    // The token expires; twenty concurrent calls refresh it once.
+    let refreshes = |stats: &Value| stats["grants"]["refresh_token"].as_u64().unwrap_or(0);
+    let stats = o.stats().await;
+    let (refreshed_before, issued) = (
+        refreshes(&stats),
+        stats["lastIssuedMs"].as_u64().expect("ms"),
+    );
+    // Stale once less than half its life is left (the gateway's refresh margin).
+    let stale_at = issued + TOKEN_TTL_SECS * 1000 / 2 + 200;
+    loop {
+        let now = u64::try_from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("clock")
+                .as_millis(),
+        )
+        .expect("ms");
+        if now >= stale_at {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(stale_at - now)).await;
+    }
+    let calls = (0..20).map(|i| {
+        let o = &o;
+        async move { o.call("alice", &format!("concurrent {i}")).await }
+    });
+    for (status, answer) in futures::future::join_all(calls).await {
+        assert_eq!((status, &answer["ok"]), (200, &json!(true)), "{answer}");
+    }
+    assert_eq!(
+        refreshes(&o.stats().await),
+        refreshed_before + 1,
+        "one refresh"
+    );
+    let tokens: std::collections::HashSet<String> =
+        o.upstream.seen().into_iter().map(|s| s.token).collect();
+    assert!(
+        tokens.len() >= 2,
+        "the refreshed token reached the upstream"
+    );
+
+    // The refresh token is revoked at the authorization server: the next refresh is refused
+    // and the connection is marked expired.
+    let revoked = http()
+        .post(format!("{}/test/revoke", o.issuer.issuer))
+        .send()
+        .await
+        .expect("answers");
+    assert!(revoked.status().is_success());
+    let issued = o.stats().await["lastIssuedMs"].as_u64().expect("ms");
+    let stale_at = issued + TOKEN_TTL_SECS * 1000 / 2 + 200;
+    loop {
+        let now = u64::try_from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("clock")
+                .as_millis(),
+        )
+        .expect("ms");
+        if now >= stale_at {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(stale_at - now)).await;
+    }
+    let (status, refused) = o.call("alice", "after revocation").await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(refused["code"], "authorization_required");
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("expired"),
+        "{refused}"
+    );
+    assert_eq!(o.authorization("alice").await["status"], "expired");
+
+    // Connecting again works, and disconnecting revokes at the server.
+    o.connect("alice").await;
+    assert_eq!(o.authorization("alice").await["status"], "connected");
+    let removed = http()
+        .delete(format!(
+            "{}/api/v1/mcp/servers/notes/connect",
+            o.gateway.base
+        ))
+        .bearer_auth(caller_token("alice"))
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(removed.status(), 200);
+    assert_eq!(o.authorization("alice").await["status"], "none");
+    let (status, _) = o.call("alice", "after disconnect").await;
+    assert_eq!(status, 403);
+}

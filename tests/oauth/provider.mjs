@@ -13,6 +13,12 @@
 // key generated at start and published at the JWKS endpoint. Dynamic client registration
 // (RFC 7591), revocation (RFC 7009) and refresh tokens (rotated) are on. Prints `ready` once
 // it listens.
+//
+// For the tests' own eyes, under /test/ (a test-only authorization server, nothing else):
+//   GET  /test/stats   { grants: { authorization_code: n, refresh_token: n, ... },
+//                        lastIssuedMs, revoked: n }
+//   POST /test/revoke  destroys every refresh token issued so far (as an administrator
+//                      revoking the user's sessions would)
 
 import { createRequire } from 'node:module';
 import path from 'node:path';
@@ -80,6 +86,31 @@ const provider = new Provider(issuer, {
 });
 
 provider.on('server_error', (_ctx, error) => console.error('server_error', error));
+
+const grants = {};
+let lastIssuedMs = 0;
+let revoked = 0;
+const refreshTokens = [];
+provider.on('grant.success', (ctx) => {
+  const type = ctx.oidc.params.grant_type;
+  grants[type] = (grants[type] ?? 0) + 1;
+  lastIssuedMs = Date.now();
+});
+provider.on('refresh_token.saved', (token) => refreshTokens.push(token));
+provider.on('grant.revoked', () => { revoked += 1; });
+
+provider.use(async (ctx, next) => {
+  if (ctx.path === '/test/stats' && ctx.method === 'GET') {
+    ctx.body = { grants, lastIssuedMs, revoked };
+    return;
+  }
+  if (ctx.path === '/test/revoke' && ctx.method === 'POST') {
+    for (const token of refreshTokens.splice(0)) await token.destroy();
+    ctx.body = { ok: true };
+    return;
+  }
+  await next();
+});
 
 provider.listen(port, '127.0.0.1', () => {
   console.log('ready');

@@ -137,6 +137,32 @@ impl OAuthStore for SqliteOAuth {
         Ok(done.rows_affected() > 0)
     }
 
+    async fn server_connections(
+        &self,
+        server: &str,
+        limit: usize,
+    ) -> Result<Vec<ConnectionKey>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT tenant_id, user_id FROM oauth_connections
+             WHERE server = ?1 AND status = 'connected'
+             ORDER BY updated_at DESC, tenant_id, user_id LIMIT ?2",
+        )
+        .bind(server)
+        .bind(super::to_sql_usize(limit))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(store_error)?;
+        rows.iter()
+            .map(|row| {
+                Ok(ConnectionKey {
+                    tenant: row.try_get("tenant_id").map_err(store_error)?,
+                    user: row.try_get("user_id").map_err(store_error)?,
+                    server: server.to_owned(),
+                })
+            })
+            .collect()
+    }
+
     async fn user_connections(
         &self,
         tenant: &str,

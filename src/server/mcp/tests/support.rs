@@ -220,6 +220,7 @@ impl Endpoint {
             shared: Default::default(),
             confirmations,
             audit,
+            oauth: Arc::new(crate::oauth::MemoryOAuth::default()),
         };
         let gateway = Gateway::start_with_stores(config, GatewayOptions::default(), stores)
             .expect("the gateway starts");

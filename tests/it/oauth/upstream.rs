@@ -1,0 +1,176 @@
+//! An MCP server that requires OAuth tokens, as a remote server behind an identity provider
+//! does: RFC 9728 metadata naming the authorization server, 401 with `resource_metadata` for a
+//! request without a valid token, and for every other request a JWT checked against the
+//! authorization server's JWKS (signature, `exp`, `aud` = this resource, the scope). The
+//! tools are the bench fixture's (`echo`, `big`) over rmcp's Streamable HTTP server. Who
+//! called is recorded per request, so a test can see whose token reached it.
+
+use std::sync::{Arc, Mutex};
+
+use axum::{
+    Json, Router,
+    extract::{Request, State},
+    http::{HeaderValue, StatusCode, header},
+    middleware::{self, Next},
+    response::{IntoResponse, Response},
+    routing::get,
+};
+use jsonwebtoken::{Algorithm, DecodingKey, Validation, decode, jwk::JwkSet};
+use mcpgate::fixtures::{Fixture, handler};
+use rmcp::transport::streamable_http_server::{
+    StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+/// One request the server accepted: whose token, and a digest of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seen {
+    pub sub: String,
+    pub token: String,
+}
+
+struct Checker {
+    resource: String,
+    issuer: String,
+    scope: String,
+    keys: JwkSet,
+    seen: Mutex<Vec<Seen>>,
+}
+
+/// The running server; stopped on drop.
+pub struct ProtectedUpstream {
+    pub url: String,
+    checker: Arc<Checker>,
+    stop: CancellationToken,
+}
+
+impl Drop for ProtectedUpstream {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+impl ProtectedUpstream {
+    /// Serves on `listener` (the resource is `http://{addr}/mcp`), trusting `issuer`'s JWKS.
+    pub async fn start(
+        listener: tokio::net::TcpListener,
+        issuer: &str,
+        scope: &str,
+    ) -> ProtectedUpstream {
+        let addr = listener.local_addr().expect("addr");
+        let resource = format!("http://{addr}/mcp");
+        let keys: JwkSet = reqwest::Client::builder()
+            .no_proxy()
+            .build()
+            .expect("client")
+            .get(format!("{issuer}/jwks"))
+            .send()
+            .await
+            .expect("the JWKS answers")
+            .json()
+            .await
+            .expect("a JWKS");
+        let checker = Arc::new(Checker {
+            resource: resource.clone(),
+            issuer: issuer.to_owned(),
+            scope: scope.to_owned(),
+            keys,
+            seen: Mutex::new(Vec::new()),
+        });
+        let stop = CancellationToken::new();
+        let fixture = handler(Fixture::Bench).expect("the bench fixture");
+        let service: StreamableHttpService<_, LocalSessionManager> = StreamableHttpService::new(
+            move || Ok(fixture.clone()),
+            Arc::new(LocalSessionManager::default()),
+            StreamableHttpServerConfig::default().with_cancellation_token(stop.child_token()),
+        );
+        let app = Router::new()
+            .route("/.well-known/oauth-protected-resource/mcp", get(metadata))
+            .route("/.well-known/oauth-protected-resource", get(metadata))
+            .route_service("/mcp", service)
+            .layer(middleware::from_fn_with_state(checker.clone(), check))
+            .with_state(checker.clone());
+        let shutdown = stop.clone();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async move { shutdown.cancelled().await })
+                .await;
+        });
+        ProtectedUpstream {
+            url: resource,
+            checker,
+            stop,
+        }
+    }
+
+    /// Requests accepted so far.
+    pub fn seen(&self) -> Vec<Seen> {
+        self.checker.seen.lock().expect("lock").clone()
+    }
+}
+
+async fn metadata(State(checker): State<Arc<Checker>>) -> Json<Value> {
+    Json(json!({
+        "resource": checker.resource,
+        "authorization_servers": [checker.issuer],
+        "scopes_supported": [checker.scope],
+        "bearer_methods_supported": ["header"],
+    }))
+}
+
+async fn check(State(checker): State<Arc<Checker>>, request: Request, next: Next) -> Response {
+    if request.uri().path().starts_with("/.well-known/") {
+        return next.run(request).await;
+    }
+    let token = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::to_owned);
+    match token.as_deref().and_then(|t| checker.verify(t)) {
+        Some(sub) => {
+            let token = token.unwrap_or_default();
+            checker.seen.lock().expect("lock").push(Seen {
+                sub,
+                token: mcpgate::digest::sha256_hex(token.as_bytes()),
+            });
+            next.run(request).await
+        }
+        None => {
+            let mut response = StatusCode::UNAUTHORIZED.into_response();
+            let challenge = format!(
+                "Bearer error=\"invalid_token\", resource_metadata=\"{}\", scope=\"{}\"",
+                checker
+                    .resource
+                    .replace("/mcp", "/.well-known/oauth-protected-resource/mcp"),
+                checker.scope
+            );
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_str(&challenge).expect("ascii"),
+            );
+            response
+        }
+    }
+}
+
+impl Checker {
+    /// The token's subject, if it is a valid token for this resource with the scope.
+    fn verify(&self, token: &str) -> Option<String> {
+        let header = jsonwebtoken::decode_header(token).ok()?;
+        let jwk = self.keys.find(header.kid.as_deref()?)?;
+        let key = DecodingKey::from_jwk(jwk).ok()?;
+        let mut validation = Validation::new(Algorithm::RS256);
+        validation.set_audience(&[&self.resource]);
+        validation.set_issuer(&[&self.issuer]);
+        validation.leeway = 0;
+        let claims = decode::<Value>(token, &key, &validation).ok()?.claims;
+        let scopes = claims["scope"].as_str().unwrap_or_default();
+        if !scopes.split(' ').any(|s| s == self.scope) {
+            return None;
+        }
+        claims["sub"].as_str().map(str::to_owned)
+    }
+}
