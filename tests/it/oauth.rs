@@ -243,6 +243,10 @@ const SCOPE: &str = "notes";
 const TOKEN_TTL_SECS: u64 = 10;
 
 fn caller_token(user: &str) -> String {
+    token_with_roles(user, &[])
+}
+
+fn token_with_roles(user: &str, roles: &[&str]) -> String {
     use jsonwebtoken::{EncodingKey, Header, encode};
     let exp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -251,7 +255,7 @@ fn caller_token(user: &str) -> String {
         + 3600;
     encode(
         &Header::default(),
-        &json!({ "iss": "https://idp.test", "aud": "mcpgate", "sub": user, "exp": exp }),
+        &json!({ "iss": "https://idp.test", "aud": "mcpgate", "sub": user, "exp": exp, "roles": roles }),
         &EncodingKey::from_secret(SECRET.as_bytes()).expect("key"),
     )
     .expect("token")
@@ -306,6 +310,7 @@ auth = "oauth"
         url = upstream.url,
     );
     let listen = format!("127.0.0.1:{port}");
+    let log = dir.join("gateway.log");
     let gateway = ServedBinary::start(
         dir,
         Some(&config),
@@ -313,6 +318,12 @@ auth = "oauth"
             ("MCPGATE_LISTEN", &listen),
             ("MCPGATE_JWT_SECRET", SECRET),
             ("MCPGATE_OAUTH_KEY", OAUTH_KEY),
+            // Everything the gateway logs, at its most talkative, is searched for secrets.
+            ("MCPGATE_LOG", "debug"),
+            (
+                "MCPGATE_TEST_STDERR_FILE",
+                log.to_str().expect("utf-8 path"),
+            ),
         ],
     )
     .await;
@@ -363,8 +374,9 @@ impl Outbound {
     }
 
     /// Connects `user`: the connect route's URL, the authorization server's pages, and the
-    /// redirect back to the gateway's callback, as the user's browser would go.
-    async fn connect(&self, user: &str) -> String {
+    /// redirect back to the gateway's callback, as the user's browser would go. The page the
+    /// callback shows, and the authorization code the browser carried.
+    async fn connect(&self, user: &str) -> (String, String) {
         let (status, started) = self.get(user, "/api/v1/mcp/servers/notes/connect").await;
         assert_eq!(status, 200, "{started}");
         let url = started["authorizationUrl"]
@@ -374,13 +386,19 @@ impl Outbound {
         let back = sign_in_and_consent(&url, user).await;
         let callback = format!("{}/api/v1/oauth/callback", self.gateway.base);
         assert!(back.starts_with(&callback), "{back}");
+        let code = url::Url::parse(&back)
+            .expect("url")
+            .query_pairs()
+            .find(|(name, _)| name == "code")
+            .map(|(_, value)| value.into_owned())
+            .expect("a code");
         let page = http()
             .get(&back)
             .send()
             .await
             .expect("the callback answers");
         assert_eq!(page.status(), 200);
-        page.text().await.expect("a page")
+        (page.text().await.expect("a page"), code)
     }
 
     async fn stats(&self) -> Value {
@@ -409,7 +427,7 @@ async fn each_user_connects_their_own_account_and_calls_carry_their_token() {
     );
 
     // Alice connects through the authorization server's pages.
-    let page = o.connect("alice").await;
+    let (page, first_code) = o.connect("alice").await;
     assert!(page.contains("is connected"), "{page}");
     assert_eq!(o.authorization("alice").await["status"], "connected");
     assert_eq!(o.authorization("bob").await["status"], "none");
@@ -515,8 +533,82 @@ async fn each_user_connects_their_own_account_and_calls_carry_their_token() {
     assert_eq!(o.authorization("alice").await["status"], "expired");
 
     // Connecting again works, and disconnecting revokes at the server.
-    o.connect("alice").await;
+    let (_, second_code) = o.connect("alice").await;
     assert_eq!(o.authorization("alice").await["status"], "connected");
+    o.call("alice", "reconnected").await;
+
+    // No token, refresh token or code anywhere the gateway writes or answers: its database
+    // and WAL, its log at debug, the audit log, the metrics, the servers list, an error.
+    let mut canaries: Vec<String> = o.upstream.seen().into_iter().map(|s| s.token).collect();
+    canaries.extend(
+        o.stats().await["refreshTokens"]
+            .as_array()
+            .expect("refresh tokens")
+            .iter()
+            .map(|t| t.as_str().expect("text").to_owned()),
+    );
+    canaries.extend([first_code, second_code]);
+    canaries.sort();
+    canaries.dedup();
+    assert!(canaries.len() >= 6, "{}", canaries.len());
+    let admin = token_with_roles("root", &["admin"]);
+    let mut texts: Vec<(String, Vec<u8>)> = Vec::new();
+    for name in ["state.db", "state.db-wal", "gateway.log"] {
+        if let Ok(bytes) = std::fs::read(dir.path().join(name)) {
+            texts.push((name.to_owned(), bytes));
+        }
+    }
+    assert!(
+        texts.iter().any(|(name, _)| name == "state.db-wal"),
+        "the WAL is searched too"
+    );
+    for path in ["/api/v1/audit?limit=500", "/metrics", "/api/v1/mcp/servers"] {
+        let body = http()
+            .get(format!("{}{path}", o.gateway.base))
+            .bearer_auth(&admin)
+            .send()
+            .await
+            .expect("answers")
+            .bytes()
+            .await
+            .expect("body");
+        texts.push((path.to_owned(), body.to_vec()));
+    }
+    let (_, refused) = o.call("bob", "still not connected").await;
+    texts.push(("an error".to_owned(), refused.to_string().into_bytes()));
+    let audit = String::from_utf8_lossy(
+        &texts
+            .iter()
+            .find(|(n, _)| n.starts_with("/api/v1/audit"))
+            .expect("audit")
+            .1,
+    )
+    .into_owned();
+    assert!(
+        audit.contains("notes.echo"),
+        "the audit holds the calls: {audit}"
+    );
+    let log = String::from_utf8_lossy(
+        &texts
+            .iter()
+            .find(|(n, _)| n == "gateway.log")
+            .expect("log")
+            .1,
+    )
+    .into_owned();
+    assert!(
+        log.contains("OAuth token refreshed") && log.contains("DEBUG"),
+        "the log searched is the gateway's, at debug"
+    );
+    for canary in &canaries {
+        for (name, bytes) in &texts {
+            assert!(
+                !bytes.windows(canary.len()).any(|w| w == canary.as_bytes()),
+                "a secret ({} bytes) is in {name}",
+                canary.len()
+            );
+        }
+    }
     let removed = http()
         .delete(format!(
             "{}/api/v1/mcp/servers/notes/connect",

@@ -354,11 +354,7 @@ impl ServedBinary {
             .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(if std::env::var_os("MCPGATE_TEST_STDERR").is_some() {
-                Stdio::inherit()
-            } else {
-                Stdio::null()
-            })
+            .stderr(stderr_for(env))
             .kill_on_drop(true)
             .spawn()
             .expect("serve starts");
@@ -425,6 +421,23 @@ impl ServedBinary {
             .await
             .expect("the gateway exits in time")
             .expect("the gateway is reaped")
+    }
+}
+
+/// Where a served binary's stderr goes: the file `MCPGATE_TEST_STDERR_FILE` names in its
+/// environment (a test that reads the log), the terminal with `MCPGATE_TEST_STDERR`, else
+/// nowhere.
+fn stderr_for(env: &[(&str, &str)]) -> Stdio {
+    if let Some((_, path)) = env
+        .iter()
+        .find(|(name, _)| *name == "MCPGATE_TEST_STDERR_FILE")
+    {
+        return std::fs::File::create(path).expect("log file").into();
+    }
+    if std::env::var_os("MCPGATE_TEST_STDERR").is_some() {
+        Stdio::inherit()
+    } else {
+        Stdio::null()
     }
 }
 

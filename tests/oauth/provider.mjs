@@ -16,7 +16,7 @@
 //
 // For the tests' own eyes, under /test/ (a test-only authorization server, nothing else):
 //   GET  /test/stats   { grants: { authorization_code: n, refresh_token: n, ... },
-//                        lastIssuedMs, revoked: n }
+//                        lastIssuedMs, revoked: n, refreshTokens: [values not yet revoked] }
 //   POST /test/revoke  destroys every refresh token issued so far (as an administrator
 //                      revoking the user's sessions would)
 
@@ -97,11 +97,15 @@ provider.on('grant.success', (ctx) => {
   lastIssuedMs = Date.now();
 });
 provider.on('refresh_token.saved', (token) => refreshTokens.push(token));
+// Refresh tokens seen over the whole run, for the tests that look for them where they must
+// not be (kept apart from those /test/revoke destroys).
+const everRefresh = [];
+provider.on('refresh_token.saved', (token) => everRefresh.push(token.jti));
 provider.on('grant.revoked', () => { revoked += 1; });
 
 provider.use(async (ctx, next) => {
   if (ctx.path === '/test/stats' && ctx.method === 'GET') {
-    ctx.body = { grants, lastIssuedMs, revoked };
+    ctx.body = { grants, lastIssuedMs, revoked, refreshTokens: everRefresh };
     return;
   }
   if (ctx.path === '/test/revoke' && ctx.method === 'POST') {

@@ -23,7 +23,7 @@ use rmcp::transport::streamable_http_server::{
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-/// One request the server accepted: whose token, and a digest of it.
+/// One request the server accepted: whose token, and the token.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Seen {
     pub sub: String,
@@ -132,10 +132,7 @@ async fn check(State(checker): State<Arc<Checker>>, request: Request, next: Next
     match token.as_deref().and_then(|t| checker.verify(t)) {
         Some(sub) => {
             let token = token.unwrap_or_default();
-            checker.seen.lock().expect("lock").push(Seen {
-                sub,
-                token: mcpgate::digest::sha256_hex(token.as_bytes()),
-            });
+            checker.seen.lock().expect("lock").push(Seen { sub, token });
             next.run(request).await
         }
         None => {
