@@ -52,6 +52,7 @@ static ASSETS: &[Asset] = &[
     asset!("audit.js", JS),
     asset!("catalog.js", JS),
     asset!("chat.js", JS),
+    asset!("connect.js", JS),
     asset!("dom.js", JS),
     asset!("pin_review.js", JS),
     asset!("result.js", JS),

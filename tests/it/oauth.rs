@@ -270,6 +270,11 @@ struct Outbound {
 }
 
 async fn outbound(dir: &std::path::Path) -> Outbound {
+    outbound_with(dir, "").await
+}
+
+/// [`outbound`] with `extra` appended to the gateway's configuration.
+async fn outbound_with(dir: &std::path::Path, extra: &str) -> Outbound {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -306,6 +311,7 @@ transport = "streamable-http"
 allow_private = true
 confirm = "none"
 auth = "oauth"
+{extra}
 "#,
         url = upstream.url,
     );
@@ -622,4 +628,47 @@ async fn each_user_connects_their_own_account_and_calls_carry_their_token() {
     assert_eq!(o.authorization("alice").await["status"], "none");
     let (status, _) = o.call("alice", "after disconnect").await;
     assert_eq!(status, 403);
+}
+
+#[tokio::test]
+async fn users_connect_from_the_page_and_from_a_chat_card_in_chromium() {
+    use crate::scripted_llm::{Reply, ScriptedLlm};
+    let llm = ScriptedLlm::start(vec![
+        Reply::tool_calls(&[("notes_echo", json!({ "message": "hello" }))]),
+        Reply::text("notes needs your account first."),
+    ])
+    .await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let o = outbound_with(
+        dir.path(),
+        &format!(
+            "[llm]\nbase_url = \"{}\"\nmodel = \"scripted\"\n",
+            llm.base_url()
+        ),
+    )
+    .await;
+    crate::page::run_script(
+        "connect.mjs",
+        &[
+            ("MCPGATE_URL", &o.gateway.base),
+            ("MCPGATE_TOKEN", &caller_token("alice")),
+            ("MCPGATE_USER_TOKEN", &caller_token("bob")),
+        ],
+        &[
+            "a server that wants the user's own account offers Connect",
+            "Connect opens the sign-in, and the row says connected after it",
+            "the page keeps no token of the server",
+            "a chat tool that needs Bob's account shows Connect, not a bare error",
+            "Connect from the card connects Bob",
+        ],
+    )
+    .await;
+    // Both connected as themselves, and each one's call carries their own token.
+    for user in ["alice", "bob"] {
+        assert_eq!(o.authorization(user).await["status"], "connected", "{user}");
+        let before = o.upstream.seen().len();
+        let (status, answer) = o.call(user, "after the page").await;
+        assert_eq!(status, 200, "{answer}");
+        assert!(o.upstream.seen()[before..].iter().all(|s| s.sub == user));
+    }
 }

@@ -176,7 +176,7 @@ fn root() -> PathBuf {
 
 /// Runs `node tests/browser/<script>` with `vars`; fails the test, with the script's output,
 /// unless it exits 0 having printed every step in `steps`.
-async fn run_script(script: &str, vars: &[(&str, &str)], steps: &[&str]) -> String {
+pub(crate) async fn run_script(script: &str, vars: &[(&str, &str)], steps: &[&str]) -> String {
     let chromium = Path::new("/usr/bin/chromium");
     assert!(
         chromium.exists(),

@@ -3,12 +3,15 @@
 // form, generated from its schema, to call a read tool.
 
 import { ApiError, api } from './api.js';
+import { connectButton, connectionPill, disconnectAccount } from './connect.js';
 import { clear, collapsible, h, jsonBlock, pill, plural, replace, say } from './dom.js';
 import { pinReview } from './pin_review.js';
 import { renderResult } from './result.js';
 import { schemaForm } from './schema_form.js';
 
-const SERVER_TONES = { ready: 'ok', connecting: 'info', degraded: 'warn', failed: 'danger' };
+const SERVER_TONES = {
+  ready: 'ok', connecting: 'info', degraded: 'warn', failed: 'danger', authorization_required: 'warn',
+};
 const STATUS_TONES = { ok: 'ok', stale: 'warn', pending: 'warn', quarantined: 'danger' };
 /** Why calls of a tool in this status are refused (or may fail), and what to do. */
 const STATUS_NOTES = {
@@ -91,15 +94,38 @@ export class Catalog {
         h('td', {}, server.transport ?? '', sandboxNote(server.sandbox)),
         h('td', { class: 'num' }, String(server.toolCount ?? 0)),
         h('td', { class: 'last-error' }, server.lastError ?? h('span', { class: 'muted' }, '—')),
+        h('td', {}, this.account(server)),
         h('td', {}, refresh, ' ', note));
     });
     replace(this.servers, h('div', { class: 'table-wrap' },
       h('table', { class: 'table' },
         h('caption', { class: 'visually-hidden' }, 'Upstream servers'),
         h('thead', {}, h('tr', {},
-          ['Server', 'State', 'Transport', 'Tools', 'Last error', 'Actions']
+          ['Server', 'State', 'Transport', 'Tools', 'Last error', 'Your account', 'Actions']
             .map((t) => h('th', { scope: 'col' }, t)))),
         h('tbody', {}, rows))));
+  }
+
+  /** The caller's own account on a server that wants one: its state, Connect or Disconnect. */
+  account(server) {
+    const auth = server.authorization;
+    if (!auth) return h('span', { class: 'muted' }, '—');
+    const reload = () => this.load();
+    if (auth.status === 'connected') {
+      const disconnect = h('button', { type: 'button', class: 'small ghost' }, 'Disconnect');
+      disconnect.addEventListener('click', async () => {
+        disconnect.disabled = true;
+        try {
+          await disconnectAccount(server.id);
+        } finally {
+          reload();
+        }
+      });
+      return h('span', { class: 'account' }, connectionPill(auth), ' ', disconnect);
+    }
+    const label = auth.status === 'expired' ? 'Reconnect' : 'Connect';
+    return h('span', { class: 'account' }, connectionPill(auth), ' ',
+      connectButton(server.id, label, reload));
   }
 
   renderTools(tools, servers) {

@@ -330,7 +330,9 @@ class Turn {
     const count = this.cards.size;
     if (count > 0) {
       const cards = [...this.tools.children];
-      replace(this.tools, h('details', { class: 'fold used-tools' },
+      // A call that waits for the user to connect an account stays in view with its button.
+      const waiting = [...this.cards.values()].some((card) => card.needsConnection);
+      replace(this.tools, h('details', { class: 'fold used-tools', open: waiting },
         h('summary', {}, `Used ${plural(count, 'tool')}`), cards));
     }
     if (!this.answer.textContent && !this.answerText) this.answer.remove();

@@ -5,6 +5,7 @@
 import {
   clock, collapsible, duration, h, jsonBlock, localTime, pill, replace, uid,
 } from './dom.js';
+import { connectButton } from './connect.js';
 import { renderResult } from './result.js';
 
 const STATES = {
@@ -189,6 +190,15 @@ export class ToolCard {
     this.disableApproval();
     replace(this.outcome, h('p', { class: `note ${state === 'cancelled' ? 'muted' : 'danger'}` },
       h('code', { class: 'error-code' }, event.code ?? 'error'), ' ', event.message ?? ''));
+    // The server wants the user's own account: connect it from here, then ask again.
+    if (event.code === 'authorization_required' && this.server) {
+      this.needsConnection = true;
+      this.outcome.append(h('p', { class: 'connect-account' },
+        `${this.server} needs your own account. `,
+        connectButton(this.server, `Connect ${this.server}`, () => {
+          this.outcome.append(h('p', { class: 'note' }, 'Connected: ask again to use it.'));
+        })));
+    }
     this.tick();
   }
 
