@@ -117,6 +117,8 @@ impl Stores {
         };
         let instance = &config.shared.instance;
         if let Some(pool) = &shared.postgres {
+            // Users' connections are made on one instance and used on all.
+            stores.oauth = Arc::new(crate::store::postgres::PgOAuth::new(pool.clone()));
             stores.audit = Arc::new(crate::store::postgres::PgAudit::start(
                 pool.clone(),
                 instance,
@@ -397,6 +399,17 @@ impl Gateway {
     /// What the refresh finds changed reaches the other instances with the catalog swap.
     pub fn refresh(&self, server: &crate::config::ServerId) -> bool {
         self.inner.manager.refresh(server)
+    }
+
+    /// A user connected an account on `server` (`auth = "oauth"`): it is listed now, here and,
+    /// told through the shared events, on every other instance (one that waited for a first
+    /// connection has nothing to compare a catalog change with).
+    pub async fn account_connected(&self, server: &crate::config::ServerId) {
+        self.inner.manager.refresh(server);
+        self.announce(crate::store::redis::Event::Refreshed {
+            server: server.to_string(),
+        })
+        .await;
     }
 
     /// The pins in force (`None` without a pin file).

@@ -454,6 +454,8 @@ impl Connections {
             refreshing.entry(key.clone()).or_default().clone()
         };
         let _held = lock.lock().await;
+        // Another instance may be renewing it too: one at a time across all of them.
+        let _shared = self.store.lock_refresh(key).await?;
         // Another caller may have refreshed while this one waited.
         if let Some(token) = self.fresh_token(key).await? {
             return Ok(token);
@@ -793,14 +795,23 @@ impl crate::upstream::oauth::ListingTokens for Connections {
         server: &'a ServerId,
     ) -> futures::future::BoxFuture<'a, Option<Zeroizing<String>>> {
         Box::pin(async move {
-            let keys = self
+            let keys = match self
                 .store
                 .server_connections(server.as_str(), LISTING_CANDIDATES)
                 .await
-                .ok()?;
+            {
+                Ok(keys) => keys,
+                Err(err) => {
+                    tracing::warn!(%server, error = %err, "no OAuth connection could be read to list the server");
+                    return None;
+                }
+            };
             for key in keys {
-                if let Ok(token) = self.access_token(&key).await {
-                    return Some(token.secret);
+                match self.access_token(&key).await {
+                    Ok(token) => return Some(token.secret),
+                    Err(err) => {
+                        tracing::debug!(%server, code = err.code(), error = %err, "a connection could not list the server");
+                    }
                 }
             }
             None

@@ -75,6 +75,10 @@ pub struct PendingRow {
     pub expires_at: i64,
 }
 
+/// Held while one instance renews a connection's tokens: the others wait for it, then read
+/// what it stored. Dropping it releases the lock.
+pub struct RefreshGuard(pub Box<dyn Send + Sync>);
+
 /// Storage of connections, pending authorizations and registered clients.
 #[async_trait]
 pub trait OAuthStore: Send + Sync {
@@ -126,6 +130,11 @@ pub trait OAuthStore: Send + Sync {
         issuer: &str,
         sealed: &Sealed,
     ) -> Result<(), StoreError>;
+    /// A lock on renewing `key`'s tokens across every instance sharing the store; `None` for
+    /// a store one instance has alone (its in-process lock suffices).
+    async fn lock_refresh(&self, _key: &ConnectionKey) -> Result<Option<RefreshGuard>, StoreError> {
+        Ok(None)
+    }
 }
 
 /// Most pending authorizations kept in memory: abandoned ones expire within minutes.

@@ -184,3 +184,61 @@ async fn sqlite_keeps_the_contract() {
     contract(stores.oauth().as_ref()).await;
     stores.close().await;
 }
+
+/// The machine's PostgreSQL (loopback, trust), in a database of this test's own, dropped after.
+#[tokio::test]
+async fn postgres_keeps_the_contract_and_locks_refreshes_across_pools() {
+    use sqlx::{AssertSqlSafe, PgPool};
+    let admin = PgPool::connect("postgres://postgres@127.0.0.1:5432/postgres")
+        .await
+        .expect("the machine's PostgreSQL answers on 127.0.0.1:5432");
+    let name = format!("mcpgate_oauth_{}", crate::digest::random_hex(6));
+    // The name is ours, made of hex digits: nothing to escape.
+    sqlx::query(AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&admin)
+        .await
+        .expect("database created");
+    let url = format!("postgres://postgres@127.0.0.1:5432/{name}");
+    let run = async {
+        let pool = PgPool::connect(&url).await.expect("connect");
+        crate::store::postgres::migrate(&pool)
+            .await
+            .expect("schema");
+        let store = crate::store::postgres::PgOAuth::new(pool.clone());
+        contract(&store).await;
+        // Two instances (two pools): the second waits for the first's refresh lock.
+        let other =
+            crate::store::postgres::PgOAuth::new(PgPool::connect(&url).await.expect("connect"));
+        let alice = key("alice", "linear");
+        let held = store
+            .lock_refresh(&alice)
+            .await
+            .expect("lock")
+            .expect("a shared lock");
+        let waiting = tokio::spawn(async move {
+            let _guard = other.lock_refresh(&alice).await.expect("lock");
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        assert!(
+            !waiting.is_finished(),
+            "the second instance waits for the lock"
+        );
+        // Another connection's lock is not this one's.
+        let bob = store
+            .lock_refresh(&key("bob", "linear"))
+            .await
+            .expect("lock");
+        drop(bob);
+        drop(held);
+        tokio::time::timeout(std::time::Duration::from_secs(10), waiting)
+            .await
+            .expect("released with the guard")
+            .expect("task");
+        pool.close().await;
+    };
+    run.await;
+    sqlx::query(AssertSqlSafe(format!("DROP DATABASE {name} WITH (FORCE)")))
+        .execute(&admin)
+        .await
+        .expect("database dropped");
+}

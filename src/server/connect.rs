@@ -180,8 +180,8 @@ async fn callback(State(state): State<AppState>, Query(params): Query<CallbackPa
     {
         Ok(key) => {
             if let Some(id) = ServerId::new(&key.server) {
-                // A server nobody had connected can now be listed.
-                gateway.refresh(&id);
+                // A server nobody had connected can now be listed, on every instance.
+                gateway.account_connected(&id).await;
             }
             page(
                 StatusCode::OK,

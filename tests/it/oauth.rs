@@ -286,34 +286,11 @@ async fn outbound_with(dir: &std::path::Path, extra: &str) -> Outbound {
     .await;
     let upstream = upstream::ProtectedUpstream::start(listener, &issuer.issuer, SCOPE).await;
     let port = free_port();
-    let config = format!(
-        r#"
-[server]
-public_url = "http://127.0.0.1:{port}"
-[server.auth]
-mode = "jwt"
-secret = "${{MCPGATE_JWT_SECRET}}"
-issuer = "https://idp.test"
-audience = "mcpgate"
-
-[oauth]
-keys = ["${{MCPGATE_OAUTH_KEY}}"]
-
-[limits]
-user_concurrency = 32
-
-[state]
-database = "state.db"
-
-[servers.notes]
-url = "{url}"
-transport = "streamable-http"
-allow_private = true
-confirm = "none"
-auth = "oauth"
-{extra}
-"#,
-        url = upstream.url,
+    let config = gateway_config(
+        port,
+        &upstream.url,
+        "[state]\ndatabase = \"state.db\"",
+        extra,
     );
     let listen = format!("127.0.0.1:{port}");
     let log = dir.join("gateway.log");
@@ -339,6 +316,38 @@ auth = "oauth"
         upstream,
         gateway,
     }
+}
+
+/// A gateway's configuration: JWT callers, `[oauth]`, `state`, and the protected upstream at
+/// `url` as `notes` with `auth = "oauth"`; `public_url` on `port`.
+fn gateway_config(port: u16, url: &str, state: &str, extra: &str) -> String {
+    format!(
+        r#"
+[server]
+public_url = "http://127.0.0.1:{port}"
+[server.auth]
+mode = "jwt"
+secret = "${{MCPGATE_JWT_SECRET}}"
+issuer = "https://idp.test"
+audience = "mcpgate"
+
+[oauth]
+keys = ["${{MCPGATE_OAUTH_KEY}}"]
+
+[limits]
+user_concurrency = 32
+
+{state}
+
+[servers.notes]
+url = "{url}"
+transport = "streamable-http"
+allow_private = true
+confirm = "none"
+auth = "oauth"
+{extra}
+"#
+    )
 }
 
 impl Outbound {
@@ -671,4 +680,155 @@ async fn users_connect_from_the_page_and_from_a_chat_card_in_chromium() {
         assert_eq!(status, 200, "{answer}");
         assert!(o.upstream.seen()[before..].iter().all(|s| s.sub == user));
     }
+}
+
+/// Two instances sharing Redis and PostgreSQL: a user starts connecting on one and the
+/// authorization server sends them back to the other, which completes it; both then call with
+/// the user's token, and when it expires, calls on both renew it once.
+#[tokio::test]
+async fn a_connection_made_on_one_instance_is_used_and_renewed_once_on_all() {
+    let root = tempfile::tempdir().expect("temp dir");
+    let redis_dir = root.path().join("redis");
+    std::fs::create_dir_all(&redis_dir).expect("dir");
+    let redis = crate::cluster::RedisServer::start(&redis_dir).await;
+    let postgres = crate::cluster::PostgresServer::start(root.path()).await;
+    let (redis_url, database_url) = (redis.url(), postgres.url());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let resource = format!("http://{}/mcp", listener.local_addr().expect("addr"));
+    let issuer = AuthServer::start(
+        &json!({ resource.clone(): { "scope": SCOPE, "ttl": TOKEN_TTL_SECS } }),
+        &json!([]),
+    )
+    .await;
+    let upstream = upstream::ProtectedUpstream::start(listener, &issuer.issuer, SCOPE).await;
+    // The load balancer's address is instance a's; the callback is sent to b by hand.
+    let port = free_port();
+    let mut instances = Vec::new();
+    let mut dirs = Vec::new();
+    for (i, name) in ["a", "b"].iter().enumerate() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let state = format!(
+            "[state]\ndatabase = \"memory\"\nredis = \"${{REDIS_URL}}\"\npostgres = \"${{DATABASE_URL}}\"\n\
+             require_shared = true\ninstance = \"{name}\""
+        );
+        let config = gateway_config(port, &upstream.url, &state, "");
+        let listen = format!("127.0.0.1:{}", if i == 0 { port } else { free_port() });
+        let served = ServedBinary::start(
+            dir.path(),
+            Some(&config),
+            &[
+                ("MCPGATE_LISTEN", &listen),
+                ("MCPGATE_JWT_SECRET", SECRET),
+                ("MCPGATE_OAUTH_KEY", OAUTH_KEY),
+                ("REDIS_URL", &redis_url),
+                ("DATABASE_URL", &database_url),
+            ],
+        )
+        .await;
+        served.wait_ready().await;
+        instances.push(served);
+        dirs.push(dir);
+    }
+    let (a, b) = (&instances[0], &instances[1]);
+    let get = |base: String, path: &'static str| async move {
+        let response = http()
+            .get(format!("{base}{path}"))
+            .bearer_auth(caller_token("alice"))
+            .send()
+            .await
+            .expect("answers");
+        (
+            response.status().as_u16(),
+            response.json::<Value>().await.unwrap_or(Value::Null),
+        )
+    };
+    let call = |base: String| async move {
+        let response = http()
+            .post(format!("{base}/api/v1/mcp/tools/call"))
+            .bearer_auth(caller_token("alice"))
+            .json(&json!({ "tool": "notes.echo", "arguments": { "message": "hi" } }))
+            .send()
+            .await
+            .expect("answers");
+        (
+            response.status().as_u16(),
+            response.json::<Value>().await.unwrap_or(Value::Null),
+        )
+    };
+
+    let (status, started) = get(a.base.clone(), "/api/v1/mcp/servers/notes/connect").await;
+    assert_eq!(status, 200, "{started}");
+    let back =
+        sign_in_and_consent(started["authorizationUrl"].as_str().expect("url"), "alice").await;
+    let on_b = back.replacen(&a.base, &b.base, 1);
+    assert_ne!(on_b, back);
+    let page = http()
+        .get(&on_b)
+        .send()
+        .await
+        .expect("b answers the callback");
+    assert_eq!(
+        page.status(),
+        200,
+        "{}",
+        page.text().await.unwrap_or_default()
+    );
+    // The state is spent wherever it was used.
+    let again = http().get(&back).send().await.expect("a answers");
+    assert_eq!(again.status(), 400);
+
+    for served in [a, b] {
+        crate::support::wait_for_async("notes listed with alice's account", || async {
+            let (_, tools) = get(served.base.clone(), "/api/v1/mcp/tools").await;
+            tools["tools"]
+                .as_array()
+                .is_some_and(|t| t.iter().any(|t| t["name"] == "notes.echo"))
+                .then_some(())
+        })
+        .await;
+        let (status, answer) = call(served.base.clone()).await;
+        assert_eq!(status, 200, "{answer}");
+    }
+    assert!(upstream.seen().iter().all(|s| s.sub == "alice"));
+
+    let stats = || async {
+        http()
+            .get(format!("{}/test/stats", issuer.issuer))
+            .send()
+            .await
+            .expect("answers")
+            .json::<Value>()
+            .await
+            .expect("json")
+    };
+    let before = stats().await;
+    let refreshed = |v: &Value| v["grants"]["refresh_token"].as_u64().unwrap_or(0);
+    let stale_at = before["lastIssuedMs"].as_u64().expect("ms") + TOKEN_TTL_SECS * 1000 / 2 + 200;
+    loop {
+        let now = u64::try_from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("clock")
+                .as_millis(),
+        )
+        .expect("ms");
+        if now >= stale_at {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(stale_at - now)).await;
+    }
+    let calls = (0..16).map(|i| call(instances[i % 2].base.clone()));
+    for (status, answer) in futures::future::join_all(calls).await {
+        assert_eq!(status, 200, "{answer}");
+    }
+    assert_eq!(
+        refreshed(&stats().await),
+        refreshed(&before) + 1,
+        "one renewal across instances"
+    );
+    drop(instances);
+    drop(postgres);
+    drop(redis);
 }

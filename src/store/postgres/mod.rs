@@ -5,6 +5,7 @@
 
 mod audit;
 mod consumed;
+mod oauth;
 mod pins;
 
 use std::{str::FromStr as _, time::Duration};
@@ -16,12 +17,15 @@ use sqlx::{
 
 pub use audit::PgAudit;
 pub use consumed::Consumed;
+pub use oauth::PgOAuth;
 pub use pins::SharedPins;
 
 use super::StoreError;
 use crate::config::{Secret, SharedConfig};
 
-/// The schema version this build writes and reads.
+/// The schema version this build writes and reads. Tables added later beside the first ones
+/// (users' OAuth connections) are left alone by builds that do not know them, so they do not
+/// change the version: instances of both builds may run together during an upgrade.
 const SCHEMA_VERSION: i32 = 1;
 
 /// A key of `pg_advisory_xact_lock` that only mcpgate's migrations take.
@@ -65,6 +69,41 @@ CREATE TABLE IF NOT EXISTS mcpgate_pins (
     id smallint PRIMARY KEY CHECK (id = 1),
     body text NOT NULL,
     updated_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE IF NOT EXISTS mcpgate_oauth_connections (
+    tenant text NOT NULL,
+    user_name text NOT NULL,
+    server text NOT NULL,
+    status text NOT NULL,
+    issuer text,
+    scopes text NOT NULL,
+    key_id text NOT NULL,
+    nonce bytea NOT NULL,
+    sealed bytea NOT NULL,
+    connected_at bigint NOT NULL,
+    updated_at bigint NOT NULL,
+    PRIMARY KEY (tenant, user_name, server)
+);
+CREATE INDEX IF NOT EXISTS mcpgate_oauth_connections_server
+    ON mcpgate_oauth_connections (server, updated_at);
+CREATE TABLE IF NOT EXISTS mcpgate_oauth_pending (
+    state_hash text PRIMARY KEY,
+    tenant text NOT NULL,
+    user_name text NOT NULL,
+    server text NOT NULL,
+    key_id text NOT NULL,
+    nonce bytea NOT NULL,
+    sealed bytea NOT NULL,
+    expires_at bigint NOT NULL
+);
+CREATE INDEX IF NOT EXISTS mcpgate_oauth_pending_expiry ON mcpgate_oauth_pending (expires_at);
+CREATE TABLE IF NOT EXISTS mcpgate_oauth_clients (
+    server text NOT NULL,
+    issuer text NOT NULL,
+    key_id text NOT NULL,
+    nonce bytea NOT NULL,
+    sealed bytea NOT NULL,
+    PRIMARY KEY (server, issuer)
 );
 ";
 
