@@ -29,6 +29,8 @@ const READY_DEADLINE: Duration = Duration::from_secs(20);
 /// Where the suite's authorization servers send the user back: never visited (the URL is
 /// read from the last redirect), so any loopback address does.
 const PUBLIC_URL: &str = "http://127.0.0.1:9";
+/// The Client ID Metadata Document URL the suite's scenarios take as the client's.
+const CLIENT_METADATA_URL: &str = "https://conformance-test.local/client-metadata.json";
 
 pub async fn run(url: &str) -> anyhow::Result<ExitCode> {
     let scenario = std::env::var("MCP_CONFORMANCE_SCENARIO").unwrap_or_default();
@@ -78,6 +80,9 @@ pub async fn run(url: &str) -> anyhow::Result<ExitCode> {
         },
         oauth: OAuthConfig {
             keys: vec![SecretTemplate::new("${MCPGATE_OAUTH_KEY}")],
+            // Where a gateway of the suite's publishes its client metadata: the client id
+            // the suite's `auth/basic-cimd` scenario checks for.
+            client_metadata_url: Some(url::Url::parse(CLIENT_METADATA_URL).context("static URL")?),
             ..OAuthConfig::default()
         },
         ..Config::default()

@@ -105,6 +105,10 @@ pub struct OAuthConfig {
     pub keys: Vec<SecretTemplate>,
     /// How long a user has to finish signing in at the authorization server.
     pub authorization_timeout: Duration,
+    /// Where the gateway's Client ID Metadata Document is published (an https URL with a
+    /// path), used as its client id where an authorization server supports that; `None`:
+    /// `{public_url}/oauth/client-metadata.json` when `public_url` is https.
+    pub client_metadata_url: Option<url::Url>,
 }
 
 impl Default for OAuthConfig {
@@ -112,6 +116,7 @@ impl Default for OAuthConfig {
         OAuthConfig {
             keys: Vec::new(),
             authorization_timeout: Duration::from_secs(600),
+            client_metadata_url: None,
         }
     }
 }

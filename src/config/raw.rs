@@ -576,6 +576,7 @@ pub struct RawServerOAuth {
 pub struct RawOAuth {
     pub keys: Option<Vec<String>>,
     pub authorization_timeout: Option<RawDuration>,
+    pub client_metadata_url: Option<String>,
 }
 
 /// A JSON object kept in written order that rejects duplicate keys: `serde_json` would keep

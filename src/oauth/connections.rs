@@ -42,6 +42,8 @@ const REFRESH_MARGIN: Duration = Duration::from_secs(60);
 const CLIENT_NAME: &str = "mcpgate";
 /// Where authorization servers send users back, under `public_url`.
 pub const CALLBACK_PATH: &str = "/api/v1/oauth/callback";
+/// Where the gateway's Client ID Metadata Document is served, under `public_url`.
+pub const CLIENT_METADATA_PATH: &str = "/oauth/client-metadata.json";
 
 /// Why a connection could not be made, used or ended. Messages name servers and routes,
 /// never a token, code, verifier or secret.
@@ -165,6 +167,8 @@ pub struct Connections {
     store: Arc<dyn OAuthStore>,
     env: Env,
     redirect_uri: String,
+    /// The Client ID Metadata Document's URL, when the gateway has one (https).
+    client_metadata_url: Option<String>,
     authorization_timeout: Duration,
     /// One refresh at a time per connection, in this process.
     refreshing: Mutex<HashMap<ConnectionKey, Arc<tokio::sync::Mutex<()>>>>,
@@ -240,12 +244,21 @@ impl Connections {
             .join(CALLBACK_PATH.trim_start_matches('/'))
             .map_err(|_| SetupError::NoPublicUrl)?
             .to_string();
+        let client_metadata_url = match &config.client_metadata_url {
+            Some(url) => Some(url.to_string()),
+            None if public_url.scheme() == "https" => public_url
+                .join(CLIENT_METADATA_PATH.trim_start_matches('/'))
+                .ok()
+                .map(|url| url.to_string()),
+            None => None,
+        };
         Ok(Some(Connections {
             servers: oauth_servers,
             vault: Arc::new(vault),
             store,
             env: env.clone(),
             redirect_uri,
+            client_metadata_url,
             authorization_timeout: config.authorization_timeout,
             refreshing: Mutex::new(HashMap::new()),
         }))
@@ -259,6 +272,22 @@ impl Connections {
     /// Where authorization servers send users back.
     pub fn redirect_uri(&self) -> &str {
         &self.redirect_uri
+    }
+
+    /// The gateway's Client ID Metadata Document (draft-ietf-oauth-client-id-metadata-document):
+    /// a public client whose id is the document's own URL, redirecting to the callback; `None`
+    /// without an https `public_url`.
+    pub fn client_metadata(&self) -> Option<serde_json::Value> {
+        let id = self.client_metadata_url.as_ref()?;
+        Some(serde_json::json!({
+            "client_id": id,
+            "client_name": CLIENT_NAME,
+            "redirect_uris": [self.redirect_uri],
+            "grant_types": ["authorization_code", "refresh_token"],
+            "response_types": ["code"],
+            "token_endpoint_auth_method": "none",
+            "application_type": "web",
+        }))
     }
 
     fn server(&self, server: &ServerId) -> Result<&OAuthServer, OAuthError> {
@@ -680,6 +709,20 @@ impl Connections {
                 .map_err(|reason| registration(format!("client_id: {reason}")))?;
             return Ok(Client {
                 id: id.expose().to_owned(),
+                secret: None,
+                redirect_uri: self.redirect_uri.clone(),
+            });
+        }
+        // An authorization server that reads Client ID Metadata Documents takes the document's
+        // URL as the client id: nothing to register.
+        let reads_documents = metadata
+            .additional_fields
+            .get("client_id_metadata_document_supported")
+            .and_then(serde_json::Value::as_bool)
+            .unwrap_or(false);
+        if reads_documents && let Some(url) = &self.client_metadata_url {
+            return Ok(Client {
+                id: url.clone(),
                 secret: None,
                 redirect_uri: self.redirect_uri.clone(),
             });

@@ -12,7 +12,8 @@ pub mod store;
 pub mod vault;
 
 pub use connections::{
-    AccessToken, CALLBACK_PATH, ConnectionInfo, Connections, OAuthError, SetupError,
+    AccessToken, CALLBACK_PATH, CLIENT_METADATA_PATH, ConnectionInfo, Connections, OAuthError,
+    SetupError,
 };
 pub use store::{
     ConnectionKey, ConnectionRow, ConnectionStatus, MemoryOAuth, OAuthStore, PendingRow,

@@ -242,3 +242,67 @@ async fn postgres_keeps_the_contract_and_locks_refreshes_across_pools() {
         .await
         .expect("database dropped");
 }
+
+/// The Client ID Metadata Document: the gateway's own URL as client id, with an https
+/// `public_url` only, or where configured.
+#[test]
+fn the_client_metadata_document_names_the_callback() {
+    use crate::config::{
+        Env, HttpConfig, HttpKind, OAuthConfig, SecretTemplate, ServerConfig, ServerId,
+        TransportConfig, UpstreamOAuth,
+    };
+    let mut server = ServerConfig::new(
+        ServerId::new("notes").expect("id"),
+        TransportConfig::Http(HttpConfig {
+            url: url::Url::parse("https://notes.example/mcp").expect("url"),
+            kind: HttpKind::Streamable,
+            headers: Vec::new(),
+        }),
+    );
+    server.oauth = Some(UpstreamOAuth::default());
+    let config = OAuthConfig {
+        keys: vec![SecretTemplate::new("${K}")],
+        ..OAuthConfig::default()
+    };
+    let env = Env::from_pairs([("K", "00".repeat(32).as_str())]);
+    let store =
+        || -> std::sync::Arc<dyn OAuthStore> { std::sync::Arc::new(MemoryOAuth::default()) };
+    let connections = |public: &str, config: &OAuthConfig| {
+        crate::oauth::Connections::new(
+            std::slice::from_ref(&server),
+            config,
+            Some(&url::Url::parse(public).expect("url")),
+            store(),
+            &env,
+        )
+        .expect("set up")
+        .expect("an OAuth server")
+    };
+    let document = connections("https://gw.example", &config)
+        .client_metadata()
+        .expect("a document");
+    assert_eq!(
+        document["client_id"],
+        "https://gw.example/oauth/client-metadata.json"
+    );
+    assert_eq!(
+        document["redirect_uris"],
+        serde_json::json!(["https://gw.example/api/v1/oauth/callback"])
+    );
+    assert_eq!(document["token_endpoint_auth_method"], "none");
+    assert!(
+        connections("http://127.0.0.1:8080", &config)
+            .client_metadata()
+            .is_none()
+    );
+    let elsewhere = OAuthConfig {
+        client_metadata_url: Some(
+            url::Url::parse("https://example.com/mcpgate.json").expect("url"),
+        ),
+        ..config.clone()
+    };
+    let document = connections("http://127.0.0.1:8080", &elsewhere)
+        .client_metadata()
+        .expect("configured");
+    assert_eq!(document["client_id"], "https://example.com/mcpgate.json");
+}

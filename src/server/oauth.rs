@@ -19,6 +19,25 @@ pub(super) fn routes() -> Router<AppState> {
     Router::new()
         .route(METADATA_PREFIX, get(root_metadata))
         .route(&format!("{METADATA_PREFIX}/{{*rest}}"), get(metadata))
+        .route(crate::oauth::CLIENT_METADATA_PATH, get(client_metadata))
+}
+
+/// The gateway's Client ID Metadata Document, fetched by authorization servers that take it
+/// as the client's registration.
+async fn client_metadata(State(state): State<AppState>) -> Response {
+    let gateway = state.gateway.current();
+    match gateway.connections().and_then(|c| c.client_metadata()) {
+        Some(document) => {
+            let mut response = Json(document).into_response();
+            response
+                .headers_mut()
+                .insert(header::CACHE_CONTROL, HeaderValue::from_static(MAX_AGE));
+            response
+        }
+        None => not_found(
+            "this gateway publishes no client metadata: it needs an https public_url and a server with auth = \"oauth\"",
+        ),
+    }
 }
 
 async fn root_metadata(State(state): State<AppState>) -> Response {

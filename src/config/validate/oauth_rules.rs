@@ -58,6 +58,35 @@ pub(super) fn section(raw: &RawOAuth, report: &mut Report) -> OAuthConfig {
                 )
             })
             .unwrap_or(d.authorization_timeout),
+        client_metadata_url: raw
+            .client_metadata_url
+            .as_deref()
+            .and_then(|text| client_metadata_url(text, report)),
+    }
+}
+
+/// A Client ID Metadata Document's URL is the client id: https, a path, nothing else.
+fn client_metadata_url(text: &str, report: &mut Report) -> Option<url::Url> {
+    match url::Url::parse(text) {
+        Ok(url)
+            if url.scheme() == "https"
+                && url.host().is_some()
+                && !matches!(url.path(), "" | "/")
+                && url.username().is_empty()
+                && url.password().is_none()
+                && url.query().is_none()
+                && url.fragment().is_none() =>
+        {
+            Some(url)
+        }
+        _ => {
+            report.problem(
+                "oauth.client_metadata_url",
+                "must be an https URL with a path and nothing else (it is the client id), \
+                 such as \"https://gateway.example.com/oauth/client-metadata.json\"",
+            );
+            None
+        }
     }
 }
 
