@@ -97,12 +97,40 @@ pub async fn run(url: &str) -> anyhow::Result<ExitCode> {
     let outcome = async {
         if auth {
             connect_user(&gateway, &id).await?;
+            call_as_user(&gateway, &id).await?;
         }
         scenario_steps(&gateway, &scenario).await
     }
     .await;
     gateway.shutdown().await;
     outcome.map(|()| ExitCode::SUCCESS)
+}
+
+/// Calls the server's first tool as the connected user; when the server wants more scope
+/// for it (a step-up), the user connects again, as the error tells them to, and calls again.
+async fn call_as_user(gateway: &Gateway, id: &ServerId) -> anyhow::Result<()> {
+    let ctx = CallContext::local();
+    let Some(tool) = gateway
+        .list_tools(&ctx)
+        .into_iter()
+        .find(|t| &t.server == id)
+    else {
+        return Ok(());
+    };
+    for _ in 0..2 {
+        match gateway
+            .call_tool(&ctx, &tool.canonical, json!({}), None)
+            .await
+        {
+            Err(mcpgate::gateway::GatewayError::AuthorizationRequired { message, .. }) => {
+                println!("{message}");
+                connect_user(gateway, id).await?;
+            }
+            // Whatever the tool makes of empty arguments: the authorization held.
+            _ => return Ok(()),
+        }
+    }
+    Ok(())
 }
 
 /// Connects the local user's account on `id`, as the connect route and the callback do, the

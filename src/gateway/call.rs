@@ -370,6 +370,9 @@ impl Gateway {
                 .await
             {
                 Ok(result) => return Ok(result),
+                Err(UpstreamError::TokenRefused(refusal)) if oauth => {
+                    return Err(self.token_refused(ctx, &tool.server, refusal).await);
+                }
                 Err(err) => {
                     let not_sent = matches!(err, UpstreamError::Unavailable { .. });
                     let lost = matches!(err, UpstreamError::ConnectionLost);
@@ -395,6 +398,36 @@ impl Gateway {
 }
 
 impl Gateway {
+    /// The server refused the caller's token: the connection wants more scope, or is no
+    /// longer accepted; either way the caller connects again.
+    async fn token_refused(
+        &self,
+        ctx: &CallContext,
+        server: &crate::config::ServerId,
+        refusal: crate::upstream::oauth::Refusal,
+    ) -> GatewayError {
+        use crate::upstream::oauth::Refusal;
+        let Some(connections) = self.connections() else {
+            return GatewayError::Upstream {
+                server: server.to_string(),
+                source: UpstreamError::TokenRefused(refusal),
+            };
+        };
+        let key = crate::oauth::ConnectionKey {
+            tenant: ctx.tenant.clone(),
+            user: ctx.user.clone(),
+            server: server.to_string(),
+        };
+        let scope = match &refusal {
+            Refusal::InsufficientScope { scope } => Some(scope.clone().unwrap_or_default()),
+            Refusal::Unauthorized => None,
+        };
+        tracing::info!(server = %server, scope = ?scope, "the server refused a user's token");
+        match connections.refused(&key, scope.as_deref()).await {
+            Ok(err) | Err(err) => GatewayError::from_oauth(server.as_str(), err),
+        }
+    }
+
     /// The caller's token for an `auth = "oauth"` server, refreshed if it is about to expire.
     async fn user_token(
         &self,

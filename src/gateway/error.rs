@@ -122,13 +122,13 @@ impl GatewayError {
     pub fn from_oauth(server: &str, err: crate::oauth::OAuthError) -> GatewayError {
         use crate::oauth::OAuthError;
         match err {
-            OAuthError::AuthorizationRequired { .. } | OAuthError::ConnectionExpired { .. } => {
-                GatewayError::AuthorizationRequired {
-                    server: server.to_owned(),
-                    connect: format!("/api/v1/mcp/servers/{server}/connect"),
-                    message: err.to_string(),
-                }
-            }
+            OAuthError::AuthorizationRequired { .. }
+            | OAuthError::ConnectionExpired { .. }
+            | OAuthError::MoreScope { .. } => GatewayError::AuthorizationRequired {
+                server: server.to_owned(),
+                connect: format!("/api/v1/mcp/servers/{server}/connect"),
+                message: err.to_string(),
+            },
             other => GatewayError::OAuthUnavailable {
                 server: server.to_owned(),
                 message: other.to_string(),

@@ -61,6 +61,11 @@ pub enum OAuthError {
          to renew it): connect again at GET /api/v1/mcp/servers/{server}/connect"
     )]
     ConnectionExpired { server: String },
+    #[error(
+        "server `{server}` needs more access than your connection grants (scope {scope}): \
+         connect again at GET /api/v1/mcp/servers/{server}/connect"
+    )]
+    MoreScope { server: String, scope: String },
     #[error("this sign-in link is unknown, used or expired: start again from Connect")]
     UnknownState,
     #[error("the authorization server did not grant access ({error})")]
@@ -84,9 +89,9 @@ impl OAuthError {
     pub fn code(&self) -> &'static str {
         match self {
             OAuthError::NotOAuth { .. } => "not_oauth",
-            OAuthError::AuthorizationRequired { .. } | OAuthError::ConnectionExpired { .. } => {
-                "authorization_required"
-            }
+            OAuthError::AuthorizationRequired { .. }
+            | OAuthError::ConnectionExpired { .. }
+            | OAuthError::MoreScope { .. } => "authorization_required",
             OAuthError::UnknownState => "unknown_state",
             OAuthError::Denied { .. } => "access_denied",
             OAuthError::Discovery { .. } | OAuthError::Registration { .. } => "oauth_unavailable",
@@ -149,6 +154,10 @@ struct ConnectionBlob {
     client: Client,
     /// The resource tokens are asked for (RFC 8707).
     resource: String,
+    /// Scopes the server asked for beyond the grant (403 `insufficient_scope`): the next
+    /// connection asks for them too.
+    #[serde(default)]
+    wanted: Vec<String>,
 }
 
 /// What a pending authorization's record seals.
@@ -335,8 +344,20 @@ impl Connections {
         if let Some(secret) = self.client_secret(server, &client)? {
             request = request.with_client_secret(secret.as_str());
         }
-        if !server.oauth.scopes.is_empty() {
-            request = request.with_scopes(server.oauth.scopes.iter().map(String::as_str));
+        // The configured scopes, else those the server's challenge and metadata name; and
+        // what the last connection had or the server asked for since (a step-up).
+        let mut scopes = if server.oauth.scopes.is_empty() {
+            manager.select_scopes(None, &[])
+        } else {
+            server.oauth.scopes.clone()
+        };
+        for scope in self.previous_scopes(key).await {
+            if !scopes.contains(&scope) {
+                scopes.push(scope);
+            }
+        }
+        if !scopes.is_empty() {
+            request = request.with_scopes(scopes.iter().map(String::as_str));
         }
         let session = AuthorizationSession::new(manager, request)
             .await
@@ -448,7 +469,7 @@ impl Connections {
             &key,
             blob.metadata.clone(),
             blob.client.clone(),
-            blob.resource.clone(),
+            (blob.resource.clone(), Vec::new()),
         ));
         manager
             .exchange_code_for_token_with_issuer(code, state, iss)
@@ -533,7 +554,7 @@ impl Connections {
             key,
             blob.metadata.clone(),
             blob.client.clone(),
-            blob.resource.clone(),
+            (blob.resource.clone(), blob.wanted.clone()),
         ));
         match manager.refresh_token().await {
             Ok(response) => {
@@ -816,7 +837,7 @@ impl Connections {
         key: &ConnectionKey,
         metadata: AuthorizationMetadata,
         client: Client,
-        resource: String,
+        (resource, wanted): (String, Vec<String>),
     ) -> SealedCredentials {
         SealedCredentials {
             key: key.clone(),
@@ -825,7 +846,65 @@ impl Connections {
             metadata,
             client,
             resource,
+            wanted,
         }
+    }
+
+    /// The server refused `key.user`'s token: for want of `scope` (noted, so connecting again
+    /// asks for it), or outright (the connection is marked expired). Either way the user
+    /// must connect again.
+    pub async fn refused(
+        &self,
+        key: &ConnectionKey,
+        scope: Option<&str>,
+    ) -> Result<OAuthError, OAuthError> {
+        let Some(scope) = scope else {
+            self.expire(key).await?;
+            return Ok(OAuthError::ConnectionExpired {
+                server: key.server.clone(),
+            });
+        };
+        let (row, mut blob) = self.load(key).await?;
+        for wanted in scope.split(' ').filter(|s| !s.is_empty()).take(32) {
+            if !blob.wanted.iter().any(|w| w == wanted)
+                && !blob.credentials.granted_scopes.iter().any(|g| g == wanted)
+            {
+                blob.wanted.push(wanted.to_owned());
+            }
+        }
+        let plaintext = Zeroizing::new(serde_json::to_vec(&blob).map_err(json_error)?);
+        let sealed = self.vault.seal(&connection_id(key), &plaintext)?;
+        self.store
+            .put_connection(
+                key,
+                &ConnectionRow {
+                    sealed,
+                    updated_at: now_micros(),
+                    ..row
+                },
+            )
+            .await?;
+        Ok(OAuthError::MoreScope {
+            server: key.server.clone(),
+            scope: scope.to_owned(),
+        })
+    }
+
+    /// Scopes a new connection of `key` asks for besides those selected: what the last one
+    /// was granted and what the server asked for since.
+    async fn previous_scopes(&self, key: &ConnectionKey) -> Vec<String> {
+        let Ok(Some(row)) = self.store.connection(key).await else {
+            return Vec::new();
+        };
+        let Ok(plaintext) = self.vault.open(&connection_id(key), &row.sealed) else {
+            return Vec::new();
+        };
+        let Ok(blob) = serde_json::from_slice::<ConnectionBlob>(&plaintext) else {
+            return Vec::new();
+        };
+        let mut scopes = blob.credentials.granted_scopes;
+        scopes.extend(blob.wanted);
+        scopes
     }
 }
 
@@ -871,6 +950,7 @@ struct SealedCredentials {
     metadata: AuthorizationMetadata,
     client: Client,
     resource: String,
+    wanted: Vec<String>,
 }
 
 fn store_failure(err: impl std::fmt::Display) -> AuthError {
@@ -918,6 +998,7 @@ impl CredentialStore for SealedCredentials {
             metadata: self.metadata.clone(),
             client: self.client.clone(),
             resource: self.resource.clone(),
+            wanted: self.wanted.clone(),
         };
         let plaintext = Zeroizing::new(serde_json::to_vec(&blob).map_err(store_failure)?);
         let sealed = self

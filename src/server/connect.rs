@@ -37,9 +37,9 @@ pub(super) fn callback_routes() -> Router<AppState> {
 fn api_error(err: &OAuthError) -> ApiError {
     let status = match err {
         OAuthError::NotOAuth { .. } => StatusCode::NOT_FOUND,
-        OAuthError::AuthorizationRequired { .. } | OAuthError::ConnectionExpired { .. } => {
-            StatusCode::FORBIDDEN
-        }
+        OAuthError::AuthorizationRequired { .. }
+        | OAuthError::ConnectionExpired { .. }
+        | OAuthError::MoreScope { .. } => StatusCode::FORBIDDEN,
         OAuthError::UnknownState | OAuthError::Denied { .. } => StatusCode::BAD_REQUEST,
         OAuthError::Discovery { .. }
         | OAuthError::Registration { .. }

@@ -176,6 +176,8 @@ pub struct Connection {
     /// For a line connection (stdio, in-process) or a Streamable HTTP one at 2026-07-28:
     /// its shared side, for tool calls sent without rmcp's service loop.
     pub(crate) link: Option<CallLink>,
+    /// For an `auth = "oauth"` server: where a refusal of the token is noted.
+    pub(crate) refusals: Option<super::oauth::RefusalNote>,
 }
 
 /// What connecting needs besides the server's own config.
@@ -292,6 +294,7 @@ async fn connect_once(
                 transport: "in-process",
                 framing: None,
                 link: Some(CallLink::Line(link)),
+                refusals: None,
             })
         }
     }
@@ -316,6 +319,7 @@ async fn connect_stdio(
             transport: "stdio",
             framing: Some(framing),
             link: Some(CallLink::Line(link)),
+            refusals: None,
         }),
         Err(err) => match child.shutdown().await {
             // The process ending is the cause worth telling (a sandbox it could not enter, a
@@ -357,12 +361,17 @@ async fn connect_http(
         reqwest,
     };
     let headers = resolve_headers(http, &options.env)?;
+    // A user's token may be refused (revoked, or short of a scope): noted for the call.
+    let note = server
+        .oauth
+        .is_some()
+        .then(super::oauth::RefusalNote::default);
     match http.kind {
-        HttpKind::Streamable => connect_streamable(clients, http, headers, client).await,
+        HttpKind::Streamable => connect_streamable(clients, http, headers, client, note).await,
         HttpKind::Sse => connect_sse(clients.reqwest, http, headers, options, client).await,
         HttpKind::Auto => {
             let reqwest = clients.reqwest.clone();
-            match connect_streamable(clients, http, headers.clone(), client.clone()).await {
+            match connect_streamable(clients, http, headers.clone(), client.clone(), note).await {
                 Ok(connection) => Ok(connection),
                 Err(streamable) => {
                     tracing::info!(server = %server.id, error = %streamable,
@@ -413,6 +422,7 @@ async fn connect_streamable(
     http: &HttpConfig,
     headers: Headers,
     client: UpstreamClient,
+    note: Option<super::oauth::RefusalNote>,
 ) -> Result<Connection, UpstreamError> {
     let mut config = StreamableHttpClientTransportConfig::with_uri(http.url.as_str());
     config.custom_headers = headers.into_iter().collect::<HashMap<_, _>>();
@@ -420,11 +430,26 @@ async fn connect_streamable(
     let uri: Arc<str> = http.url.as_str().into();
     let link_headers = config.custom_headers.clone();
     let HttpClients { reqwest, plain } = clients;
-    let transport = Announcing::new(
-        StreamableHttpClientTransport::with_client(reqwest.clone(), config),
-        client.relays.clone(),
-    );
-    let service = serve(client.clone(), transport).await?;
+    let service = match &note {
+        None => {
+            let transport = Announcing::new(
+                StreamableHttpClientTransport::with_client(reqwest.clone(), config),
+                client.relays.clone(),
+            );
+            serve(client.clone(), transport).await?
+        }
+        Some(note) => {
+            let noting = super::oauth::Noting {
+                inner: reqwest.clone(),
+                note: note.clone(),
+            };
+            let transport = Announcing::new(
+                StreamableHttpClientTransport::with_client(noting, config),
+                client.relays.clone(),
+            );
+            serve(client.clone(), transport).await?
+        }
+    };
     let link = service.peer().peer_info().and_then(|info| {
         HttpLink::new(HttpLinkParts {
             client: reqwest,
@@ -441,6 +466,7 @@ async fn connect_streamable(
         transport: "streamable-http",
         framing: None,
         link: link.map(CallLink::Http),
+        refusals: note,
     })
 }
 
@@ -475,6 +501,7 @@ async fn connect_sse(
         transport: "sse",
         framing: None,
         link: None,
+        refusals: None,
     })
 }
 

@@ -318,6 +318,7 @@ impl Manager {
                 live.link.clone(),
                 live.relays.clone(),
             );
+            let refusals = live.refusals.clone();
             let guard = relays.register(relay.clone(), timeout);
             let call = async {
                 let result =
@@ -332,6 +333,10 @@ impl Manager {
             drop(lease);
             return match outcome {
                 Err(_) => Err(UpstreamError::Timeout { after: timeout }),
+                // The server refused the token: say so, not "connection lost".
+                Ok(Err(err)) => Err(refusals
+                    .and_then(|note| note.take())
+                    .map_or(err, UpstreamError::TokenRefused)),
                 Ok(result) => result,
             };
         }
@@ -417,6 +422,7 @@ impl Manager {
                 service: connection.service,
                 relays,
                 link: connection.link,
+                refusals: connection.refusals,
             })
         };
         match slot.callers.lease(&key, connect).await {
@@ -455,6 +461,7 @@ impl Manager {
                 service: connection.service,
                 relays,
                 link: connection.link,
+                refusals: connection.refusals,
             })
         };
         match slot.callers.lease(&user.session, connect).await {
@@ -852,6 +859,7 @@ async fn serve(inner: &Inner, slot: &Slot, connection: super::Connection) -> Opt
         transport,
         framing,
         link,
+        refusals: _,
     } = connection;
     let peer = service.peer().clone();
     {

@@ -66,6 +66,14 @@ pub enum UpstreamError {
     /// answer, or the rounds ran out.
     #[error("the server's request for input went unanswered: {reason}")]
     InputUnanswered { reason: String },
+    /// The server refused the user's own token (`auth = "oauth"`): no longer accepted (401),
+    /// or short of a scope the operation needs (403 `insufficient_scope`).
+    #[error("the server refused the user's token{}", match .0 {
+        oauth::Refusal::InsufficientScope { scope: Some(scope) } => format!(": it needs scope {scope}"),
+        oauth::Refusal::InsufficientScope { scope: None } => ": it needs more scope".to_owned(),
+        oauth::Refusal::Unauthorized => String::new(),
+    })]
+    TokenRefused(oauth::Refusal),
 }
 
 impl UpstreamError {
@@ -83,6 +91,7 @@ impl UpstreamError {
             UpstreamError::Protocol(_) => "upstream_protocol_error",
             UpstreamError::InputRequired(_) => "input_required",
             UpstreamError::InputUnanswered { .. } => "upstream_input_unanswered",
+            UpstreamError::TokenRefused(_) => "upstream_token_refused",
         }
     }
 

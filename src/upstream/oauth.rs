@@ -3,9 +3,18 @@
 //! the server's shared session, which lists its tools and hears its notifications, is opened
 //! with the token of a user who connected, and waits while nobody has.
 
-use std::sync::Arc;
+use std::{collections::HashMap, sync::Arc};
 
-use futures::future::BoxFuture;
+use futures::{future::BoxFuture, stream::BoxStream};
+use http::{HeaderName, HeaderValue};
+use rmcp::{
+    model::ClientJsonRpcMessage,
+    transport::streamable_http_client::{
+        StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
+        StreamableHttpResponseLimits,
+    },
+};
+use sse_stream::{Error as SseError, Sse};
 use zeroize::Zeroizing;
 
 use crate::config::{SecretTemplate, ServerConfig, ServerId, TransportConfig};
@@ -63,4 +72,170 @@ pub(super) fn with_bearer(server: &ServerConfig, token: &str) -> Option<ServerCo
         ));
     }
     Some(server)
+}
+
+/// What a server answered a user's session with when the token was not enough: the
+/// `insufficient_scope` challenge (RFC 6750 §3.1) of a 403, or a 401.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refusal {
+    /// 403 `insufficient_scope`, with the scopes the server named.
+    InsufficientScope { scope: Option<String> },
+    /// 401: the token is not (or no longer) accepted.
+    Unauthorized,
+}
+
+/// Where a session's client notes the server's refusal of its token, for the call that
+/// failed to report it (rmcp's transport ends the session on it without saying why).
+#[derive(Clone, Default)]
+pub struct RefusalNote(Arc<std::sync::Mutex<Option<Refusal>>>);
+
+impl RefusalNote {
+    pub fn take(&self) -> Option<Refusal> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
+
+    fn note<E>(&self, err: &StreamableHttpError<E>)
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        let refusal = match err {
+            StreamableHttpError::InsufficientScope(e) => Refusal::InsufficientScope {
+                scope: e.required_scope.clone(),
+            },
+            StreamableHttpError::AuthRequired(_) => Refusal::Unauthorized,
+            _ => return,
+        };
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(refusal);
+    }
+}
+
+/// A Streamable HTTP client that notes refusals of the token in a [`RefusalNote`] and is
+/// otherwise `C`.
+#[derive(Clone)]
+pub struct Noting<C> {
+    pub inner: C,
+    pub note: RefusalNote,
+}
+
+type HttpResult<T, E> = Result<T, StreamableHttpError<E>>;
+
+impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Noting<C> {
+    type Error = C::Error;
+
+    async fn post_message(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> HttpResult<StreamableHttpPostResponse, Self::Error> {
+        let result = self
+            .inner
+            .post_message(uri, message, session_id, auth_header, custom_headers)
+            .await;
+        result.inspect_err(|e| self.note.note(e))
+    }
+
+    async fn post_message_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> HttpResult<StreamableHttpPostResponse, Self::Error> {
+        let result = self
+            .inner
+            .post_message_with_max_sse_event_size(
+                uri,
+                message,
+                session_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await;
+        result.inspect_err(|e| self.note.note(e))
+    }
+
+    async fn post_message_with_response_limits(
+        &self,
+        uri: Arc<str>,
+        message: ClientJsonRpcMessage,
+        session_id: Option<Arc<str>>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        limits: StreamableHttpResponseLimits,
+    ) -> HttpResult<StreamableHttpPostResponse, Self::Error> {
+        let result = self
+            .inner
+            .post_message_with_response_limits(
+                uri,
+                message,
+                session_id,
+                auth_header,
+                custom_headers,
+                limits,
+            )
+            .await;
+        result.inspect_err(|e| self.note.note(e))
+    }
+
+    async fn delete_session(
+        &self,
+        uri: Arc<str>,
+        session_id: Arc<str>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> HttpResult<(), Self::Error> {
+        self.inner
+            .delete_session(uri, session_id, auth_header, custom_headers)
+            .await
+    }
+
+    async fn get_stream(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+    ) -> HttpResult<BoxStream<'static, Result<Sse, SseError>>, Self::Error> {
+        let result = self
+            .inner
+            .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
+            .await;
+        result.inspect_err(|e| self.note.note(e))
+    }
+
+    async fn get_stream_with_max_sse_event_size(
+        &self,
+        uri: Arc<str>,
+        session_id: Option<Arc<str>>,
+        last_event_id: Option<String>,
+        auth_header: Option<String>,
+        custom_headers: HashMap<HeaderName, HeaderValue>,
+        max_sse_event_size: usize,
+    ) -> HttpResult<BoxStream<'static, Result<Sse, SseError>>, Self::Error> {
+        let result = self
+            .inner
+            .get_stream_with_max_sse_event_size(
+                uri,
+                session_id,
+                last_event_id,
+                auth_header,
+                custom_headers,
+                max_sse_event_size,
+            )
+            .await;
+        result.inspect_err(|e| self.note.note(e))
+    }
 }

@@ -35,6 +35,8 @@ pub(super) struct Live {
     pub service: RunningService<RoleClient, UpstreamClient>,
     pub relays: Arc<RelayRegistry>,
     pub link: Option<CallLink>,
+    /// Where the server's refusal of the token is noted (`auth = "oauth"`).
+    pub refusals: Option<super::oauth::RefusalNote>,
 }
 
 /// What a caller session holds once connected: [`Live`], or a stand-in in tests.
