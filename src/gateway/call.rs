@@ -429,7 +429,7 @@ impl Gateway {
     }
 
     /// The caller's token for an `auth = "oauth"` server, refreshed if it is about to expire.
-    async fn user_token(
+    pub(super) async fn user_token(
         &self,
         ctx: &CallContext,
         server: &crate::config::ServerId,

@@ -28,8 +28,8 @@ impl Gateway {
     /// server's prompts, under their upstream names (one server cannot collide with another).
     async fn prompt_table(&self, ctx: &CallContext, scope: Option<&ServerId>) -> Vec<Entry> {
         let lists = self
-            .per_server(ctx, scope, "prompts", |m, id| async move {
-                m.list_prompts(&id).await
+            .per_server(ctx, scope, "prompts", |m, id, user| async move {
+                m.list_prompts(&id, user.as_ref()).await
             })
             .await;
         if scope.is_some() {
@@ -108,6 +108,7 @@ impl Gateway {
         attempt.routed(&server, format!("prompt:{upstream}"));
         let mut params = GetPromptRequestParams::new(upstream);
         params.arguments = arguments;
+        let user = self.content_user(ctx, &server).await?;
         let result = self
             .inner
             .manager
@@ -115,7 +116,10 @@ impl Gateway {
                 &server,
                 params,
                 self.content_timeout(&server),
-                crate::upstream::Owner::caller(&ctx.tenant, &ctx.user),
+                (
+                    crate::upstream::Owner::caller(&ctx.tenant, &ctx.user),
+                    user.as_ref(),
+                ),
             )
             .await
             .map_err(|e| ContentError::upstream(&server, e, || not_found(name)))?;
@@ -179,6 +183,7 @@ impl Gateway {
                 });
             }
         };
+        let user = self.content_user(ctx, &server).await?;
         let result = self
             .inner
             .manager
@@ -186,7 +191,10 @@ impl Gateway {
                 &server,
                 params,
                 self.content_timeout(&server),
-                crate::upstream::Owner::caller(&ctx.tenant, &ctx.user),
+                (
+                    crate::upstream::Owner::caller(&ctx.tenant, &ctx.user),
+                    user.as_ref(),
+                ),
             )
             .await
             .map_err(|e| ContentError::upstream(&server, e, || not_found))?;

@@ -70,6 +70,9 @@ pub enum ContentError {
     /// The audit log could not be written: the answer is withheld (fail closed).
     #[error("{what} is unavailable; the request was refused")]
     StoreUnavailable { what: &'static str },
+    /// The server wants the caller's own account (`auth = "oauth"`), not connected.
+    #[error("{message}")]
+    AuthorizationRequired { message: String },
 }
 
 impl ContentError {
@@ -84,6 +87,7 @@ impl ContentError {
             ContentError::Timeout { .. } => "timeout",
             ContentError::Upstream { source, .. } => source.code(),
             ContentError::StoreUnavailable { .. } => "store_unavailable",
+            ContentError::AuthorizationRequired { .. } => "authorization_required",
         }
     }
 
@@ -306,14 +310,30 @@ impl Gateway {
         self.config()
             .servers
             .iter()
-            // An `auth = "oauth"` server's shared session carries some connected user's token:
-            // its resources, prompts and completions would be that user's, so they are not
-            // offered (its tools are, each call with the caller's own token).
-            .filter(|s| s.oauth.is_none())
             .map(|s| s.id.clone())
             .filter(|id| scope.is_none_or(|only| only == id))
             .filter(|id| self.inner.access.allows_server(ctx, id))
             .collect()
+    }
+
+    /// The caller's own token for `server` when it has `auth = "oauth"` (`None` otherwise).
+    pub(super) async fn content_user(
+        &self,
+        ctx: &CallContext,
+        server: &ServerId,
+    ) -> Result<Option<crate::upstream::oauth::UserToken>, ContentError> {
+        if self
+            .config()
+            .server(server)
+            .is_none_or(|s| s.oauth.is_none())
+        {
+            return Ok(None);
+        }
+        self.user_token(ctx, server).await.map(Some).map_err(|err| {
+            ContentError::AuthorizationRequired {
+                message: err.to_string(),
+            }
+        })
     }
 
     /// Deadline of one read, get or completion on `server`: its call timeout.
@@ -335,13 +355,26 @@ impl Gateway {
         list: F,
     ) -> Vec<(ServerId, Vec<T>)>
     where
-        F: Fn(Manager, ServerId) -> Fut,
+        F: Fn(Manager, ServerId, Option<crate::upstream::oauth::UserToken>) -> Fut,
         Fut: Future<Output = Result<Vec<T>, UpstreamError>>,
     {
-        let servers = self.content_servers(ctx, scope);
+        // A server that wants the caller's own account is listed as the caller, and left out
+        // for a caller who has not connected it.
+        let mut servers = Vec::new();
+        let mut users = Vec::new();
+        for id in self.content_servers(ctx, scope) {
+            match self.content_user(ctx, &id).await {
+                Ok(user) => {
+                    servers.push(id);
+                    users.push(user);
+                }
+                Err(_) => continue,
+            }
+        }
         let lists = servers
             .iter()
-            .map(|id| list(self.inner.manager.clone(), id.clone()));
+            .zip(users)
+            .map(|(id, user)| list(self.inner.manager.clone(), id.clone(), user));
         let results = futures::future::join_all(lists).await;
         servers
             .into_iter()
@@ -364,8 +397,8 @@ impl Gateway {
         scope: Option<&ServerId>,
     ) -> Vec<Resource> {
         let lists = self
-            .per_server(ctx, scope, "resources", |m, id| async move {
-                m.list_resources(&id).await
+            .per_server(ctx, scope, "resources", |m, id, user| async move {
+                m.list_resources(&id, user.as_ref()).await
             })
             .await;
         let unique: HashSet<String> = owners(&lists, |r: &Resource| r.uri.as_str())
@@ -393,8 +426,8 @@ impl Gateway {
         ctx: &CallContext,
         scope: Option<&ServerId>,
     ) -> Vec<ResourceTemplate> {
-        self.per_server(ctx, scope, "resource templates", |m, id| async move {
-            m.list_resource_templates(&id).await
+        self.per_server(ctx, scope, "resource templates", |m, id, user| async move {
+            m.list_resource_templates(&id, user.as_ref()).await
         })
         .await
         .into_iter()
@@ -428,6 +461,7 @@ impl Gateway {
         let not_found = || ContentError::ResourceNotFound {
             uri: clean(uri, MAX_FIELD_CHARS),
         };
+        let user = self.content_user(ctx, &server).await?;
         let result = self
             .inner
             .manager
@@ -435,7 +469,10 @@ impl Gateway {
                 &server,
                 ReadResourceRequestParams::new(uri),
                 self.content_timeout(&server),
-                crate::upstream::Owner::caller(&ctx.tenant, &ctx.user),
+                (
+                    crate::upstream::Owner::caller(&ctx.tenant, &ctx.user),
+                    user.as_ref(),
+                ),
             )
             .await
             .map_err(|e| ContentError::upstream(&server, e, not_found))?;
@@ -467,6 +504,18 @@ impl Gateway {
     ) -> Result<(ResourceWatch, usize), ContentError> {
         let server = self.route_uri(ctx, scope, uri).await?;
         attempt.routed(&server, format!("subscribe:{uri}"));
+        // Subscriptions live on the server's shared session, which carries another user's
+        // token on an `auth = "oauth"` server: refused there.
+        if self
+            .config()
+            .server(&server)
+            .is_some_and(|s| s.oauth.is_some())
+        {
+            return Err(ContentError::InvalidParams {
+                reason: "subscriptions to a server with users' own accounts are not relayed"
+                    .to_owned(),
+            });
+        }
         let not_found = || ContentError::ResourceNotFound {
             uri: clean(uri, MAX_FIELD_CHARS),
         };
@@ -488,8 +537,8 @@ impl Gateway {
         uri: &str,
     ) -> Result<ServerId, ContentError> {
         let templates = self
-            .per_server(ctx, scope, "resource templates", |m, id| async move {
-                m.list_resource_templates(&id).await
+            .per_server(ctx, scope, "resource templates", |m, id, user| async move {
+                m.list_resource_templates(&id, user.as_ref()).await
             })
             .await;
         match owners(&templates, |t: &ResourceTemplate| t.uri_template.as_str()).get(uri) {
@@ -506,16 +555,16 @@ impl Gateway {
         uri: &str,
     ) -> Result<ServerId, ContentError> {
         let resources = self
-            .per_server(ctx, scope, "resources", |m, id| async move {
-                m.list_resources(&id).await
+            .per_server(ctx, scope, "resources", |m, id, user| async move {
+                m.list_resources(&id, user.as_ref()).await
             })
             .await;
         if let Some(servers) = owners(&resources, |r: &Resource| r.uri.as_str()).get(uri) {
             return only(servers, uri);
         }
         let templates = self
-            .per_server(ctx, scope, "resource templates", |m, id| async move {
-                m.list_resource_templates(&id).await
+            .per_server(ctx, scope, "resource templates", |m, id, user| async move {
+                m.list_resource_templates(&id, user.as_ref()).await
             })
             .await;
         let matching: Vec<&ServerId> = templates

@@ -486,9 +486,13 @@ impl Manager {
 
     /// Every resource `id` lists (all pages), bounded by the list deadline; empty when the
     /// server does not offer resources.
-    pub async fn list_resources(&self, id: &ServerId) -> Result<Vec<Resource>, UpstreamError> {
+    pub async fn list_resources(
+        &self,
+        id: &ServerId,
+        user: Option<&super::oauth::UserToken>,
+    ) -> Result<Vec<Resource>, UpstreamError> {
         self.list(
-            id,
+            (id, user),
             |c| c.resources.is_some(),
             |peer| async move { peer.list_all_resources().await },
         )
@@ -499,9 +503,10 @@ impl Manager {
     pub async fn list_resource_templates(
         &self,
         id: &ServerId,
+        user: Option<&super::oauth::UserToken>,
     ) -> Result<Vec<ResourceTemplate>, UpstreamError> {
         self.list(
-            id,
+            (id, user),
             |c| c.resources.is_some(),
             |peer| async move { peer.list_all_resource_templates().await },
         )
@@ -509,9 +514,13 @@ impl Manager {
     }
 
     /// Every prompt `id` lists (all pages), bounded by the list deadline.
-    pub async fn list_prompts(&self, id: &ServerId) -> Result<Vec<Prompt>, UpstreamError> {
+    pub async fn list_prompts(
+        &self,
+        id: &ServerId,
+        user: Option<&super::oauth::UserToken>,
+    ) -> Result<Vec<Prompt>, UpstreamError> {
         self.list(
-            id,
+            (id, user),
             |c| c.prompts.is_some(),
             |peer| async move { peer.list_all_prompts().await },
         )
@@ -524,9 +533,9 @@ impl Manager {
         id: &ServerId,
         params: ReadResourceRequestParams,
         timeout: Duration,
-        owner: Owner,
+        (owner, user): (Owner, Option<&super::oauth::UserToken>),
     ) -> Result<ReadResourceResult, UpstreamError> {
-        let peer = self.peer(id)?;
+        let (peer, _lease) = self.peer_for(id, user).await?;
         self.request(id, peer, timeout, owner, |peer| async move {
             peer.read_resource(params).await
         })
@@ -571,9 +580,9 @@ impl Manager {
         id: &ServerId,
         params: GetPromptRequestParams,
         timeout: Duration,
-        owner: Owner,
+        (owner, user): (Owner, Option<&super::oauth::UserToken>),
     ) -> Result<GetPromptResult, UpstreamError> {
-        let peer = self.peer(id)?;
+        let (peer, _lease) = self.peer_for(id, user).await?;
         self.request(id, peer, timeout, owner, |peer| async move {
             peer.get_prompt(params).await
         })
@@ -586,9 +595,9 @@ impl Manager {
         id: &ServerId,
         params: CompleteRequestParams,
         timeout: Duration,
-        owner: Owner,
+        (owner, user): (Owner, Option<&super::oauth::UserToken>),
     ) -> Result<CompleteResult, UpstreamError> {
-        let peer = self.peer(id)?;
+        let (peer, _lease) = self.peer_for(id, user).await?;
         self.request(id, peer, timeout, owner, |peer| async move {
             peer.complete(params).await
         })
@@ -599,7 +608,7 @@ impl Manager {
     /// only earn a method-not-found error.
     async fn list<T, F, Fut>(
         &self,
-        id: &ServerId,
+        (id, user): (&ServerId, Option<&super::oauth::UserToken>),
         offered: fn(&ServerCapabilities) -> bool,
         send: F,
     ) -> Result<Vec<T>, UpstreamError>
@@ -607,7 +616,7 @@ impl Manager {
         F: FnOnce(Peer<RoleClient>) -> Fut,
         Fut: Future<Output = Result<Vec<T>, ServiceError>>,
     {
-        let peer = self.peer(id)?;
+        let (peer, _lease) = self.peer_for(id, user).await?;
         if !peer.0.peer_info().is_some_and(|i| offered(&i.capabilities)) {
             return Ok(Vec::new());
         }
@@ -660,6 +669,31 @@ impl Manager {
             s.last_error = Some("connection lost during a call".to_owned());
         }
         self.inner.bump();
+    }
+
+    /// Where a request of `user` goes: on an `auth = "oauth"` server, the user's own session
+    /// (held by the returned lease; its failures are its own, so it names no shared
+    /// connection), and nowhere without a user; elsewhere the shared session.
+    async fn peer_for(
+        &self,
+        id: &ServerId,
+        user: Option<&super::oauth::UserToken>,
+    ) -> Result<((Peer<RoleClient>, u64), Option<Lease>), UpstreamError> {
+        let oauth = self
+            .slot(id)
+            .is_some_and(|slot| slot.config.oauth.is_some());
+        if !oauth {
+            return Ok((self.peer(id)?, None));
+        }
+        let Some(user) = user else {
+            return Err(UpstreamError::Unavailable {
+                state: ServerState::AwaitingAuthorization,
+                last_error: Some("the request names no user's token".to_owned()),
+            });
+        };
+        let lease = self.user_session(id, user).await?;
+        let peer = lease.live().service.peer().clone();
+        Ok(((peer, USER_SESSION), Some(lease)))
     }
 
     fn peer(&self, id: &ServerId) -> Result<(Peer<RoleClient>, u64), UpstreamError> {
@@ -776,6 +810,10 @@ async fn supervise(inner: Arc<Inner>, slot: Arc<Slot>) {
         }
     }
 }
+
+/// The connection number of requests on a user's own session: never a shared connection's,
+/// so losing it marks nothing down.
+const USER_SESSION: u64 = u64::MAX;
 
 /// How the shared session of a server is opened.
 enum Listing {

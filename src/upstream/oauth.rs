@@ -40,6 +40,7 @@ impl std::fmt::Debug for ListingTokensHandle {
 
 /// One user's token for one call: the session it goes over is keyed by `session` (the
 /// user and a digest of the token, never the token).
+#[derive(Clone)]
 pub struct UserToken {
     pub session: String,
     pub secret: Zeroizing<String>,

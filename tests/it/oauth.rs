@@ -275,6 +275,15 @@ async fn outbound(dir: &std::path::Path) -> Outbound {
 
 /// [`outbound`] with `extra` appended to the gateway's configuration.
 async fn outbound_with(dir: &std::path::Path, extra: &str) -> Outbound {
+    outbound_serving(mcpgate::fixtures::Fixture::Bench, dir, extra).await
+}
+
+/// [`outbound_with`], the upstream serving `fixture`.
+async fn outbound_serving(
+    fixture: mcpgate::fixtures::Fixture,
+    dir: &std::path::Path,
+    extra: &str,
+) -> Outbound {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -284,7 +293,8 @@ async fn outbound_with(dir: &std::path::Path, extra: &str) -> Outbound {
         &json!([]),
     )
     .await;
-    let upstream = upstream::ProtectedUpstream::start(listener, &issuer.issuer, SCOPE).await;
+    let upstream =
+        upstream::ProtectedUpstream::serving(fixture, listener, &issuer.issuer, SCOPE).await;
     let port = free_port();
     let config = gateway_config(
         port,
@@ -831,4 +841,89 @@ async fn a_connection_made_on_one_instance_is_used_and_renewed_once_on_all() {
     drop(instances);
     drop(postgres);
     drop(redis);
+}
+
+/// Resources, prompts and completions of such a server go with the caller's own token too;
+/// a caller who has not connected is offered none of them.
+#[tokio::test]
+async fn resources_prompts_and_completions_go_with_the_callers_token() {
+    use rmcp::model::{
+        ArgumentInfo, CompleteRequestParams, GetPromptRequestParams, ReadResourceRequestParams,
+        Reference,
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let o = outbound_serving(mcpgate::fixtures::Fixture::Conformance, dir.path(), "").await;
+    o.connect("alice").await;
+    crate::support::wait_for_async("the server's tools listed as alice", || async {
+        let (_, tools) = o.get("alice", "/api/v1/mcp/tools").await;
+        tools["tools"]
+            .as_array()
+            .is_some_and(|t| !t.is_empty())
+            .then_some(())
+    })
+    .await;
+    let client_of = |user: &str| {
+        let transport = StreamableHttpClientTransport::from_config(
+            StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", o.gateway.base))
+                .auth_header(caller_token(user)),
+        );
+        ().serve(transport)
+    };
+    let alice = client_of("alice").await.expect("alice's session");
+    let before = o.upstream.seen().len();
+    let resources = alice.list_all_resources().await.expect("resources");
+    assert!(
+        resources.iter().any(|r| r.uri == "test://static-text"),
+        "{resources:?}"
+    );
+    let read = alice
+        .read_resource(ReadResourceRequestParams::new("test://static-text"))
+        .await
+        .expect("read");
+    assert!(!read.contents.is_empty());
+    let prompts = alice.list_all_prompts().await.expect("prompts");
+    let prompt = prompts
+        .iter()
+        .find(|p| p.name.ends_with("test_simple_prompt"))
+        .unwrap_or_else(|| panic!("{prompts:?}"));
+    alice
+        .get_prompt(GetPromptRequestParams::new(prompt.name.clone()))
+        .await
+        .expect("prompt");
+    let with_args = prompts
+        .iter()
+        .find(|p| p.name.ends_with("test_prompt_with_arguments"))
+        .expect("a prompt with arguments");
+    alice
+        .complete(CompleteRequestParams::new(
+            Reference::for_prompt(with_args.name.clone()),
+            ArgumentInfo::new("arg1", "a"),
+        ))
+        .await
+        .expect("completion");
+    let seen = o.upstream.seen();
+    assert!(seen.len() > before, "the upstream was asked");
+    assert!(seen[before..].iter().all(|s| s.sub == "alice"), "{seen:?}");
+    alice.cancel().await.expect("closed");
+
+    let bob = client_of("bob").await.expect("bob's session");
+    let before = o.upstream.seen().len();
+    assert!(
+        bob.list_all_resources()
+            .await
+            .expect("resources")
+            .is_empty()
+    );
+    assert!(bob.list_all_prompts().await.expect("prompts").is_empty());
+    assert!(
+        bob.read_resource(ReadResourceRequestParams::new("test://static-text"))
+            .await
+            .is_err()
+    );
+    assert_eq!(
+        o.upstream.seen().len(),
+        before,
+        "nothing was asked as anyone for bob"
+    );
+    bob.cancel().await.expect("closed");
 }

@@ -20,7 +20,10 @@ pub fn error(err: ContentError) -> ErrorData {
         | ContentError::InvalidParams { .. } => ErrorData::invalid_params(err.to_string(), data),
         ContentError::ResultTooLarge { .. }
         | ContentError::Timeout { .. }
-        | ContentError::StoreUnavailable { .. } => ErrorData::internal_error(err.to_string(), data),
+        | ContentError::StoreUnavailable { .. }
+        | ContentError::AuthorizationRequired { .. } => {
+            ErrorData::internal_error(err.to_string(), data)
+        }
         ContentError::Upstream { server, .. } => {
             tracing::warn!(error = %err, "an upstream failed a resource or prompt request");
             ErrorData::internal_error(

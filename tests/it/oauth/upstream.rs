@@ -58,6 +58,16 @@ impl ProtectedUpstream {
         issuer: &str,
         scope: &str,
     ) -> ProtectedUpstream {
+        ProtectedUpstream::serving(Fixture::Bench, listener, issuer, scope).await
+    }
+
+    /// [`ProtectedUpstream::start`] serving fixture `fixture`.
+    pub async fn serving(
+        fixture: Fixture,
+        listener: tokio::net::TcpListener,
+        issuer: &str,
+        scope: &str,
+    ) -> ProtectedUpstream {
         let addr = listener.local_addr().expect("addr");
         let resource = format!("http://{addr}/mcp");
         let keys: JwkSet = reqwest::Client::builder()
@@ -79,7 +89,7 @@ impl ProtectedUpstream {
             seen: Mutex::new(Vec::new()),
         });
         let stop = CancellationToken::new();
-        let fixture = handler(Fixture::Bench).expect("the bench fixture");
+        let fixture = handler(fixture).expect("a fixture with a handler");
         let service: StreamableHttpService<_, LocalSessionManager> = StreamableHttpService::new(
             move || Ok(fixture.clone()),
             Arc::new(LocalSessionManager::default()),
