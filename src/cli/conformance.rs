@@ -182,12 +182,17 @@ async fn connect_user(gateway: &Gateway, id: &ServerId) -> anyhow::Result<()> {
         .await?;
     gateway.refresh(id);
     let deadline = tokio::time::Instant::now() + READY_DEADLINE;
+    // Listed by the upstream manager, and in the catalog the calls are resolved against
+    // (rebuilt after the listing, not with it).
+    let ctx = CallContext::local();
     while tokio::time::Instant::now() < deadline {
-        if gateway
+        let listed = gateway
             .servers()
-            .iter()
-            .any(|s| &s.id == id && s.tools.is_some())
-        {
+            .into_iter()
+            .find(|s| &s.id == id)
+            .and_then(|s| s.tools);
+        let in_catalog = || gateway.list_tools(&ctx).iter().any(|t| &t.server == id);
+        if listed.is_some_and(|tools| tools.is_empty() || in_catalog()) {
             return Ok(());
         }
         tokio::time::sleep(Duration::from_millis(50)).await;

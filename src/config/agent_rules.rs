@@ -166,12 +166,7 @@ fn api_key(raw: &RawLlm, base_url_written: bool, env: &Env, report: &mut Report)
             .map(Secret::new);
     };
     let template = SecretTemplate::new(text);
-    let mut references = template.references();
-    let alone = match (references.next(), references.next()) {
-        (Some(name), None) => text == format!("${{{name}}}"),
-        _ => false,
-    };
-    if template.check_syntax().is_err() || !alone {
+    if !template.is_single_reference() {
         report.problem(
             at,
             format!(

@@ -21,6 +21,19 @@ impl SecretTemplate {
         &self.0
     }
 
+    /// Whether the template is exactly one well-formed `${VAR}` reference and nothing else:
+    /// how a secret is written (the file names the variable, the environment holds the value).
+    pub fn is_single_reference(&self) -> bool {
+        if self.check_syntax().is_err() {
+            return false;
+        }
+        let mut references = self.references();
+        match (references.next(), references.next()) {
+            (Some(name), None) => self.0 == format!("${{{name}}}"),
+            _ => false,
+        }
+    }
+
     /// Whether the template holds at least one `${VAR}` reference.
     pub fn has_reference(&self) -> bool {
         self.references().next().is_some()

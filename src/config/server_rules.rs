@@ -206,11 +206,7 @@ fn upstream_oauth(
     });
     let client_secret = written.client_secret.as_deref().and_then(|text| {
         let template = SecretTemplate::new(text);
-        let single = {
-            let mut refs = template.references();
-            matches!((refs.next(), refs.next()), (Some(name), None) if text == format!("${{{name}}}"))
-        };
-        if template.check_syntax().is_err() || !single {
+        if !template.is_single_reference() {
             report.problem(
                 f.path("oauth.client_secret"),
                 "must be one `${NAME}` reference, with the secret in that environment \
@@ -226,23 +222,11 @@ fn upstream_oauth(
             "needs client_id: a secret belongs to a client registered beforehand",
         );
     }
-    let mut scopes: Vec<String> = Vec::new();
-    for (i, scope) in written.scopes.iter().flatten().enumerate() {
-        let valid = !scope.is_empty()
-            && scope.len() <= 128
-            && scope
-                .bytes()
-                .all(|b| b.is_ascii_graphic() && b != b'"' && b != b'\\');
-        if !valid {
-            report.problem(
-                format!("{}[{i}]", f.path("oauth.scopes")),
-                "must be an OAuth scope: 1 to 128 printable ASCII characters without spaces, \
-                 `\"` or `\\`",
-            );
-        } else if !scopes.contains(scope) {
-            scopes.push(scope.clone());
-        }
-    }
+    let scopes = super::validate::resource_rules::scopes(
+        written.scopes.as_deref().unwrap_or_default(),
+        &f.path("oauth.scopes"),
+        report,
+    );
     (report.problem_count() == before).then_some(Some(UpstreamOAuth {
         client_id,
         client_secret,
@@ -437,7 +421,8 @@ fn plain_http_permitted(url: &Url, allow_http: bool, allow_private: bool) -> boo
     allow_http || (is_loopback(url) && allow_private)
 }
 
-fn is_loopback(url: &Url) -> bool {
+/// `localhost` (and names under it), `127.0.0.0/8` and `::1`.
+pub(super) fn is_loopback(url: &Url) -> bool {
     match url.host() {
         Some(Host::Domain(d)) => d == "localhost" || d.ends_with(".localhost"),
         Some(Host::Ipv4(ip)) => IpAddr::V4(ip).is_loopback(),

@@ -22,7 +22,7 @@ use super::{
 
 mod auth_rules;
 mod oauth_rules;
-mod resource_rules;
+pub(super) mod resource_rules;
 mod service_rules;
 
 /// One configuration problem, located by its field path (`servers.github.url`).

@@ -173,13 +173,16 @@ impl Gateway {
         let arguments = self.check_arguments(tool, arguments, config, attempt)?;
         // The caller's own account, where the server wants one: checked before a write is
         // confirmed, so nobody approves a call that cannot run.
-        if server.oauth.is_some() {
-            self.user_token(ctx, &tool.server).await?;
-        }
+        let mut user = match server.oauth {
+            Some(_) => Some(self.user_token(ctx, &tool.server).await?),
+            None => None,
+        };
         // 5: confirmation for writes.
         let effect = classify(server, &tool.upstream);
         attempt.effect(effect);
         if needs_confirmation(server, effect) {
+            // Asking may take longer than the token's renewal margin: fetched again after.
+            user = None;
             let hash = args_hash(&Value::Object(arguments.clone()));
             let binding = Binding {
                 tenant: ctx.tenant.clone(),
@@ -204,7 +207,7 @@ impl Gateway {
         let timeout = call_timeout(config, server, tool);
         let upstream_started = std::time::Instant::now();
         let result = self
-            .call_upstream(ctx, tool, arguments, timeout, effect, config, relay)
+            .call_upstream((ctx, tool, user), arguments, timeout, effect, config, relay)
             .await;
         attempt.upstream_time_add(upstream_started.elapsed());
         let result = result?;
@@ -341,11 +344,13 @@ impl Gateway {
     /// Calls the upstream; reads are retried on connection failures, writes only when the
     /// request was certainly not sent (the server was not connected), so a confirmed write
     /// reaches the upstream at most once.
-    #[allow(clippy::too_many_arguments)]
     async fn call_upstream(
         &self,
-        ctx: &CallContext,
-        tool: &CatalogTool,
+        (ctx, tool, mut fetched): (
+            &CallContext,
+            &CatalogTool,
+            Option<crate::upstream::oauth::UserToken>,
+        ),
         arguments: Map<String, Value>,
         timeout: Duration,
         effect: Effect,
@@ -359,9 +364,11 @@ impl Gateway {
         loop {
             let params = CallToolRequestParams::new(tool.upstream.name.clone())
                 .with_arguments(arguments.clone());
-            let user = match oauth {
-                true => Some(self.user_token(ctx, &tool.server).await?),
-                false => None,
+            // The token fetched before, for the first attempt; a fresh look for a retry.
+            let user = match (oauth, fetched.take()) {
+                (true, Some(user)) => Some(user),
+                (true, None) => Some(self.user_token(ctx, &tool.server).await?),
+                (false, _) => None,
             };
             match self
                 .inner

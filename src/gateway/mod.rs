@@ -469,6 +469,12 @@ impl Gateway {
                     {
                         tracing::warn!(error = %err, "purging old audit records failed");
                     }
+                    // Sign-ins nobody finished: their sealed verifiers go too.
+                    if let Some(connections) = &self.inner.connections
+                        && let Err(err) = connections.purge_expired().await
+                    {
+                        tracing::warn!(error = %err, "purging unfinished OAuth sign-ins failed");
+                    }
                 }
                 () = self.inner.cancel.cancelled() => return,
             }

@@ -666,18 +666,6 @@ impl Connections {
         }
     }
 
-    /// A user's connections, for the page and the API.
-    pub async fn list(&self, tenant: &str, user: &str) -> Result<Vec<ConnectionInfo>, OAuthError> {
-        let rows = self.store.user_connections(tenant, user).await?;
-        Ok(rows
-            .into_iter()
-            .filter(|(server, _)| {
-                ServerId::new(server).is_some_and(|id| self.servers.contains_key(&id))
-            })
-            .map(|(server, row)| info(server, &row))
-            .collect())
-    }
-
     /// A user's connection to one server, if any.
     pub async fn status(&self, key: &ConnectionKey) -> Result<Option<ConnectionInfo>, OAuthError> {
         Ok(self

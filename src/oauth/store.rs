@@ -106,12 +106,6 @@ pub trait OAuthStore: Send + Sync {
         server: &str,
         limit: usize,
     ) -> Result<Vec<ConnectionKey>, StoreError>;
-    /// A user's connections, by server.
-    async fn user_connections(
-        &self,
-        tenant: &str,
-        user: &str,
-    ) -> Result<Vec<(String, ConnectionRow)>, StoreError>;
     async fn put_pending(&self, state_hash: &str, row: &PendingRow) -> Result<(), StoreError>;
     /// Removes and returns the pending authorization if it has not expired at `now`: a
     /// `state` is used once, whichever instance the user comes back to.
@@ -138,7 +132,7 @@ pub trait OAuthStore: Send + Sync {
 }
 
 /// Most pending authorizations kept in memory: abandoned ones expire within minutes.
-const MAX_MEMORY_PENDING: usize = 10_000;
+pub(super) const MAX_MEMORY_PENDING: usize = 10_000;
 
 /// In memory (`[state] database = "memory"`): gone with the process.
 #[derive(Debug, Default)]
@@ -214,26 +208,13 @@ impl OAuthStore for MemoryOAuth {
             .collect())
     }
 
-    async fn user_connections(
-        &self,
-        tenant: &str,
-        user: &str,
-    ) -> Result<Vec<(String, ConnectionRow)>, StoreError> {
-        let mut found: Vec<(String, ConnectionRow)> = self
-            .inner()
-            .connections
-            .iter()
-            .filter(|(key, _)| key.tenant == tenant && key.user == user)
-            .map(|(key, row)| (key.server.clone(), row.clone()))
-            .collect();
-        found.sort_by(|a, b| a.0.cmp(&b.0));
-        Ok(found)
-    }
-
     async fn put_pending(&self, state_hash: &str, row: &PendingRow) -> Result<(), StoreError> {
         let mut inner = self.inner();
         if inner.pending.len() >= MAX_MEMORY_PENDING {
-            let now = row.expires_at.saturating_sub(1);
+            // Room is made by the expired ones only: a live sign-in is never dropped for a new.
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX));
             inner.pending.retain(|_, pending| pending.expires_at > now);
             if inner.pending.len() >= MAX_MEMORY_PENDING {
                 return Err(StoreError::Full);

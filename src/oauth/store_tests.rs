@@ -49,14 +49,14 @@ pub(crate) async fn contract(store: &dyn OAuthStore) {
         store.connection(&alice).await.expect("read"),
         Some(row(1, 10))
     );
-    let servers: Vec<String> = store
-        .user_connections("acme", "alice")
-        .await
-        .expect("list")
-        .into_iter()
-        .map(|(server, _)| server)
-        .collect();
-    assert_eq!(servers, ["github", "linear"]);
+    assert_eq!(
+        store
+            .connection(&key("alice", "github"))
+            .await
+            .expect("read"),
+        Some(row(2, 11)),
+        "one row per server"
+    );
     store
         .put_connection(&key("carol", "linear"), &row(5, 15))
         .await
@@ -173,6 +173,59 @@ pub(crate) async fn contract(store: &dyn OAuthStore) {
 #[tokio::test]
 async fn memory_keeps_the_contract() {
     contract(&MemoryOAuth::default()).await;
+}
+
+/// Full, the memory store makes room from expired sign-ins only: a live one is never dropped
+/// for a newer one.
+#[tokio::test]
+async fn a_full_memory_store_drops_expired_sign_ins_only() {
+    let store = MemoryOAuth::default();
+    let now = i64::try_from(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .as_micros(),
+    )
+    .expect("micros");
+    let pending = |expires_at| PendingRow {
+        key: key("alice", "linear"),
+        sealed: sealed(1),
+        expires_at,
+    };
+    for i in 0..MAX_MEMORY_PENDING {
+        store
+            .put_pending(&format!("live-{i}"), &pending(now + 600_000_000))
+            .await
+            .expect("room");
+    }
+    let refused = store
+        .put_pending("newer", &pending(now + 900_000_000))
+        .await
+        .expect_err("full of live sign-ins");
+    assert_eq!(refused, crate::store::StoreError::Full);
+    assert!(
+        store
+            .take_pending("live-0", now)
+            .await
+            .expect("take")
+            .is_some()
+    );
+    // An expired one makes room.
+    store
+        .put_pending("live-0", &pending(now - 1))
+        .await
+        .expect("put back, expired");
+    store
+        .put_pending("newer", &pending(now + 900_000_000))
+        .await
+        .expect("room from the expired one");
+    assert!(
+        store
+            .take_pending("live-1", now)
+            .await
+            .expect("take")
+            .is_some()
+    );
 }
 
 #[tokio::test]

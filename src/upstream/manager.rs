@@ -303,59 +303,39 @@ impl Manager {
         let oauth = self
             .slot(id)
             .is_some_and(|slot| slot.config.oauth.is_some());
-        if oauth {
+        // The session the call goes over: the user's own on an `auth = "oauth"` server (the
+        // shared one carries another user's token: never for a call), else the caller's own
+        // where one is kept, else the shared one. Only a shared connection's loss marks the
+        // server down.
+        let (lease, shared) = if oauth {
             let Some(user) = user else {
-                // The shared session carries another user's token: never for a call.
                 return Err(UpstreamError::Unavailable {
                     state: ServerState::AwaitingAuthorization,
                     last_error: Some("the call names no user's token".to_owned()),
                 });
             };
-            let lease = self.user_session(id, user).await?;
-            let live = lease.live();
-            let (peer, link, relays) = (
-                live.service.peer().clone(),
-                live.link.clone(),
-                live.relays.clone(),
-            );
-            let refusals = live.refusals.clone();
-            let guard = relays.register(relay.clone(), timeout);
-            let call = async {
-                let result =
-                    input::call_tool(&peer, link.as_ref(), params, &guard, relay.as_ref()).await;
-                if relay.is_some() {
-                    guard.drain().await;
-                }
-                result
-            };
-            let outcome = tokio::time::timeout(timeout, call).await;
-            drop(guard);
-            drop(lease);
-            return match outcome {
-                Err(_) => Err(UpstreamError::Timeout { after: timeout }),
-                // The server refused the token: say so, not "connection lost".
-                Ok(Err(err)) => Err(refusals
-                    .and_then(|note| note.take())
-                    .map_or(err, UpstreamError::TokenRefused)),
-                Ok(result) => result,
-            };
-        }
-        let shared = self.call_target(id)?;
-        let lease = self.caller_session(id, &shared.0, relay.as_deref()).await?;
-        let (peer, connection, link, relays) = match &lease {
-            Some(lease) => {
+            (Some(self.user_session(id, user).await?), None)
+        } else {
+            let shared = self.call_target(id)?;
+            match self.caller_session(id, &shared.0, relay.as_deref()).await? {
+                Some(lease) => (Some(lease), None),
+                None => (None, Some(shared)),
+            }
+        };
+        let (peer, link, relays, refusals, connection) = match (&lease, shared) {
+            (Some(lease), _) => {
                 let live = lease.live();
-                // A caller session's failures are its own: the server stays up.
                 (
                     live.service.peer().clone(),
-                    None,
                     live.link.clone(),
                     live.relays.clone(),
+                    live.refusals.clone(),
+                    None,
                 )
             }
-            None => {
-                let (peer, connection, link) = shared;
-                (peer, Some(connection), link, self.relays(id))
+            (None, shared) => {
+                let (peer, connection, link) = shared.ok_or(UpstreamError::ConnectionLost)?;
+                (peer, link, self.relays(id), None, Some(connection))
             }
         };
         let guard = relays.register(relay.clone(), timeout);
@@ -372,11 +352,17 @@ impl Manager {
         drop(lease);
         match outcome {
             Err(_) => Err(UpstreamError::Timeout { after: timeout }),
-            Ok(result) => result.inspect_err(|err| {
-                if let (UpstreamError::ConnectionLost, Some(connection)) = (err, connection) {
-                    self.connection_lost(id, connection);
+            Ok(Err(err)) => Err(match refusals.and_then(|note| note.take()) {
+                // The server refused the user's token: say so, not "connection lost".
+                Some(refusal) => UpstreamError::TokenRefused(refusal),
+                None => {
+                    if let (UpstreamError::ConnectionLost, Some(connection)) = (&err, connection) {
+                        self.connection_lost(id, connection);
+                    }
+                    err
                 }
             }),
+            Ok(result) => result,
         }
     }
 

@@ -242,6 +242,25 @@ const SCOPE: &str = "notes";
 /// Access token lifetime at the authorization server: short, so a test sees refreshes.
 const TOKEN_TTL_SECS: u64 = 10;
 
+/// Waits until a token issued at `issued_ms` (Unix milliseconds) is stale for the gateway:
+/// less than half its lifetime left (its renewal margin), and a little more.
+async fn wait_until_stale(issued_ms: u64) {
+    let stale_at = issued_ms + TOKEN_TTL_SECS * 1000 / 2 + 200;
+    loop {
+        let now = u64::try_from(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .expect("clock")
+                .as_millis(),
+        )
+        .expect("ms");
+        if now >= stale_at {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(stale_at - now)).await;
+    }
+}
+
 fn caller_token(user: &str) -> String {
     token_with_roles(user, &[])
 }
@@ -489,20 +508,7 @@ async fn each_user_connects_their_own_account_and_calls_carry_their_token() {
         stats["lastIssuedMs"].as_u64().expect("ms"),
     );
     // Stale once less than half its life is left (the gateway's refresh margin).
-    let stale_at = issued + TOKEN_TTL_SECS * 1000 / 2 + 200;
-    loop {
-        let now = u64::try_from(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .expect("clock")
-                .as_millis(),
-        )
-        .expect("ms");
-        if now >= stale_at {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(stale_at - now)).await;
-    }
+    wait_until_stale(issued).await;
     let calls = (0..20).map(|i| {
         let o = &o;
         async move { o.call("alice", &format!("concurrent {i}")).await }
@@ -531,20 +537,7 @@ async fn each_user_connects_their_own_account_and_calls_carry_their_token() {
         .expect("answers");
     assert!(revoked.status().is_success());
     let issued = o.stats().await["lastIssuedMs"].as_u64().expect("ms");
-    let stale_at = issued + TOKEN_TTL_SECS * 1000 / 2 + 200;
-    loop {
-        let now = u64::try_from(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .expect("clock")
-                .as_millis(),
-        )
-        .expect("ms");
-        if now >= stale_at {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(stale_at - now)).await;
-    }
+    wait_until_stale(issued).await;
     let (status, refused) = o.call("alice", "after revocation").await;
     assert_eq!(status, 403, "{refused}");
     assert_eq!(refused["code"], "authorization_required");
@@ -634,6 +627,7 @@ async fn each_user_connects_their_own_account_and_calls_carry_their_token() {
             );
         }
     }
+    let revoked_before = o.stats().await["revoked"].as_u64().unwrap_or(0);
     let removed = http()
         .delete(format!(
             "{}/api/v1/mcp/servers/notes/connect",
@@ -645,6 +639,10 @@ async fn each_user_connects_their_own_account_and_calls_carry_their_token() {
         .expect("answers");
     assert_eq!(removed.status(), 200);
     assert_eq!(o.authorization("alice").await["status"], "none");
+    assert!(
+        o.stats().await["revoked"].as_u64().unwrap_or(0) > revoked_before,
+        "disconnecting revoked the grant at the authorization server (RFC 7009)"
+    );
     let (status, _) = o.call("alice", "after disconnect").await;
     assert_eq!(status, 403);
 }
@@ -815,20 +813,7 @@ async fn a_connection_made_on_one_instance_is_used_and_renewed_once_on_all() {
     };
     let before = stats().await;
     let refreshed = |v: &Value| v["grants"]["refresh_token"].as_u64().unwrap_or(0);
-    let stale_at = before["lastIssuedMs"].as_u64().expect("ms") + TOKEN_TTL_SECS * 1000 / 2 + 200;
-    loop {
-        let now = u64::try_from(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .expect("clock")
-                .as_millis(),
-        )
-        .expect("ms");
-        if now >= stale_at {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(stale_at - now)).await;
-    }
+    wait_until_stale(before["lastIssuedMs"].as_u64().expect("ms")).await;
     let calls = (0..16).map(|i| call(instances[i % 2].base.clone()));
     for (status, answer) in futures::future::join_all(calls).await {
         assert_eq!(status, 200, "{answer}");

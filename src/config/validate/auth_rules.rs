@@ -353,14 +353,7 @@ fn secret_reference(text: &str, at: &str, report: &mut Report) -> Option<SecretT
         report.problem(at, message);
         return None;
     }
-    let alone = {
-        let mut references = template.references();
-        match (references.next(), references.next()) {
-            (Some(name), None) => text == format!("${{{name}}}"),
-            _ => false,
-        }
-    };
-    if alone {
+    if template.is_single_reference() {
         return Some(template);
     }
     report.problem(

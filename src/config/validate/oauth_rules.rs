@@ -26,11 +26,7 @@ pub(super) fn section(raw: &RawOAuth, report: &mut Report) -> OAuthConfig {
     }
     for (i, text) in list.iter().enumerate().take(MAX_KEYS) {
         let template = SecretTemplate::new(text);
-        let single = {
-            let mut refs = template.references();
-            matches!((refs.next(), refs.next()), (Some(name), None) if *text == format!("${{{name}}}"))
-        };
-        if template.check_syntax().is_err() || !single {
+        if !template.is_single_reference() {
             report.problem(
                 format!("oauth.keys[{i}]"),
                 "must be one `${NAME}` reference, such as \"${MCPGATE_OAUTH_KEY}\", with the \

@@ -5,6 +5,7 @@
 use url::{Host, Url};
 
 use super::Report;
+use crate::config::server_rules::is_loopback;
 use crate::config::{ProtectedResourceConfig, raw::RawAuth};
 
 /// Scopes a client is told to ask for: a handful in practice; 32 bounds the challenge header.
@@ -44,7 +45,7 @@ pub(super) fn public_url(text: Option<&str>, production: bool, report: &mut Repo
             report.problem(at, "must use https: production = true refuses plain http");
             None
         }
-        "http" if is_loopback_host(&url) => Some(url),
+        "http" if is_loopback(&url) => Some(url),
         "http" => {
             report.problem(
                 at,
@@ -91,7 +92,7 @@ pub(super) fn protected_resource(
         None => match Url::parse(issuer) {
             Ok(url)
                 if url.scheme() == "https"
-                    || (url.scheme() == "http" && !production && is_loopback_host(&url)) =>
+                    || (url.scheme() == "http" && !production && is_loopback(&url)) =>
             {
                 vec![issuer.to_owned()]
             }
@@ -108,7 +109,11 @@ pub(super) fn protected_resource(
             }
         },
     };
-    let scopes = scopes(raw.scopes.as_deref().unwrap_or_default(), report);
+    let scopes = scopes(
+        raw.scopes.as_deref().unwrap_or_default(),
+        "server.auth.scopes",
+        report,
+    );
     Some(ProtectedResourceConfig {
         resource,
         authorization_servers,
@@ -148,7 +153,7 @@ fn authorization_servers(list: &[String], production: bool, report: &mut Report)
                 out.push(text.clone());
                 continue;
             }
-            Ok(url) if url.scheme() == "http" && !production && is_loopback_host(&url) => {
+            Ok(url) if url.scheme() == "http" && !production && is_loopback(&url) => {
                 out.push(text.clone());
                 continue;
             }
@@ -160,9 +165,9 @@ fn authorization_servers(list: &[String], production: bool, report: &mut Report)
     out
 }
 
-/// RFC 6749 §3.3 scope tokens: printable ASCII without space, `"` and `\`.
-fn scopes(list: &[String], report: &mut Report) -> Vec<String> {
-    let field = "server.auth.scopes";
+/// RFC 6749 §3.3 scope tokens written at `field`: printable ASCII without space, `"` and
+/// `\`, each once.
+pub(in crate::config) fn scopes(list: &[String], field: &str, report: &mut Report) -> Vec<String> {
     if list.len() > MAX_SCOPES {
         report.problem(
             field,
@@ -199,15 +204,5 @@ pub(super) fn is_loopback_ip(url: &Url) -> bool {
         Some(Host::Ipv4(ip)) => ip.is_loopback(),
         Some(Host::Ipv6(ip)) => ip.is_loopback(),
         _ => false,
-    }
-}
-
-/// `localhost`, `127.0.0.0/8` and `::1`: nobody else sees traffic to them.
-pub(super) fn is_loopback_host(url: &Url) -> bool {
-    match url.host() {
-        Some(Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
-        Some(Host::Ipv4(ip)) => ip.is_loopback(),
-        Some(Host::Ipv6(ip)) => ip.is_loopback(),
-        None => false,
     }
 }

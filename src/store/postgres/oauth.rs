@@ -45,19 +45,16 @@ fn sealed(row: &PgRow) -> Result<Sealed, StoreError> {
     })
 }
 
-fn connection(row: &PgRow) -> Result<(String, ConnectionRow), StoreError> {
+fn connection(row: &PgRow) -> Result<ConnectionRow, StoreError> {
     let status: String = column(row, "status")?;
-    Ok((
-        column(row, "server")?,
-        ConnectionRow {
-            status: ConnectionStatus::parse(&status)?,
-            issuer: column(row, "issuer")?,
-            scopes: column(row, "scopes")?,
-            sealed: sealed(row)?,
-            connected_at: column(row, "connected_at")?,
-            updated_at: column(row, "updated_at")?,
-        },
-    ))
+    Ok(ConnectionRow {
+        status: ConnectionStatus::parse(&status)?,
+        issuer: column(row, "issuer")?,
+        scopes: column(row, "scopes")?,
+        sealed: sealed(row)?,
+        connected_at: column(row, "connected_at")?,
+        updated_at: column(row, "updated_at")?,
+    })
 }
 
 /// The advisory lock key of a connection: 8 bytes of a digest of its identity.
@@ -77,7 +74,7 @@ fn lock_key(key: &ConnectionKey) -> i64 {
 impl OAuthStore for PgOAuth {
     async fn connection(&self, key: &ConnectionKey) -> Result<Option<ConnectionRow>, StoreError> {
         let row = sqlx::query(
-            "SELECT server, status, issuer, scopes, key_id, nonce, sealed, connected_at, \
+            "SELECT status, issuer, scopes, key_id, nonce, sealed, connected_at, \
              updated_at FROM mcpgate_oauth_connections \
              WHERE tenant = $1 AND user_name = $2 AND server = $3",
         )
@@ -87,10 +84,7 @@ impl OAuthStore for PgOAuth {
         .fetch_optional(&self.pool)
         .await
         .map_err(|e| unavailable(&e))?;
-        row.as_ref()
-            .map(connection)
-            .transpose()
-            .map(|found| found.map(|(_, row)| row))
+        row.as_ref().map(connection).transpose()
     }
 
     async fn put_connection(
@@ -184,24 +178,6 @@ impl OAuthStore for PgOAuth {
                 })
             })
             .collect()
-    }
-
-    async fn user_connections(
-        &self,
-        tenant: &str,
-        user: &str,
-    ) -> Result<Vec<(String, ConnectionRow)>, StoreError> {
-        let rows = sqlx::query(
-            "SELECT server, status, issuer, scopes, key_id, nonce, sealed, connected_at, \
-             updated_at FROM mcpgate_oauth_connections \
-             WHERE tenant = $1 AND user_name = $2 ORDER BY server",
-        )
-        .bind(pg_text(tenant).as_ref())
-        .bind(pg_text(user).as_ref())
-        .fetch_all(&self.pool)
-        .await
-        .map_err(|e| unavailable(&e))?;
-        rows.iter().map(connection).collect()
     }
 
     async fn put_pending(&self, state_hash: &str, row: &PendingRow) -> Result<(), StoreError> {

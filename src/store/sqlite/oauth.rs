@@ -25,12 +25,8 @@ impl SqliteOAuth {
 }
 
 const CONNECTION: &str = "SELECT
-    server, status, issuer, scopes, key_id, nonce, sealed, connected_at, updated_at
+    status, issuer, scopes, key_id, nonce, sealed, connected_at, updated_at
     FROM oauth_connections WHERE tenant_id = ?1 AND user_id = ?2 AND server = ?3";
-
-const USER_CONNECTIONS: &str = "SELECT
-    server, status, issuer, scopes, key_id, nonce, sealed, connected_at, updated_at
-    FROM oauth_connections WHERE tenant_id = ?1 AND user_id = ?2 ORDER BY server";
 
 fn sealed(row: &SqliteRow) -> Result<Sealed, StoreError> {
     Ok(Sealed {
@@ -40,19 +36,16 @@ fn sealed(row: &SqliteRow) -> Result<Sealed, StoreError> {
     })
 }
 
-fn connection(row: &SqliteRow) -> Result<(String, ConnectionRow), StoreError> {
+fn connection(row: &SqliteRow) -> Result<ConnectionRow, StoreError> {
     let status: String = row.try_get("status").map_err(store_error)?;
-    Ok((
-        row.try_get("server").map_err(store_error)?,
-        ConnectionRow {
-            status: ConnectionStatus::parse(&status)?,
-            issuer: row.try_get("issuer").map_err(store_error)?,
-            scopes: row.try_get("scopes").map_err(store_error)?,
-            sealed: sealed(row)?,
-            connected_at: row.try_get("connected_at").map_err(store_error)?,
-            updated_at: row.try_get("updated_at").map_err(store_error)?,
-        },
-    ))
+    Ok(ConnectionRow {
+        status: ConnectionStatus::parse(&status)?,
+        issuer: row.try_get("issuer").map_err(store_error)?,
+        scopes: row.try_get("scopes").map_err(store_error)?,
+        sealed: sealed(row)?,
+        connected_at: row.try_get("connected_at").map_err(store_error)?,
+        updated_at: row.try_get("updated_at").map_err(store_error)?,
+    })
 }
 
 #[async_trait]
@@ -65,10 +58,7 @@ impl OAuthStore for SqliteOAuth {
             .fetch_optional(&self.pool)
             .await
             .map_err(store_error)?;
-        row.as_ref()
-            .map(connection)
-            .transpose()
-            .map(|found| found.map(|(_, row)| row))
+        row.as_ref().map(connection).transpose()
     }
 
     async fn put_connection(
@@ -161,20 +151,6 @@ impl OAuthStore for SqliteOAuth {
                 })
             })
             .collect()
-    }
-
-    async fn user_connections(
-        &self,
-        tenant: &str,
-        user: &str,
-    ) -> Result<Vec<(String, ConnectionRow)>, StoreError> {
-        let rows = sqlx::query(USER_CONNECTIONS)
-            .bind(tenant)
-            .bind(user)
-            .fetch_all(&self.pool)
-            .await
-            .map_err(store_error)?;
-        rows.iter().map(connection).collect()
     }
 
     async fn put_pending(&self, state_hash: &str, row: &PendingRow) -> Result<(), StoreError> {
