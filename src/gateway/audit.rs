@@ -225,6 +225,53 @@ impl Gateway {
     }
 }
 
+impl Gateway {
+    /// Audits a user's upstream account for `server` being connected (the sign-in completed,
+    /// whichever request carried it) or disconnected: who, which server, never a token.
+    pub async fn audit_account(
+        &self,
+        key: &crate::oauth::ConnectionKey,
+        request_id: &str,
+        decision: AccountChange,
+    ) {
+        let record = AuditRecord {
+            time: self.inner.clock.now(),
+            request_id: clean(request_id, MAX_FIELD_CHARS),
+            tenant: clean(&key.tenant, MAX_FIELD_CHARS),
+            user: clean(&key.user, MAX_FIELD_CHARS),
+            session: String::new(),
+            server: clean(&key.server, MAX_FIELD_CHARS),
+            tool: String::new(),
+            decision: decision.as_str().to_owned(),
+            confirmation_id: None,
+            outcome: "ok".to_owned(),
+            duration_ms: 0,
+            argument_bytes: 0,
+            result_bytes: 0,
+            fingerprint: None,
+            arguments: None,
+            detail: None,
+        };
+        append(self, record).await;
+    }
+}
+
+/// What happened to a user's upstream account, as [`Gateway::audit_account`] records it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccountChange {
+    Connected,
+    Disconnected,
+}
+
+impl AccountChange {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AccountChange::Connected => "account_connected",
+            AccountChange::Disconnected => "account_disconnected",
+        }
+    }
+}
+
 /// Audits a decision on a confirmation (approved, denied, refused to another caller or for an
 /// unknown id): `tool` is known only when the confirmation was found.
 pub(super) async fn report_decision(

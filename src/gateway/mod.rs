@@ -20,6 +20,7 @@ use std::{
 
 use tokio_util::{sync::CancellationToken, task::TaskTracker};
 
+pub use audit::AccountChange;
 pub use confirm::Approval;
 pub use error::GatewayError;
 pub use pins::{AcceptedPin, PinError, PinReview};

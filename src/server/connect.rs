@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 use super::{AppState, errors::ApiError};
 use crate::{
     config::ServerId,
-    gateway::Gateway,
+    gateway::{AccountChange, Gateway},
     oauth::{CALLBACK_PATH, ConnectionKey, Connections, OAuthError},
     policy::CallContext,
 };
@@ -111,6 +111,9 @@ async fn disconnect(
         .map_err(|e| api_error(&e))?;
     if removed {
         tracing::info!(tenant = %key.tenant, user = %key.user, server = %key.server, "OAuth connection removed");
+        gateway
+            .audit_account(&key, &ctx.request_id, AccountChange::Disconnected)
+            .await;
     }
     Ok(Json(
         json!({ "server": key.server, "disconnected": removed }),
@@ -179,6 +182,14 @@ async fn callback(State(state): State<AppState>, Query(params): Query<CallbackPa
         .await
     {
         Ok(key) => {
+            tracing::info!(tenant = %key.tenant, user = %key.user, server = %key.server, "OAuth connection made");
+            gateway
+                .audit_account(
+                    &key,
+                    &crate::policy::new_request_id(),
+                    AccountChange::Connected,
+                )
+                .await;
             if let Some(id) = ServerId::new(&key.server) {
                 // A server nobody had connected can now be listed, on every instance.
                 gateway.account_connected(&id).await;

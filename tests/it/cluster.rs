@@ -202,6 +202,11 @@ impl PostgresServer {
         self.pg_ctl(&["-w", "-m", "immediate", "stop"]).await;
     }
 
+    /// Its data directory (heap files and WAL).
+    pub fn data_dir(&self) -> PathBuf {
+        self.data.clone()
+    }
+
     pub async fn pool(&self) -> sqlx::PgPool {
         sqlx::postgres::PgPoolOptions::new()
             .max_connections(2)

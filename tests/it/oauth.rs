@@ -645,6 +645,47 @@ async fn each_user_connects_their_own_account_and_calls_carry_their_token() {
     );
     let (status, _) = o.call("alice", "after disconnect").await;
     assert_eq!(status, 403);
+
+    // Who connected and disconnected which account is in the audit log, as that user.
+    let audit = http()
+        .get(format!("{}/api/v1/audit?limit=500", o.gateway.base))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .expect("answers")
+        .json::<Value>()
+        .await
+        .expect("json");
+    let changes: Vec<(String, String)> = audit["records"]
+        .as_array()
+        .expect("records")
+        .iter()
+        .filter(|r| {
+            r["decision"]
+                .as_str()
+                .is_some_and(|d| d.starts_with("account_"))
+        })
+        .map(|r| {
+            assert_eq!(r["server"], "notes", "{r}");
+            assert_eq!(r["outcome"], "ok", "{r}");
+            (
+                r["user"].as_str().unwrap_or("").to_owned(),
+                r["decision"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect();
+    let count = |decision: &str| {
+        changes
+            .iter()
+            .filter(|(user, d)| user == "alice" && d == decision)
+            .count()
+    };
+    assert_eq!(count("account_connected"), 2, "{changes:?}");
+    assert_eq!(count("account_disconnected"), 1, "{changes:?}");
+    assert!(
+        changes.iter().all(|(user, _)| user == "alice"),
+        "{changes:?}"
+    );
 }
 
 #[tokio::test]
@@ -823,7 +864,71 @@ async fn a_connection_made_on_one_instance_is_used_and_renewed_once_on_all() {
         refreshed(&before) + 1,
         "one renewal across instances"
     );
+
+    // PostgreSQL holds no access token, refresh token or code: neither its rows, read back
+    // as text, nor its files (heap and WAL) once the instances and the server have stopped.
+    let code = url::Url::parse(&back)
+        .expect("callback URL")
+        .query_pairs()
+        .find(|(k, _)| k == "code")
+        .map(|(_, v)| v.into_owned())
+        .expect("a code");
+    let mut canaries: Vec<String> = upstream.seen().into_iter().map(|s| s.token).collect();
+    canaries.extend(
+        stats().await["refreshTokens"]
+            .as_array()
+            .expect("refresh tokens")
+            .iter()
+            .map(|t| t.as_str().expect("text").to_owned()),
+    );
+    canaries.push(code);
+    canaries.sort();
+    canaries.dedup();
+    assert!(canaries.len() >= 4, "{}", canaries.len());
+    let pool = postgres.pool().await;
+    let mut rows: Vec<String> = Vec::new();
+    for sql in [
+        "SELECT t::text FROM mcpgate_oauth_connections t",
+        "SELECT t::text FROM mcpgate_oauth_pending t",
+        "SELECT t::text FROM mcpgate_oauth_clients t",
+    ] {
+        let texts: Vec<(String,)> = sqlx::query_as(sql).fetch_all(&pool).await.expect("rows");
+        rows.extend(texts.into_iter().map(|(t,)| t));
+    }
+    assert!(
+        rows.iter()
+            .any(|r| r.contains("alice") && r.contains("notes")),
+        "alice's connection is among the rows read: {rows:?}"
+    );
+    pool.close().await;
     drop(instances);
+    postgres.stop().await;
+    let files = crate::support::files_under(&postgres.data_dir());
+    assert!(
+        files.iter().any(|(_, bytes)| bytes
+            .windows(b"mcpgate_oauth_connections".len())
+            .any(|w| w == b"mcpgate_oauth_connections")),
+        "the files searched are the database's"
+    );
+    for canary in &canaries {
+        // bytea reads back as hex.
+        let hex: String = canary.bytes().map(|b| format!("{b:02x}")).collect();
+        assert!(
+            !rows
+                .iter()
+                .any(|r| r.contains(canary.as_str()) || r.contains(&hex)),
+            "a secret ({} bytes) is in a PostgreSQL row",
+            canary.len()
+        );
+        for (path, bytes) in &files {
+            assert!(
+                !bytes.windows(canary.len()).any(|w| w == canary.as_bytes()),
+                "a secret ({} bytes) is in {}",
+                canary.len(),
+                path.display()
+            );
+        }
+    }
     drop(postgres);
     drop(redis);
 }

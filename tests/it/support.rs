@@ -455,3 +455,27 @@ pub async fn wait_for_async<T, F: Future<Output = Option<T>>>(
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Every regular file under `dir`, with its bytes, for tests that search what was written.
+pub fn files_under(dir: &std::path::Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut found = Vec::new();
+    let mut folders = vec![dir.to_path_buf()];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(&folder)
+            .expect("readable folder")
+            .flatten()
+        {
+            let path = entry.path();
+            match entry.file_type() {
+                Ok(kind) if kind.is_dir() => folders.push(path),
+                Ok(kind) if kind.is_file() => {
+                    if let Ok(bytes) = std::fs::read(&path) {
+                        found.push((path, bytes));
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+    found
+}
