@@ -86,7 +86,7 @@ impl Turn {
 
     pub(crate) async fn run(mut self, messages: Vec<Message>) -> Result<Answer, AgentError> {
         let tools = if self.agent.tools_supported {
-            self.agent.gateway.model_tools(&self.ctx)
+            self.agent.gateway.model_tools(&self.ctx).await
         } else {
             Vec::new()
         };

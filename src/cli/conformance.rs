@@ -112,6 +112,7 @@ async fn call_as_user(gateway: &Gateway, id: &ServerId) -> anyhow::Result<()> {
     let ctx = CallContext::local();
     let Some(tool) = gateway
         .list_tools(&ctx)
+        .await
         .into_iter()
         .find(|t| &t.server == id)
     else {
@@ -191,8 +192,12 @@ async fn connect_user(gateway: &Gateway, id: &ServerId) -> anyhow::Result<()> {
             .into_iter()
             .find(|s| &s.id == id)
             .and_then(|s| s.tools);
-        let in_catalog = || gateway.list_tools(&ctx).iter().any(|t| &t.server == id);
-        if listed.is_some_and(|tools| tools.is_empty() || in_catalog()) {
+        let in_catalog = gateway
+            .list_tools(&ctx)
+            .await
+            .iter()
+            .any(|t| &t.server == id);
+        if listed.is_some_and(|tools| tools.is_empty() || in_catalog) {
             return Ok(());
         }
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -141,11 +141,22 @@ impl Gateway {
             confirmation,
             relay,
         } = call;
-        let catalog = self.catalog();
+        let mut catalog = self.catalog();
         let not_found = || GatewayError::NotFound {
             name: name.to_owned(),
         };
         // 1, 2: resolve; a tool the caller may not use does not exist for them.
+        let find = |catalog: &Arc<crate::catalog::Catalog>| {
+            catalog
+                .by_canonical(name)
+                .or_else(|| catalog.by_function_name(name))
+                .filter(|t| self.inner.access.allows(ctx, &t.server, &t.canonical))
+                .is_some()
+        };
+        if !find(&catalog) && self.may_list_more(ctx).await {
+            // The caller's own lists may name tools the catalog has not seen yet.
+            catalog = self.catalog();
+        }
         let tool = catalog
             .by_canonical(name)
             .or_else(|| catalog.by_function_name(name))
@@ -174,7 +185,17 @@ impl Gateway {
         // The caller's own account, where the server wants one: checked before a write is
         // confirmed, so nobody approves a call that cannot run.
         let mut user = match server.oauth {
-            Some(_) => Some(self.user_token(ctx, &tool.server).await?),
+            Some(_) => {
+                let token = self.user_token(ctx, &tool.server).await?;
+                // Only what the server lists for this user's token is theirs to call.
+                if let super::listings::View::Own(names) =
+                    self.own_view(ctx, &tool.server, &token).await
+                    && !names.contains(tool.upstream.name.as_ref())
+                {
+                    return Err(not_found());
+                }
+                Some(token)
+            }
             None => None,
         };
         // 5: confirmation for writes.
@@ -407,7 +428,7 @@ impl Gateway {
 impl Gateway {
     /// The server refused the caller's token: the connection wants more scope, or is no
     /// longer accepted; either way the caller connects again.
-    async fn token_refused(
+    pub(super) async fn token_refused(
         &self,
         ctx: &CallContext,
         server: &crate::config::ServerId,
@@ -458,14 +479,12 @@ impl Gateway {
             .access_token(&key)
             .await
             .map_err(|err| GatewayError::from_oauth(server.as_str(), err))?;
-        Ok(crate::upstream::oauth::UserToken {
-            session: format!(
-                "oauth:{}#{}",
-                crate::digest::sha256_hex(format!("{}\0{}", ctx.tenant, ctx.user).as_bytes()),
-                token.digest
-            ),
-            secret: token.secret,
-        })
+        Ok(crate::upstream::oauth::UserToken::new(
+            &ctx.tenant,
+            &ctx.user,
+            &token.digest,
+            token.secret,
+        ))
     }
 }
 

@@ -4,6 +4,7 @@ mod audit;
 mod call;
 mod confirm;
 mod error;
+mod listings;
 mod pins;
 mod prompts;
 pub mod resources;
@@ -172,6 +173,8 @@ struct Inner {
     /// Definition changes already reported under `on_change = "warn"`, so each is logged and
     /// audited once.
     reported_changes: Mutex<HashSet<Fingerprint>>,
+    /// Users' own tool lists of `auth = "oauth"` servers.
+    listings: listings::UserListings,
     /// One rebuild at a time, so an older snapshot can never replace a newer one.
     rebuilding: tokio::sync::Mutex<()>,
     /// One pin file write at a time (see [`Gateway::accept_pin`]).
@@ -236,6 +239,7 @@ impl Gateway {
             config.cache.clone(),
         );
         let inner = Arc::new(Inner {
+            listings: listings::UserListings::new(&config.cache),
             access: Access::new(config.access.clone()),
             config: Arc::new(config),
             manager,
@@ -293,19 +297,24 @@ impl Gateway {
 
     /// The tools `ctx` may see, with their status (quarantined and pending ones included, for
     /// people to review; see [`Gateway::model_tools`] for what a model is offered).
-    pub fn list_tools(&self, ctx: &CallContext) -> Vec<CatalogTool> {
+    /// Of an `auth = "oauth"` server, a connected caller sees the tools the server lists
+    /// for their own token; others see what it lists for the shared session.
+    pub async fn list_tools(&self, ctx: &CallContext) -> Vec<CatalogTool> {
+        // Found first: a user's list may add tools to the catalog.
+        let views = self.oauth_views(ctx, self.oauth_servers(ctx)).await;
         let catalog = self.catalog();
         catalog
             .tools()
             .iter()
             .filter(|t| self.inner.access.allows(ctx, &t.server, &t.canonical))
+            .filter(|t| self.in_view(&views, t))
             .cloned()
             .collect()
     }
 
     /// The tools a model acting for `ctx` is offered: visible and usable.
-    pub fn model_tools(&self, ctx: &CallContext) -> Vec<CatalogTool> {
-        let mut tools = self.list_tools(ctx);
+    pub async fn model_tools(&self, ctx: &CallContext) -> Vec<CatalogTool> {
+        let mut tools = self.list_tools(ctx).await;
         tools.retain(|t| t.status.is_usable());
         tools
     }
@@ -492,13 +501,25 @@ impl Gateway {
             .statuses()
             .into_iter()
             .filter_map(|status| {
-                let tools = status.tools?;
                 let config = self.inner.config.server(&status.id)?;
-                let tools = tools
+                // An `auth = "oauth"` server's tools: the shared session's and every user's.
+                let tools = match (status.tools, config.oauth.is_some()) {
+                    (Some(tools), _) => tools,
+                    (None, true) => Default::default(),
+                    (None, false) => return None,
+                };
+                let mut tools: Vec<_> = tools
                     .iter()
                     .filter(|t| config.exposes(&t.name))
                     .cloned()
                     .collect();
+                if config.oauth.is_some() {
+                    self.inner.listings.set_shared(&status.id, &tools);
+                    self.inner.listings.union(&status.id, &mut tools);
+                    if tools.is_empty() {
+                        return None;
+                    }
+                }
                 let mut list = ServerTools::new(status.id, tools, status.stale);
                 list.on_change = config.on_change;
                 list.scan = config.scan;

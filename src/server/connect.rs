@@ -109,6 +109,9 @@ async fn disconnect(
         .disconnect(&key)
         .await
         .map_err(|e| api_error(&e))?;
+    if let Some(server) = ServerId::new(&key.server) {
+        gateway.forget_listing(&ctx, &server);
+    }
     if removed {
         tracing::info!(tenant = %key.tenant, user = %key.user, server = %key.server, "OAuth connection removed");
         gateway

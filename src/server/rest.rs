@@ -46,6 +46,7 @@ async fn list_tools(
     let gateway = state.gateway.current();
     let tools: Vec<Value> = gateway
         .list_tools(&ctx)
+        .await
         .iter()
         .map(|t| gateway.tool_json(t))
         .collect();
@@ -152,7 +153,7 @@ async fn list_servers(
     Extension(ctx): Extension<Arc<CallContext>>,
 ) -> Json<Value> {
     let gateway = state.gateway.current();
-    let visible = gateway.list_tools(&ctx);
+    let visible = gateway.list_tools(&ctx).await;
     let admin = gateway.administers(&ctx);
     let connections = gateway.connections();
     let is_oauth = |id: &ServerId| connections.is_some_and(|c| c.is_oauth(id));

@@ -470,6 +470,48 @@ impl Manager {
         self.slot(id).map_or(0, |slot| slot.callers.len())
     }
 
+    /// Every tool `id` lists for `user` (all pages), over the user's own session, bounded by
+    /// the list deadline: on an `auth = "oauth"` server the list may depend on whose token
+    /// it is. A refusal of the token is [`UpstreamError::TokenRefused`].
+    pub async fn list_tools_as(
+        &self,
+        id: &ServerId,
+        user: &super::oauth::UserToken,
+    ) -> Result<Vec<Tool>, UpstreamError> {
+        let (peer, lease) = self.peer_for(id, Some(user)).await?;
+        if peer
+            .0
+            .peer_info()
+            .is_none_or(|i| i.capabilities.tools.is_none())
+        {
+            return Ok(Vec::new());
+        }
+        let deadline = self.inner.options.limits.list_timeout;
+        let listed = self
+            .request(id, peer, deadline, Owner::Gateway, |peer| async move {
+                peer.list_all_tools().await
+            })
+            .await;
+        let live = lease.as_ref().map(|lease| lease.live());
+        match listed {
+            Ok(tools) => {
+                if let Some(CallLink::Http(link)) = live.and_then(|l| l.link.as_ref()) {
+                    link.listed(&tools);
+                }
+                Ok(tools)
+            }
+            Err(err) => Err(
+                match live
+                    .and_then(|l| l.refusals.as_ref())
+                    .and_then(|note| note.take())
+                {
+                    Some(refusal) => UpstreamError::TokenRefused(refusal),
+                    None => err,
+                },
+            ),
+        }
+    }
+
     /// Every resource `id` lists (all pages), bounded by the list deadline; empty when the
     /// server does not offer resources.
     pub async fn list_resources(

@@ -46,6 +46,31 @@ pub struct UserToken {
     pub secret: Zeroizing<String>,
 }
 
+impl UserToken {
+    /// `user`'s token for a call, its session named by the user and `digest` (of the token).
+    pub fn new(tenant: &str, user: &str, digest: &str, secret: Zeroizing<String>) -> UserToken {
+        UserToken {
+            session: format!("{}#{digest}", UserToken::user_key_of(tenant, user)),
+            secret,
+        }
+    }
+
+    /// The user part of [`UserToken::session`]: the same whatever the token.
+    pub fn user_key(&self) -> &str {
+        self.session
+            .split_once('#')
+            .map_or(self.session.as_str(), |(user, _)| user)
+    }
+
+    /// The key of a user's sessions, whatever their token (no name in the clear).
+    pub fn user_key_of(tenant: &str, user: &str) -> String {
+        format!(
+            "oauth:{}",
+            crate::digest::sha256_hex(format!("{tenant}\0{user}").as_bytes())
+        )
+    }
+}
+
 impl std::fmt::Debug for UserToken {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("UserToken")

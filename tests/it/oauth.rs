@@ -294,12 +294,17 @@ async fn outbound(dir: &std::path::Path) -> Outbound {
 
 /// [`outbound`] with `extra` appended to the gateway's configuration.
 async fn outbound_with(dir: &std::path::Path, extra: &str) -> Outbound {
-    outbound_serving(mcpgate::fixtures::Fixture::Bench, dir, extra).await
+    outbound_serving(
+        upstream::Serves::Fixture(mcpgate::fixtures::Fixture::Bench),
+        dir,
+        extra,
+    )
+    .await
 }
 
 /// [`outbound_with`], the upstream serving `fixture`.
 async fn outbound_serving(
-    fixture: mcpgate::fixtures::Fixture,
+    serves: upstream::Serves,
     dir: &std::path::Path,
     extra: &str,
 ) -> Outbound {
@@ -313,7 +318,7 @@ async fn outbound_serving(
     )
     .await;
     let upstream =
-        upstream::ProtectedUpstream::serving(fixture, listener, &issuer.issuer, SCOPE).await;
+        upstream::ProtectedUpstream::serving(serves, listener, &issuer.issuer, SCOPE).await;
     let port = free_port();
     let config = gateway_config(
         port,
@@ -942,7 +947,12 @@ async fn resources_prompts_and_completions_go_with_the_callers_token() {
         Reference,
     };
     let dir = tempfile::tempdir().expect("temp dir");
-    let o = outbound_serving(mcpgate::fixtures::Fixture::Conformance, dir.path(), "").await;
+    let o = outbound_serving(
+        upstream::Serves::Fixture(mcpgate::fixtures::Fixture::Conformance),
+        dir.path(),
+        "",
+    )
+    .await;
     o.connect("alice").await;
     crate::support::wait_for_async("the server's tools listed as alice", || async {
         let (_, tools) = o.get("alice", "/api/v1/mcp/tools").await;
@@ -1016,4 +1026,103 @@ async fn resources_prompts_and_completions_go_with_the_callers_token() {
         "nothing was asked as anyone for bob"
     );
     bob.cancel().await.expect("closed");
+}
+
+/// A server that lists different tools for different accounts: each connected user sees,
+/// and may call, what it lists for their own token; a user not connected sees what it lists
+/// for the gateway's shared session and can call none of it.
+#[tokio::test]
+async fn each_connected_user_sees_and_calls_the_tools_listed_for_their_own_token() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let o = outbound_serving(upstream::Serves::PerUser, dir.path(), "").await;
+    // bob first: the shared session lists with bob's token, which lists no alice_notes.
+    o.connect("bob").await;
+    o.connect("alice").await;
+    let names = |user: &'static str| {
+        let o = &o;
+        async move {
+            let (status, listed) = o.get(user, "/api/v1/mcp/tools").await;
+            assert_eq!(status, 200, "{listed}");
+            let mut names: Vec<String> = listed["tools"]
+                .as_array()
+                .expect("tools")
+                .iter()
+                .filter_map(|t| t["name"].as_str().map(str::to_owned))
+                .collect();
+            names.sort();
+            names
+        }
+    };
+    assert_eq!(
+        names("alice").await,
+        ["notes.alice_notes", "notes.big", "notes.echo"]
+    );
+    assert_eq!(names("bob").await, ["notes.big", "notes.echo"]);
+
+    let call = |user: &'static str, tool: &'static str| {
+        let o = &o;
+        async move {
+            let response = http()
+                .post(format!("{}/api/v1/mcp/tools/call", o.gateway.base))
+                .bearer_auth(caller_token(user))
+                .json(&json!({ "tool": tool, "arguments": {} }))
+                .send()
+                .await
+                .expect("answers");
+            (
+                response.status().as_u16(),
+                response.json::<Value>().await.unwrap_or(Value::Null),
+            )
+        }
+    };
+    let (status, answer) = call("alice", "notes.alice_notes").await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer.to_string().contains("alice's notes"), "{answer}");
+    let (status, refused) = call("bob", "notes.alice_notes").await;
+    assert_eq!(status, 404, "{refused}");
+    assert_eq!(refused["code"], "not_found", "{refused}");
+    assert!(o.upstream.seen().iter().filter(|s| s.sub == "bob").count() > 0);
+
+    // carol has not connected: she sees the shared session's tools, and calling one tells
+    // her to connect.
+    let shared = crate::support::wait_for_async("the shared session's tools", || async {
+        let carol = names("carol").await;
+        carol.contains(&"notes.echo".to_owned()).then_some(carol)
+    })
+    .await;
+    assert!(
+        !shared.contains(&"notes.alice_notes".to_owned()),
+        "{shared:?}"
+    );
+    let (status, refused) = o.call("carol", "hello").await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(refused["code"], "authorization_required");
+
+    let (_, bob_calls) = o.call("bob", "hello").await;
+    assert_eq!(bob_calls["ok"], true, "{bob_calls}");
+
+    // On /mcp too, each is offered what their own token lists.
+    for (user, expected) in [
+        (
+            "alice",
+            vec!["notes_alice_notes", "notes_big", "notes_echo"],
+        ),
+        ("bob", vec!["notes_big", "notes_echo"]),
+    ] {
+        let transport = StreamableHttpClientTransport::from_config(
+            StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", o.gateway.base))
+                .auth_header(caller_token(user)),
+        );
+        let client = ().serve(transport).await.expect("a session");
+        let mut offered: Vec<String> = client
+            .list_all_tools()
+            .await
+            .expect("tools")
+            .into_iter()
+            .map(|t| t.name.to_string())
+            .collect();
+        offered.sort();
+        assert_eq!(offered, expected, "{user}");
+        client.cancel().await.expect("closed");
+    }
 }

@@ -9,9 +9,10 @@ use tokio::sync::watch;
 use crate::{gateway::Gateway, policy::CallContext, server::reload::LiveGateway};
 
 /// What a caller's tool list is made of, for comparison: names and definitions.
-fn view(gateway: &Gateway, ctx: &CallContext) -> Vec<(String, String)> {
+async fn view(gateway: &Gateway, ctx: &CallContext) -> Vec<(String, String)> {
     gateway
         .model_tools(ctx)
+        .await
         .into_iter()
         .map(|t| (t.function_name, t.fingerprint.as_str().to_owned()))
         .collect()
@@ -31,14 +32,14 @@ pub struct Follower {
 }
 
 impl Follower {
-    pub fn new(live: Arc<LiveGateway>, ctx: CallContext) -> Follower {
+    pub async fn new(live: Arc<LiveGateway>, ctx: CallContext) -> Follower {
         // Subscribed before the first look, so no change falls between the two.
         let mut swaps = live.swaps();
         swaps.borrow_and_update();
         let gateway = live.current();
         let mut changes = gateway.changes();
         changes.borrow_and_update();
-        let announced = view(&gateway, &ctx);
+        let announced = view(&gateway, &ctx).await;
         drop(gateway);
         Follower {
             live,
@@ -76,7 +77,9 @@ impl Follower {
                 }
                 () = &mut stop => return,
             }
-            let now = view(&self.live.current(), &self.ctx);
+            let current = self.live.current();
+            let now = view(&current, &self.ctx).await;
+            drop(current);
             if now != self.announced {
                 self.announced = now;
                 if !notify().await {

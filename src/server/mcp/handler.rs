@@ -227,7 +227,7 @@ impl SessionCore {
         // One lease for the whole call, confirmation rounds included.
         let lease = self.state.gateway.current();
         let gateway = &*lease;
-        let name = scope::gateway_name(self.scope.as_ref(), gateway, &ctx, &request.name)?;
+        let name = scope::gateway_name(self.scope.as_ref(), gateway, &ctx, &request.name).await?;
         let log_level = *self
             .log_level
             .lock()
@@ -282,7 +282,7 @@ impl ServerHandler for GatewayServer {
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, ErrorData> {
         let ctx = authenticated(&context.extensions)?;
-        let follower = Follower::new(self.state.gateway.clone(), ctx.clone());
+        let follower = Follower::new(self.state.gateway.clone(), ctx.clone()).await;
         *self.follower.lock().unwrap_or_else(PoisonError::into_inner) = Some(follower);
         // rmcp runs `initialize` once per handler; a second one could not change the owner.
         let _ = self.owner.set(ctx);
@@ -348,6 +348,7 @@ impl ServerHandler for GatewayServer {
             };
             let sink = context.sink().clone();
             Follower::new(self.state.gateway.clone(), ctx)
+                .await
                 .run(stop, move || {
                     let sink = sink.clone();
                     async move { sink.notify_tool_list_changed().await.is_ok() }
@@ -365,7 +366,7 @@ impl ServerHandler for GatewayServer {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         let ctx = self.caller(&context.extensions)?;
-        let tools = self.state.gateway.current().model_tools(&ctx);
+        let tools = self.state.gateway.current().model_tools(&ctx).await;
         Ok(ListToolsResult::with_all_items(scope::tools(
             self.scope.as_ref(),
             &tools,

@@ -50,7 +50,7 @@ pub fn tools(scope: Option<&ServerId>, tools: &[CatalogTool]) -> Vec<Tool> {
 /// without a scope; in one, the canonical id of the scoped server's tool of that upstream
 /// name, among the tools `ctx` may see. Any other name is an unknown tool, never looked up
 /// elsewhere, and a hidden tool is refused exactly like a missing one.
-pub fn gateway_name(
+pub async fn gateway_name(
     scope: Option<&ServerId>,
     gateway: &Gateway,
     ctx: &CallContext,
@@ -61,6 +61,7 @@ pub fn gateway_name(
     };
     gateway
         .list_tools(ctx)
+        .await
         .into_iter()
         .find(|t| &t.server == server && t.upstream.name == name)
         .map(|t| t.canonical)

@@ -65,9 +65,9 @@ async fn access_gateway() -> Gateway {
 }
 
 /// What `who` sees, for people and for models (the same here: every tool is usable).
-fn visible(gw: &Gateway, who: &CallContext) -> Vec<String> {
-    let listed = gw.list_tools(who);
-    let offered = gw.model_tools(who);
+async fn visible(gw: &Gateway, who: &CallContext) -> Vec<String> {
+    let listed = gw.list_tools(who).await;
+    let offered = gw.model_tools(who).await;
     assert_eq!(canonical_ids(&listed), canonical_ids(&offered));
     listed.into_iter().map(|t| t.canonical).collect()
 }
@@ -80,15 +80,15 @@ async fn grants_by_everyone_role_and_user() {
     let alice = member("acme", "alice", &[]);
     let dave = member("beta", "dave", &["analyst"]);
     assert_eq!(
-        visible(&gw, &bob),
+        visible(&gw, &bob).await,
         ["demo.echo", "demo.time_now", "extra.echo"]
     );
     assert_eq!(
-        visible(&gw, &carol),
+        visible(&gw, &carol).await,
         ["demo.add", "demo.echo", "demo.time_now", "extra.echo"]
     );
     assert_eq!(
-        visible(&gw, &alice),
+        visible(&gw, &alice).await,
         [
             "demo.add",
             "demo.add_note",
@@ -99,7 +99,7 @@ async fn grants_by_everyone_role_and_user() {
             "extra.echo"
         ]
     );
-    assert_eq!(visible(&gw, &dave), ["demo.list_notes"]);
+    assert_eq!(visible(&gw, &dave).await, ["demo.list_notes"]);
 
     let sum = gw
         .call_tool(&carol, "demo.add", json!({ "a": 2, "b": 3 }), None)
@@ -166,8 +166,8 @@ async fn a_hidden_tool_is_refused_exactly_like_a_missing_one() {
 async fn an_unknown_tenant_sees_and_calls_nothing() {
     let gw = access_gateway().await;
     let stranger = member("nobody", "alice", &["analyst"]);
-    assert!(gw.list_tools(&stranger).is_empty());
-    assert!(gw.model_tools(&stranger).is_empty());
+    assert!(gw.list_tools(&stranger).await.is_empty());
+    assert!(gw.model_tools(&stranger).await.is_empty());
     let err = gw
         .call_tool(&stranger, "demo.echo", json!({ "message": "m" }), None)
         .await
@@ -200,7 +200,7 @@ async fn allow_and_deny_lists_hide_tools_from_the_catalog() {
         ]
     );
     assert_eq!(
-        canonical_ids(&gw.model_tools(&who)),
+        canonical_ids(&gw.model_tools(&who).await),
         canonical_ids(gw.catalog().tools())
     );
     for hidden in ["listed.time_now", "listed.add_note", "denied.echo"] {

@@ -37,8 +37,8 @@ fn tool(gw: &Gateway, canonical: &str) -> Option<CatalogTool> {
     gw.catalog().by_canonical(canonical).cloned()
 }
 
-fn offered(gw: &Gateway, canonical: &str) -> bool {
-    canonical_ids(&gw.model_tools(&ctx())).contains(&canonical)
+async fn offered(gw: &Gateway, canonical: &str) -> bool {
+    canonical_ids(&gw.model_tools(&ctx()).await).contains(&canonical)
 }
 
 async fn audited(gw: &Gateway, tool: &str, outcome: &str) -> Vec<AuditRecord> {
@@ -90,7 +90,7 @@ async fn under_warn_a_changed_tool_stays_usable_and_is_audited() {
             alpha.pin
         );
         assert_eq!(alpha.status, ToolStatus::Ok, "{what}");
-        assert!(offered(&gw, "shifty.alpha"), "{what}");
+        assert!(offered(&gw, "shifty.alpha").await, "{what}");
         let out = gw
             .call("shifty.alpha", json!({}))
             .await
@@ -142,9 +142,12 @@ async fn a_blocked_change_quarantines(what: &str) {
             pinned: pinned.fingerprint.as_str().to_owned()
         }
     );
-    assert!(!offered(&gw, "shifty.alpha"), "a model is not offered it");
     assert!(
-        canonical_ids(&gw.list_tools(&ctx())).contains(&"shifty.alpha"),
+        !offered(&gw, "shifty.alpha").await,
+        "a model is not offered it"
+    );
+    assert!(
+        canonical_ids(&gw.list_tools(&ctx()).await).contains(&"shifty.alpha"),
         "people still see it, to review it"
     );
     let err = gw
@@ -177,14 +180,14 @@ async fn under_block_a_new_tool_waits_for_review() {
     let gamma = wait_for("gamma to appear", || tool(&gw, "shifty.gamma")).await;
     assert_eq!(gamma.pin, PinStatus::New);
     assert_eq!(gamma.status, ToolStatus::Pending);
-    assert!(!offered(&gw, "shifty.gamma"));
+    assert!(!offered(&gw, "shifty.gamma").await);
     let err = gw
         .call("shifty.gamma", json!({}))
         .await
         .expect_err("pending");
     assert_eq!(err.code(), "pending_review", "{err}");
     // The pinned tools stay usable.
-    assert!(offered(&gw, "shifty.alpha"));
+    assert!(offered(&gw, "shifty.alpha").await);
     gw.call("shifty.alpha", json!({})).await.expect("alpha");
     gw.shutdown().await;
 }
@@ -251,7 +254,7 @@ async fn under_scan_warn_a_poisoned_tool_is_usable_with_its_findings_listed() {
             .all(|f| !f.detail.contains('\u{200B}'))
     );
     assert_eq!(weather.status, ToolStatus::Ok);
-    assert!(offered(&gw, "poisoned.weather"));
+    assert!(offered(&gw, "poisoned.weather").await);
     let out = gw
         .call("poisoned.weather", json!({}))
         .await
@@ -280,14 +283,14 @@ async fn under_scan_block_a_poisoned_tool_is_quarantined() {
     };
     assert!(reason.contains("invisible_unicode"), "{reason}");
     assert!(reason.contains("hidden_instructions"), "{reason}");
-    assert!(!offered(&gw, "poisoned.weather"));
+    assert!(!offered(&gw, "poisoned.weather").await);
     let err = gw
         .call("poisoned.weather", json!({}))
         .await
         .expect_err("quarantined");
     assert_eq!(err.code(), "quarantined", "{err}");
     // The clean tool of the same server is unaffected.
-    assert!(offered(&gw, "poisoned.clock"));
+    assert!(offered(&gw, "poisoned.clock").await);
     let out = gw.call("poisoned.clock", json!({})).await.expect("clock");
     assert_eq!(out.text(), "clock called");
     gw.shutdown().await;

@@ -23,6 +23,14 @@ use rmcp::transport::streamable_http_server::{
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+/// What the server serves behind its checks.
+pub enum Serves {
+    Fixture(Fixture),
+    /// The bench fixture's tools, and `alice_notes` listed (and callable) for alice's token
+    /// alone, as servers whose tools depend on the account do.
+    PerUser,
+}
+
 /// One request the server accepted: whose token, and the token.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Seen {
@@ -58,12 +66,30 @@ impl ProtectedUpstream {
         issuer: &str,
         scope: &str,
     ) -> ProtectedUpstream {
-        ProtectedUpstream::serving(Fixture::Bench, listener, issuer, scope).await
+        ProtectedUpstream::serving(Serves::Fixture(Fixture::Bench), listener, issuer, scope).await
     }
 
-    /// [`ProtectedUpstream::start`] serving fixture `fixture`.
+    /// [`ProtectedUpstream::start`] serving `serves`.
     pub async fn serving(
-        fixture: Fixture,
+        serves: Serves,
+        listener: tokio::net::TcpListener,
+        issuer: &str,
+        scope: &str,
+    ) -> ProtectedUpstream {
+        match serves {
+            Serves::Fixture(fixture) => {
+                let fixture = handler(fixture).expect("a fixture with a handler");
+                ProtectedUpstream::serving_handler(fixture, listener, issuer, scope).await
+            }
+            Serves::PerUser => {
+                let fixture = handler(Fixture::Bench).expect("a fixture with a handler");
+                ProtectedUpstream::serving_handler(PerUser(fixture), listener, issuer, scope).await
+            }
+        }
+    }
+
+    async fn serving_handler<H: rmcp::ServerHandler + Clone>(
+        handler: H,
         listener: tokio::net::TcpListener,
         issuer: &str,
         scope: &str,
@@ -89,9 +115,8 @@ impl ProtectedUpstream {
             seen: Mutex::new(Vec::new()),
         });
         let stop = CancellationToken::new();
-        let fixture = handler(fixture).expect("a fixture with a handler");
         let service: StreamableHttpService<_, LocalSessionManager> = StreamableHttpService::new(
-            move || Ok(fixture.clone()),
+            move || Ok(handler.clone()),
             Arc::new(LocalSessionManager::default()),
             StreamableHttpServerConfig::default().with_cancellation_token(stop.child_token()),
         );
@@ -142,7 +167,12 @@ async fn check(State(checker): State<Arc<Checker>>, request: Request, next: Next
     match token.as_deref().and_then(|t| checker.verify(t)) {
         Some(sub) => {
             let token = token.unwrap_or_default();
-            checker.seen.lock().expect("lock").push(Seen { sub, token });
+            checker.seen.lock().expect("lock").push(Seen {
+                sub: sub.clone(),
+                token,
+            });
+            let mut request = request;
+            request.extensions_mut().insert(Subject(sub));
             next.run(request).await
         }
         None => {
@@ -179,5 +209,68 @@ impl Checker {
             return None;
         }
         claims["sub"].as_str().map(str::to_owned)
+    }
+}
+
+/// Whose token a request carried, for the handler (through rmcp's request parts).
+#[derive(Debug, Clone)]
+struct Subject(String);
+
+fn subject(context: &rmcp::service::RequestContext<rmcp::RoleServer>) -> Option<String> {
+    context
+        .extensions
+        .get::<http::request::Parts>()
+        .and_then(|parts| parts.extensions.get::<Subject>())
+        .map(|s| s.0.clone())
+}
+
+/// The bench fixture, plus `alice_notes` for alice's token alone.
+#[derive(Clone)]
+struct PerUser(mcpgate::fixtures::FixtureHandler);
+
+const ALICE_ONLY: &str = "alice_notes";
+
+impl rmcp::ServerHandler for PerUser {
+    fn get_info(&self) -> rmcp::model::ServerConfig {
+        self.0.get_info()
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<rmcp::model::PaginatedRequestParams>,
+        context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::ListToolsResult, rmcp::ErrorData> {
+        let alice = subject(&context).as_deref() == Some("alice");
+        let mut listed = self.0.list_tools(request, context).await?;
+        if alice {
+            let schema = json!({ "type": "object", "properties": {} });
+            let schema = schema.as_object().cloned().unwrap_or_default();
+            listed.tools.push(
+                rmcp::model::Tool::new(ALICE_ONLY, "Alice's own notes.", Arc::new(schema))
+                    .annotate(rmcp::model::ToolAnnotations::new().read_only(true)),
+            );
+        }
+        Ok(listed)
+    }
+
+    async fn call_tool(
+        &self,
+        request: rmcp::model::CallToolRequestParams,
+        context: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, rmcp::ErrorData> {
+        if request.name == ALICE_ONLY {
+            return match subject(&context).as_deref() {
+                Some("alice") => {
+                    Ok(
+                        rmcp::model::CallToolResult::success(vec![
+                            rmcp::model::ContentBlock::text("alice's notes"),
+                        ])
+                        .into(),
+                    )
+                }
+                _ => Err(rmcp::ErrorData::invalid_params("unknown tool", None)),
+            };
+        }
+        self.0.call_tool(request, context).await
     }
 }
