@@ -157,11 +157,22 @@ impl Gateway {
             // The caller's own lists may name tools the catalog has not seen yet.
             catalog = self.catalog();
         }
-        let tool = catalog
+        let Some(tool) = catalog
             .by_canonical(name)
             .or_else(|| catalog.by_function_name(name))
             .filter(|t| self.inner.access.allows(ctx, &t.server, &t.canonical))
-            .ok_or_else(not_found)?;
+        else {
+            // A tool of an `auth = "oauth"` server nobody's account has listed yet: the
+            // caller connecting is what it takes, so say that, not "unknown".
+            if let Some((server, _)) = name.split_once('.')
+                && let Some(id) = crate::config::ServerId::new(server)
+                && self.oauth_servers(ctx).contains(&id)
+                && self.inner.access.allows(ctx, &id, name)
+            {
+                self.user_token(ctx, &id).await?;
+            }
+            return Err(not_found());
+        };
         attempt.tool(tool);
         let config = self.config();
         let server = config.server(&tool.server).ok_or_else(not_found)?;

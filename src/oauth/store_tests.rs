@@ -271,7 +271,25 @@ async fn postgres_keeps_the_contract_and_locks_refreshes_across_pools() {
         let waiting = tokio::spawn(async move {
             let _guard = other.lock_refresh(&alice).await.expect("lock");
         });
-        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        // Seen waiting by PostgreSQL itself: an advisory lock asked for and not granted.
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            let (ungranted,): (i64,) = sqlx::query_as(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted \
+                 AND database = (SELECT oid FROM pg_database WHERE datname = current_database())",
+            )
+            .fetch_one(&pool)
+            .await
+            .expect("pg_locks");
+            if ungranted == 1 {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the second instance never asked for the lock"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
         assert!(
             !waiting.is_finished(),
             "the second instance waits for the lock"

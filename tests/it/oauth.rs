@@ -469,11 +469,13 @@ async fn each_user_connects_their_own_account_and_calls_carry_their_token() {
 
     // Before anyone connected: the server waits, and says how to connect.
     assert_eq!(o.authorization("alice").await["status"], "none");
+    // No tool is known before anyone connects, yet a call naming one says to connect.
     let (status, refused) = o.call("bob", "hi").await;
-    assert_eq!(
-        status, 404,
-        "no tools are known before anyone connects: {refused}"
-    );
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(refused["code"], "authorization_required", "{refused}");
+    assert_eq!(refused["connect"], "/api/v1/mcp/servers/notes/connect");
+    let (status, refused) = o.get("bob", "/api/v1/mcp/tools").await;
+    assert_eq!(status, 200, "{refused}");
 
     // Alice connects through the authorization server's pages.
     let (page, first_code) = o.connect("alice").await;
@@ -1125,4 +1127,55 @@ async fn each_connected_user_sees_and_calls_the_tools_listed_for_their_own_token
         assert_eq!(offered, expected, "{user}");
         client.cancel().await.expect("closed");
     }
+}
+
+/// A sign-in the user declines at the authorization server connects nothing and spends its
+/// `state`; a callback without a code, or with an overlong one, is refused the same way.
+#[tokio::test]
+async fn a_declined_or_malformed_sign_in_connects_nothing() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let o = outbound(dir.path()).await;
+    let (status, started) = o.get("alice", "/api/v1/mcp/servers/notes/connect").await;
+    assert_eq!(status, 200, "{started}");
+    let state = url::Url::parse(started["authorizationUrl"].as_str().expect("url"))
+        .expect("a URL")
+        .query_pairs()
+        .find(|(k, _)| k == "state")
+        .map(|(_, v)| v.into_owned())
+        .expect("a state");
+    let callback = |query: String| {
+        let base = o.gateway.base.clone();
+        async move {
+            let response = http()
+                .get(format!("{base}/api/v1/oauth/callback?{query}"))
+                .send()
+                .await
+                .expect("answers");
+            (
+                response.status().as_u16(),
+                response.text().await.unwrap_or_default(),
+            )
+        }
+    };
+    let (status, page) = callback(format!(
+        "error=access_denied&error_description=no&state={state}"
+    ))
+    .await;
+    assert_eq!(status, 400, "{page}");
+    assert!(page.contains("access_denied"), "{page}");
+    // The state is spent: a code arriving for it now is refused.
+    let (status, page) = callback(format!("code=abc&state={state}")).await;
+    assert_eq!(status, 400, "{page}");
+    assert_eq!(o.authorization("alice").await["status"], "none");
+    let (status, _) = callback("state=abc".to_owned()).await;
+    assert_eq!(status, 400);
+    let (status, _) = callback(format!("code={}&state=abc", "c".repeat(5000))).await;
+    assert_eq!(status, 400);
+    // Markup in an error code is not echoed.
+    let (status, page) = callback("error=%3Cscript%3E&state=abc".to_owned()).await;
+    assert_eq!(status, 400);
+    assert!(!page.contains("<script>"), "{page}");
+    let (status, refused) = o.call("alice", "not connected").await;
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(refused["code"], "authorization_required");
 }
