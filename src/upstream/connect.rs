@@ -200,30 +200,62 @@ pub async fn connect(
     relays: Arc<RelayRegistry>,
     watches: Arc<WatchRegistry>,
 ) -> Result<Connection, UpstreamError> {
+    let client = UpstreamClient {
+        tools_changed: tools_changed.clone(),
+        relays,
+        watches,
+        lifecycle: Lifecycle::Auto,
+    };
+    let connection = negotiate(server, options, client).await?;
+    listen_for_changes(&connection.service, tools_changed).await;
+    Ok(connection)
+}
+
+/// Connects with `client`, discovering the server's newest revision (`server/discover`,
+/// 2026-07-28) and falling back to `initialize`, bounded by the connect deadline.
+async fn negotiate(
+    server: &ServerConfig,
+    options: &ConnectOptions,
+    client: UpstreamClient,
+) -> Result<Connection, UpstreamError> {
     let deadline = connect_deadline(server, options);
     let attempts = async {
-        let client = |lifecycle| UpstreamClient {
-            tools_changed: tools_changed.clone(),
-            relays: relays.clone(),
-            watches: watches.clone(),
+        let with = |lifecycle| UpstreamClient {
             lifecycle,
+            ..client.clone()
         };
-        match connect_once(server, options, client(Lifecycle::Auto)).await {
+        match connect_once(server, options, with(Lifecycle::Auto)).await {
             // Some servers answer the `server/discover` probe with a bogus success (`{}`)
             // instead of an error; rmcp then gives up rather than falling back. Try again
             // with `initialize` alone.
             Err(UpstreamError::Handshake(reason)) => {
                 tracing::debug!(server = %server.id, %reason, "discovery failed; retrying with initialize");
-                connect_once(server, options, client(Lifecycle::Initialize)).await
+                connect_once(server, options, with(Lifecycle::Initialize)).await
             }
             other => other,
         }
     };
-    let connection = tokio::time::timeout(deadline, attempts)
+    tokio::time::timeout(deadline, attempts)
         .await
-        .map_err(|_| UpstreamError::ConnectTimeout { after: deadline })??;
-    listen_for_changes(&connection.service, tools_changed).await;
-    Ok(connection)
+        .map_err(|_| UpstreamError::ConnectTimeout { after: deadline })?
+}
+
+/// A user's own session on an `auth = "oauth"` server, opened with their token: the
+/// revision negotiated as the shared session's is (a 2026-07-28 server is spoken to on
+/// 2026-07-28), nothing of tool-list changes or resource updates followed on it.
+pub(super) async fn connect_user_session(
+    server: &ServerConfig,
+    options: &ConnectOptions,
+    relays: Arc<RelayRegistry>,
+    watches: Arc<WatchRegistry>,
+) -> Result<Connection, UpstreamError> {
+    let client = UpstreamClient {
+        tools_changed: Arc::new(Notify::new()),
+        relays,
+        watches,
+        lifecycle: Lifecycle::Auto,
+    };
+    negotiate(server, options, client).await
 }
 
 /// Opens another session with a server already connected on a revision that has
@@ -458,6 +490,7 @@ async fn connect_streamable(
             headers: link_headers,
             protocol: info.protocol_version.clone(),
             handler: client,
+            refusals: note.clone(),
         })
     });
     Ok(Connection {

@@ -86,6 +86,7 @@ struct Inner {
     /// and its capabilities (unless the call brings its own), and the progress token.
     meta: CallMeta,
     handler: UpstreamClient,
+    refusals: Option<super::oauth::RefusalNote>,
     next: AtomicU64,
     /// Tools sent here: listed, named without header encoding, and promoting no argument
     /// to a header.
@@ -121,6 +122,8 @@ pub(super) struct HttpLinkParts {
     pub headers: HashMap<HeaderName, HeaderValue>,
     pub protocol: ProtocolVersion,
     pub handler: UpstreamClient,
+    /// Where a refusal of a user's token is noted (`auth = "oauth"`).
+    pub refusals: Option<super::oauth::RefusalNote>,
 }
 
 impl HttpLink {
@@ -134,6 +137,7 @@ impl HttpLink {
             mut headers,
             protocol,
             handler,
+            refusals,
         } = parts;
         if protocol.has_initialize() {
             return None;
@@ -190,6 +194,7 @@ impl HttpLink {
                 post_headers,
                 meta,
                 handler,
+                refusals,
                 next: AtomicU64::new(0),
                 plain: RwLock::new(Arc::default()),
             }),
@@ -218,6 +223,7 @@ impl HttpLink {
                 post_headers: inner.post_headers.clone(),
                 meta: inner.meta.clone(),
                 handler: inner.handler.clone(),
+                refusals: inner.refusals.clone(),
                 next: AtomicU64::new(inner.next.load(Ordering::Relaxed)),
                 plain: RwLock::new(
                     inner
@@ -288,7 +294,7 @@ impl HttpLink {
                 *request.uri_mut() = uri.clone();
                 *request.headers_mut() = headers;
                 let response = client.send(request).await.map_err(failed)?;
-                posted(response).await?
+                posted(response, inner.refusals.as_ref(), &inner.uri).await?
             }
             Poster::Reqwest { client, url } => {
                 let response = client
@@ -298,7 +304,12 @@ impl HttpLink {
                     .send()
                     .await
                     .map_err(|err| failed(NetError::from(err)))?;
-                posted(http::Response::from(response)).await?
+                posted(
+                    http::Response::from(response),
+                    inner.refusals.as_ref(),
+                    &inner.uri,
+                )
+                .await?
             }
         };
         match posted {
@@ -478,7 +489,13 @@ enum Posted {
 /// server's answer whatever the status (but 401, 403 and 429); any other failure is the
 /// transport's, as rmcp reports it to a request's caller. 202 or 204 means no answer will
 /// come: from 2026-07-28 a request is answered on its own POST.
-async fn posted<B>(response: http::Response<B>) -> Result<Posted, ServiceError>
+/// A refusal of the user's token by the server at `endpoint` is noted in `refusals`
+/// (RFC 6750 §3.1: 401, or 403 with `insufficient_scope`), for the call to report it.
+async fn posted<B>(
+    response: http::Response<B>,
+    refusals: Option<&super::oauth::RefusalNote>,
+    endpoint: &str,
+) -> Result<Posted, ServiceError>
 where
     B: Body<Data = Bytes> + Send + 'static,
     NetError: From<B::Error>,
@@ -495,6 +512,11 @@ where
     };
     let (json, events) = (is("application/json"), is("text/event-stream"));
     if !status.is_success() {
+        if let Some(note) = refusals
+            && let Ok(endpoint) = url::Url::parse(endpoint)
+        {
+            note.challenged(status, response.headers(), &endpoint);
+        }
         let refused = matches!(
             status,
             StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN | StatusCode::TOO_MANY_REQUESTS

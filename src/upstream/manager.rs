@@ -26,7 +26,7 @@ use super::{
     ConnectOptions, ServerState, UpstreamError,
     cache::{CacheKey, ToolListCache},
     connect,
-    connect::connect_session,
+    connect::{connect_session, connect_user_session},
     input,
     relay::{CallRelay, Owner, RelayRegistry},
     sessions::{CallerSessions, Lease, Live},
@@ -436,7 +436,7 @@ impl Manager {
             .ok_or_else(|| unavailable("the user's token cannot be sent as a header"))?;
         let connect = || async {
             let relays = RelayRegistry::for_one_caller();
-            let connection = connect_session(
+            let connection = connect_user_session(
                 &config,
                 &self.inner.options,
                 relays.clone(),

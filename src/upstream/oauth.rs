@@ -9,6 +9,7 @@ use futures::{future::BoxFuture, stream::BoxStream};
 use http::{HeaderName, HeaderValue};
 use rmcp::{
     model::ClientJsonRpcMessage,
+    transport::auth::WWWAuthenticateParams,
     transport::streamable_http_client::{
         StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
         StreamableHttpResponseLimits,
@@ -121,6 +122,40 @@ impl RefusalNote {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take()
+    }
+
+    /// Notes what a refused response says: 401, or 403 whose `WWW-Authenticate` challenge
+    /// is `insufficient_scope` (with the `scope` it names); nothing for anything else.
+    /// `endpoint` is the server's URL (what a relative `resource_metadata` would resolve
+    /// against).
+    pub(super) fn challenged(
+        &self,
+        status: http::StatusCode,
+        headers: &http::HeaderMap,
+        endpoint: &url::Url,
+    ) {
+        let refusal = match status {
+            http::StatusCode::UNAUTHORIZED => Refusal::Unauthorized,
+            http::StatusCode::FORBIDDEN => {
+                let challenge = headers
+                    .get_all(http::header::WWW_AUTHENTICATE)
+                    .iter()
+                    .filter_map(|v| v.to_str().ok())
+                    .map(|v| WWWAuthenticateParams::parse(v, endpoint))
+                    .find(WWWAuthenticateParams::is_insufficient_scope);
+                match challenge {
+                    Some(challenge) => Refusal::InsufficientScope {
+                        scope: challenge.scope,
+                    },
+                    None => return,
+                }
+            }
+            _ => return,
+        };
+        *self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(refusal);
     }
 
     fn note<E>(&self, err: &StreamableHttpError<E>)
@@ -263,5 +298,42 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Noting<C> {
             )
             .await;
         result.inspect_err(|e| self.note.note(e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refused_post_is_noted_as_the_challenge_says() {
+        let note = RefusalNote::default();
+        let endpoint = url::Url::parse("http://127.0.0.1:1/mcp").expect("a URL");
+        let mut headers = http::HeaderMap::new();
+        note.challenged(http::StatusCode::FORBIDDEN, &headers, &endpoint);
+        assert_eq!(
+            note.take(),
+            None,
+            "a 403 without insufficient_scope is no refusal of the token"
+        );
+        headers.append(
+            http::header::WWW_AUTHENTICATE,
+            http::HeaderValue::from_static(r#"Bearer error="insufficient_scope", scope="a b""#),
+        );
+        note.challenged(http::StatusCode::FORBIDDEN, &headers, &endpoint);
+        assert_eq!(
+            note.take(),
+            Some(Refusal::InsufficientScope {
+                scope: Some("a b".to_owned())
+            })
+        );
+        note.challenged(
+            http::StatusCode::UNAUTHORIZED,
+            &http::HeaderMap::new(),
+            &endpoint,
+        );
+        assert_eq!(note.take(), Some(Refusal::Unauthorized));
+        note.challenged(http::StatusCode::TOO_MANY_REQUESTS, &headers, &endpoint);
+        assert_eq!(note.take(), None);
     }
 }

@@ -1103,6 +1103,27 @@ async fn each_connected_user_sees_and_calls_the_tools_listed_for_their_own_token
     let (_, bob_calls) = o.call("bob", "hello").await;
     assert_eq!(bob_calls["ok"], true, "{bob_calls}");
 
+    // A 2026-07-28 call the server refuses for want of scope (403 insufficient_scope on the
+    // call's own POST) tells the user to connect again for that scope, and the connection
+    // keeps it for the next Connect.
+    let response = http()
+        .post(format!("{}/api/v1/mcp/tools/call", o.gateway.base))
+        .bearer_auth(caller_token("bob"))
+        .json(&json!({ "tool": "notes.big", "arguments": { "bytes": 3 } }))
+        .send()
+        .await
+        .expect("answers");
+    let status = response.status().as_u16();
+    let refused: Value = response.json().await.unwrap_or(Value::Null);
+    assert_eq!(status, 403, "{refused}");
+    assert_eq!(refused["code"], "authorization_required", "{refused}");
+    assert!(
+        refused["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(upstream::BIG_SCOPE)),
+        "{refused}"
+    );
+
     // On /mcp too, each is offered what their own token lists.
     for (user, expected) in [
         (

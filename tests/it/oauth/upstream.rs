@@ -23,6 +23,10 @@ use rmcp::transport::streamable_http_server::{
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+/// The scope `big` wants besides the server's, asked for with 403 `insufficient_scope` on a
+/// 2026-07-28 call (which names its tool in `Mcp-Name`).
+pub const BIG_SCOPE: &str = "notes:big";
+
 /// What the server serves behind its checks.
 pub enum Serves {
     Fixture(Fixture),
@@ -164,8 +168,31 @@ async fn check(State(checker): State<Arc<Checker>>, request: Request, next: Next
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::to_owned);
+
     match token.as_deref().and_then(|t| checker.verify(t)) {
-        Some(sub) => {
+        Some((_, scopes))
+            if request
+                .headers()
+                .get("mcp-name")
+                .is_some_and(|name| name == "big")
+                && !scopes.iter().any(|s| s == BIG_SCOPE) =>
+        {
+            // `big` wants a scope of its own (named, on 2026-07-28, by the `Mcp-Name` header).
+            let mut response = StatusCode::FORBIDDEN.into_response();
+            let challenge = format!(
+                "Bearer error=\"insufficient_scope\", scope=\"{} {BIG_SCOPE}\", resource_metadata=\"{}\"",
+                checker.scope,
+                checker
+                    .resource
+                    .replace("/mcp", "/.well-known/oauth-protected-resource/mcp"),
+            );
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_str(&challenge).expect("ascii"),
+            );
+            response
+        }
+        Some((sub, _)) => {
             let token = token.unwrap_or_default();
             checker.seen.lock().expect("lock").push(Seen {
                 sub: sub.clone(),
@@ -194,8 +221,9 @@ async fn check(State(checker): State<Arc<Checker>>, request: Request, next: Next
 }
 
 impl Checker {
-    /// The token's subject, if it is a valid token for this resource with the scope.
-    fn verify(&self, token: &str) -> Option<String> {
+    /// The token's subject and scopes, if it is a valid token for this resource with the
+    /// scope.
+    fn verify(&self, token: &str) -> Option<(String, Vec<String>)> {
         let header = jsonwebtoken::decode_header(token).ok()?;
         let jwk = self.keys.find(header.kid.as_deref()?)?;
         let key = DecodingKey::from_jwk(jwk).ok()?;
@@ -204,11 +232,16 @@ impl Checker {
         validation.set_issuer(&[&self.issuer]);
         validation.leeway = 0;
         let claims = decode::<Value>(token, &key, &validation).ok()?.claims;
-        let scopes = claims["scope"].as_str().unwrap_or_default();
-        if !scopes.split(' ').any(|s| s == self.scope) {
+        let scopes: Vec<String> = claims["scope"]
+            .as_str()
+            .unwrap_or_default()
+            .split(' ')
+            .map(str::to_owned)
+            .collect();
+        if !scopes.contains(&self.scope) {
             return None;
         }
-        claims["sub"].as_str().map(str::to_owned)
+        Some((claims["sub"].as_str()?.to_owned(), scopes))
     }
 }
 
