@@ -504,25 +504,20 @@ impl Gateway {
     ) -> Result<(ResourceWatch, usize), ContentError> {
         let server = self.route_uri(ctx, scope, uri).await?;
         attempt.routed(&server, format!("subscribe:{uri}"));
-        // Subscriptions live on the server's shared session, which carries another user's
-        // token on an `auth = "oauth"` server: refused there.
-        if self
-            .config()
-            .server(&server)
-            .is_some_and(|s| s.oauth.is_some())
-        {
-            return Err(ContentError::InvalidParams {
-                reason: "subscriptions to a server with users' own accounts are not relayed"
-                    .to_owned(),
-            });
-        }
         let not_found = || ContentError::ResourceNotFound {
             uri: clean(uri, MAX_FIELD_CHARS),
         };
+        // On an `auth = "oauth"` server, the caller's own watch over their own session.
+        let user = self.content_user(ctx, &server).await?;
         let watch = self
             .inner
             .manager
-            .watch_resource(&server, uri, sink, self.content_timeout(&server))
+            .watch_resource(
+                &server,
+                uri,
+                sink,
+                (self.content_timeout(&server), user.as_ref()),
+            )
             .await
             .map_err(|e| ContentError::upstream(&server, e, not_found))?;
         Ok((watch, 0))

@@ -409,6 +409,7 @@ impl Manager {
                 relays,
                 link: connection.link,
                 refusals: connection.refusals,
+                watches: None,
             })
         };
         match slot.callers.lease(&key, connect).await {
@@ -436,11 +437,12 @@ impl Manager {
             .ok_or_else(|| unavailable("the user's token cannot be sent as a header"))?;
         let connect = || async {
             let relays = RelayRegistry::for_one_caller();
+            let watches = WatchRegistry::new(self.inner.tracker.clone());
             let connection = connect_user_session(
                 &config,
                 &self.inner.options,
                 relays.clone(),
-                WatchRegistry::new(self.inner.tracker.clone()),
+                watches.clone(),
             )
             .await?;
             Ok(Live {
@@ -448,6 +450,7 @@ impl Manager {
                 relays,
                 link: connection.link,
                 refusals: connection.refusals,
+                watches: Some(watches),
             })
         };
         match slot.callers.lease(&user.session, connect).await {
@@ -573,19 +576,27 @@ impl Manager {
     /// Watches resource `uri` of `id` for `sink`: the server is subscribed once however many
     /// callers watch, bounded by `timeout`; dropping the watch leaves (the last one out
     /// unsubscribes). A server that does not declare subscriptions is refused at once.
+    ///
+    /// On an `auth = "oauth"` server the watch is `user`'s own: subscribed over their
+    /// session, which it keeps open while it lasts (and which ends it when the server stops
+    /// accepting the token the session was opened with).
     pub async fn watch_resource(
         &self,
         id: &ServerId,
         uri: &str,
         sink: UpdateSink,
-        timeout: Duration,
+        (timeout, user): (Duration, Option<&super::oauth::UserToken>),
     ) -> Result<ResourceWatch, UpstreamError> {
-        let (peer, _) = self.peer(id)?;
         let Some(slot) = self.slot(id) else {
             return Err(UpstreamError::Unavailable {
                 state: ServerState::Failed,
                 last_error: Some("not configured".to_owned()),
             });
+        };
+        let ((peer, _), lease) = self.peer_for(id, user).await?;
+        let registry = match lease.as_ref().and_then(|l| l.live().watches.clone()) {
+            Some(own) => own,
+            None => slot.watches.clone(),
         };
         let offered = peer.peer_info().is_some_and(|i| {
             i.capabilities
@@ -599,7 +610,11 @@ impl Manager {
                 message: "the server does not offer resource subscriptions".to_owned(),
             });
         }
-        slot.watches.watch(&peer, uri, sink, timeout).await
+        let watch = registry.watch(&peer, uri, sink, timeout).await?;
+        Ok(match lease {
+            Some(lease) => watch.holding(Box::new(lease)),
+            None => watch,
+        })
     }
 
     /// Gets a prompt for `owner`, bounded by `timeout`.

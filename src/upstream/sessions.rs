@@ -37,6 +37,9 @@ pub(super) struct Live {
     pub link: Option<CallLink>,
     /// Where the server's refusal of the token is noted (`auth = "oauth"`).
     pub refusals: Option<super::oauth::RefusalNote>,
+    /// The resources watched over this session (a user's own, on an `auth = "oauth"`
+    /// server); `None` where the shared session watches.
+    pub watches: Option<Arc<super::watch::WatchRegistry>>,
 }
 
 /// What a caller session holds once connected: [`Live`], or a stand-in in tests.

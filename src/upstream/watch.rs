@@ -168,6 +168,7 @@ impl WatchRegistry {
 
     fn guard(self: &Arc<Self>, uri: &str, key: u64) -> ResourceWatch {
         ResourceWatch {
+            hold: None,
             registry: self.clone(),
             uri: uri.to_owned(),
             key,
@@ -285,6 +286,16 @@ pub struct ResourceWatch {
     registry: Arc<WatchRegistry>,
     uri: String,
     key: u64,
+    /// What must live as long as the watch: the user's own session it was made on.
+    hold: Option<Box<dyn std::any::Any + Send + Sync>>,
+}
+
+impl ResourceWatch {
+    /// This watch, keeping `hold` alive until it ends (left first, then `hold` dropped).
+    pub(super) fn holding(mut self, hold: Box<dyn std::any::Any + Send + Sync>) -> ResourceWatch {
+        self.hold = Some(hold);
+        self
+    }
 }
 
 impl std::fmt::Debug for ResourceWatch {

@@ -4,7 +4,7 @@
 
 mod provider;
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use rmcp::{
     ServiceExt as _,
@@ -1008,6 +1008,37 @@ async fn resources_prompts_and_completions_go_with_the_callers_token() {
     assert!(seen[before..].iter().all(|s| s.sub == "alice"), "{seen:?}");
     alice.cancel().await.expect("closed");
 
+    // alice's own subscription: made over her session with her token, its updates hers.
+    let updates = Arc::new(tokio::sync::watch::channel(0usize).0);
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(format!("{}/mcp", o.gateway.base))
+            .auth_header(caller_token("alice")),
+    );
+    let watching = Updates(updates.clone())
+        .serve(transport)
+        .await
+        .expect("alice's watching session");
+    let before = o.upstream.seen().len();
+    #[expect(
+        deprecated,
+        reason = "resources/subscribe, as 2025-11-25 clients send it"
+    )]
+    let subscribed = watching
+        .subscribe(rmcp::model::SubscribeRequestParams::new(
+            "test://watched-resource",
+        ))
+        .await;
+    subscribed.expect("alice subscribes");
+    let mut seen_updates = updates.subscribe();
+    tokio::time::timeout(crate::support::WAIT, seen_updates.wait_for(|n| *n >= 1))
+        .await
+        .expect("an update reaches alice")
+        .expect("open");
+    let seen = o.upstream.seen();
+    assert!(seen.len() > before, "the upstream was asked");
+    assert!(seen[before..].iter().all(|s| s.sub == "alice"), "{seen:?}");
+    watching.cancel().await.expect("closed");
+
     let bob = client_of("bob").await.expect("bob's session");
     let before = o.upstream.seen().len();
     assert!(
@@ -1022,12 +1053,36 @@ async fn resources_prompts_and_completions_go_with_the_callers_token() {
             .await
             .is_err()
     );
+    #[expect(
+        deprecated,
+        reason = "resources/subscribe, as 2025-11-25 clients send it"
+    )]
+    let subscribed = bob
+        .subscribe(rmcp::model::SubscribeRequestParams::new(
+            "test://watched-resource",
+        ))
+        .await;
+    assert!(subscribed.is_err(), "bob has no account to watch with");
     assert_eq!(
         o.upstream.seen().len(),
         before,
         "nothing was asked as anyone for bob"
     );
     bob.cancel().await.expect("closed");
+}
+
+/// Counts the `notifications/resources/updated` it hears.
+#[derive(Clone)]
+struct Updates(Arc<tokio::sync::watch::Sender<usize>>);
+
+impl rmcp::ClientHandler for Updates {
+    async fn on_resource_updated(
+        &self,
+        _params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        self.0.send_modify(|n| *n += 1);
+    }
 }
 
 /// A server that lists different tools for different accounts: each connected user sees,
