@@ -234,23 +234,15 @@ impl Gateway {
         request_id: &str,
         decision: AccountChange,
     ) {
+        let who = Who {
+            request_id,
+            tenant: &key.tenant,
+            user: &key.user,
+            session: "",
+        };
         let record = AuditRecord {
-            time: self.inner.clock.now(),
-            request_id: clean(request_id, MAX_FIELD_CHARS),
-            tenant: clean(&key.tenant, MAX_FIELD_CHARS),
-            user: clean(&key.user, MAX_FIELD_CHARS),
-            session: String::new(),
             server: clean(&key.server, MAX_FIELD_CHARS),
-            tool: String::new(),
-            decision: decision.as_str().to_owned(),
-            confirmation_id: None,
-            outcome: "ok".to_owned(),
-            duration_ms: 0,
-            argument_bytes: 0,
-            result_bytes: 0,
-            fingerprint: None,
-            arguments: None,
-            detail: None,
+            ..no_call_record(self, &who, "", decision.as_str(), "ok")
         };
         append(self, record).await;
     }
@@ -298,13 +290,38 @@ fn decision_record(
     decision: &str,
     outcome: &str,
 ) -> AuditRecord {
+    let who = Who {
+        request_id: &ctx.request_id,
+        tenant: &ctx.tenant,
+        user: &ctx.user,
+        session: &ctx.session,
+    };
+    no_call_record(gateway, &who, tool, decision, outcome)
+}
+
+/// Whom a record is about.
+struct Who<'a> {
+    request_id: &'a str,
+    tenant: &'a str,
+    user: &'a str,
+    session: &'a str,
+}
+
+/// A record of `who` about `tool` (`server.tool`, or empty) where no call ran.
+fn no_call_record(
+    gateway: &Gateway,
+    who: &Who<'_>,
+    tool: &str,
+    decision: &str,
+    outcome: &str,
+) -> AuditRecord {
     let server = tool.split_once('.').map(|(s, _)| s).unwrap_or_default();
     AuditRecord {
         time: gateway.inner.clock.now(),
-        request_id: clean(&ctx.request_id, MAX_FIELD_CHARS),
-        tenant: clean(&ctx.tenant, MAX_FIELD_CHARS),
-        user: clean(&ctx.user, MAX_FIELD_CHARS),
-        session: clean(&ctx.session, MAX_FIELD_CHARS),
+        request_id: clean(who.request_id, MAX_FIELD_CHARS),
+        tenant: clean(who.tenant, MAX_FIELD_CHARS),
+        user: clean(who.user, MAX_FIELD_CHARS),
+        session: clean(who.session, MAX_FIELD_CHARS),
         server: clean(server, MAX_FIELD_CHARS),
         tool: clean(tool, MAX_FIELD_CHARS),
         decision: decision.to_owned(),

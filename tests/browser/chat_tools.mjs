@@ -60,8 +60,16 @@ await withPage('chat-tools', async (page) => {
     });
 
   await step('approve from the keyboard runs the write', async () => {
+    // The approval's answer is held until the call's result has reached the card through
+    // the turn's stream, as on a busy machine: the card stays done.
+    await page.route('**/approvals/**', async (route) => {
+      const response = await route.fetch();
+      await keep.locator('.text-part', { hasText: 'Saved note' }).waitFor({ state: 'attached' });
+      await route.fulfill({ response });
+    }, { times: 1 });
     await keep.getByRole('button', { name: 'Approve' }).focus();
     await page.keyboard.press('Enter');
+    await keep.locator('.decision-status', { hasText: 'Approved' }).waitFor();
     await inState(keep, 'done');
     assert.equal(await keep.locator('.text-part').textContent(), 'Saved note `keep`.');
     assert.match(await keep.locator('.decision-status').textContent(), /Approved/);

@@ -158,7 +158,9 @@ export class ToolCard {
       await this.decide(this.callId, decision);
       this.decided = decision;
       this.element.dataset.decision = decision;
-      this.setState(decision === 'approve' ? 'calling' : 'denied');
+      // The call may have finished (its result on the turn's stream) before the decision's
+      // answer came back: a later state is never set back.
+      if (this.state === 'waiting') this.setState(decision === 'approve' ? 'calling' : 'denied');
       this.settle(decision === 'approve'
         ? `Approved by you at ${clock(new Date())}.`
         : `Denied by you at ${clock(new Date())}; the model is told.`);
