@@ -146,33 +146,21 @@ impl Gateway {
             name: name.to_owned(),
         };
         // 1, 2: resolve; a tool the caller may not use does not exist for them.
-        let find = |catalog: &Arc<crate::catalog::Catalog>| {
-            catalog
-                .by_canonical(name)
-                .or_else(|| catalog.by_function_name(name))
-                .filter(|t| self.inner.access.allows(ctx, &t.server, &t.canonical))
-                .is_some()
-        };
-        if !find(&catalog) && self.may_list_more(ctx).await {
+        if self.resolve(&catalog, ctx, name).is_none() {
             // The caller's own lists may name tools the catalog has not seen yet.
+            let views = self.oauth_views(ctx).await;
             catalog = self.catalog();
-        }
-        let Some(tool) = catalog
-            .by_canonical(name)
-            .or_else(|| catalog.by_function_name(name))
-            .filter(|t| self.inner.access.allows(ctx, &t.server, &t.canonical))
-        else {
-            // A tool of an `auth = "oauth"` server nobody's account has listed yet: the
-            // caller connecting is what it takes, so say that, not "unknown".
-            if let Some((server, _)) = name.split_once('.')
-                && let Some(id) = crate::config::ServerId::new(server)
-                && self.oauth_servers(ctx).contains(&id)
-                && self.inner.access.allows(ctx, &id, name)
+            // A tool of an `auth = "oauth"` server nobody's account has listed: connecting
+            // is what the caller needs, so say that, not "unknown".
+            if self.resolve(&catalog, ctx, name).is_none()
+                && let Some((server, _)) = name.split_once('.')
+                && let Some(id) = views.keys().find(|id| id.as_str() == server)
+                && self.inner.access.allows(ctx, id, name)
             {
-                self.user_token(ctx, &id).await?;
+                self.user_token(ctx, id).await?;
             }
-            return Err(not_found());
-        };
+        }
+        let tool = self.resolve(&catalog, ctx, name).ok_or_else(not_found)?;
         attempt.tool(tool);
         let config = self.config();
         let server = config.server(&tool.server).ok_or_else(not_found)?;
@@ -199,8 +187,7 @@ impl Gateway {
             Some(_) => {
                 let token = self.user_token(ctx, &tool.server).await?;
                 // Only what the server lists for this user's token is theirs to call.
-                if let super::listings::View::Own(names) =
-                    self.own_view(ctx, &tool.server, &token).await
+                if let Some(names) = self.own_view(ctx, &tool.server, &token).await?
                     && !names.contains(tool.upstream.name.as_ref())
                 {
                     return Err(not_found());
@@ -465,6 +452,19 @@ impl Gateway {
         match connections.refused(&key, scope.as_deref()).await {
             Ok(err) | Err(err) => GatewayError::from_oauth(server.as_str(), err),
         }
+    }
+
+    /// The tool `name` (canonical or function name) in `catalog`, if `ctx` may use it.
+    fn resolve<'c>(
+        &self,
+        catalog: &'c crate::catalog::Catalog,
+        ctx: &CallContext,
+        name: &str,
+    ) -> Option<&'c CatalogTool> {
+        catalog
+            .by_canonical(name)
+            .or_else(|| catalog.by_function_name(name))
+            .filter(|t| self.inner.access.allows(ctx, &t.server, &t.canonical))
     }
 
     /// The caller's token for an `auth = "oauth"` server, refreshed if it is about to expire.

@@ -19,33 +19,26 @@ use super::Gateway;
 use crate::{
     catalog::CatalogTool,
     config::{CacheConfig, ServerId},
+    gateway::GatewayError,
     policy::CallContext,
     upstream::{UpstreamError, oauth::UserToken},
 };
 
-/// What of an `auth = "oauth"` server's tools one caller sees.
-#[derive(Debug, Clone)]
-pub(super) enum View {
-    /// Not connected: the shared session's tools (none of which they can call).
-    Shared,
-    /// Connected: the tools their own token lists.
-    Own(Arc<HashSet<String>>),
-    /// Connected, but their list could not be had and none was known: nothing.
-    Hidden,
-}
+/// The names of an `auth = "oauth"` server's tools one caller sees.
+pub(super) type Names = Arc<HashSet<String>>;
 
 struct Listing {
     /// The user session it was listed over (the user and a digest of the token).
     session: String,
     tools: Arc<Vec<Tool>>,
-    names: Arc<HashSet<String>>,
+    names: Names,
     at: Instant,
 }
 
 #[derive(Default)]
 struct Held {
     /// The shared session's tool names, per server, as of the last catalog.
-    shared: HashMap<ServerId, Arc<HashSet<String>>>,
+    shared: HashMap<ServerId, Names>,
     /// Each user's latest list, by server and user (never by token).
     users: BTreeMap<(ServerId, String), Listing>,
 }
@@ -99,45 +92,31 @@ impl UserListings {
         self.lock().users.remove(&(server.clone(), user.to_owned()));
     }
 
-    fn fresh(&self, server: &ServerId, token: &UserToken) -> Option<Arc<HashSet<String>>> {
+    /// The user's latest list of `server`, and whether it is fresh (listed over this token,
+    /// within the TTL).
+    fn held_for(&self, server: &ServerId, token: &UserToken) -> Option<(Names, bool)> {
         let held = self.lock();
         let listing = held
             .users
             .get(&(server.clone(), token.user_key().to_owned()))?;
-        (listing.session == token.session && listing.at.elapsed() < self.config.ttl)
-            .then(|| listing.names.clone())
+        let fresh = listing.session == token.session && listing.at.elapsed() < self.config.ttl;
+        Some((listing.names.clone(), fresh))
     }
 
-    /// Any list of the user's, however old or over whichever token.
-    fn last(&self, server: &ServerId, token: &UserToken) -> Option<Arc<HashSet<String>>> {
-        self.lock()
-            .users
-            .get(&(server.clone(), token.user_key().to_owned()))
-            .map(|l| l.names.clone())
-    }
-
-    fn shared(&self, server: &ServerId) -> Arc<HashSet<String>> {
+    fn shared(&self, server: &ServerId) -> Names {
         self.lock().shared.get(server).cloned().unwrap_or_default()
     }
 
-    /// Keeps `tools` as the user's list; true when it names a tool no list held before.
-    fn keep(&self, server: &ServerId, token: &UserToken, tools: Vec<Tool>) -> bool {
-        let names: HashSet<String> = tools.iter().map(|t| t.name.to_string()).collect();
+    /// Keeps `tools` as the user's list, dropping the oldest lists beyond the bound.
+    fn keep(&self, server: &ServerId, token: &UserToken, tools: Vec<Tool>) -> Names {
+        let names: Names = Arc::new(tools.iter().map(|t| t.name.to_string()).collect());
         let mut held = self.lock();
-        let known = |name: &String| {
-            held.shared.get(server).is_some_and(|s| s.contains(name))
-                || held
-                    .users
-                    .iter()
-                    .any(|((id, _), l)| id == server && l.names.contains(name))
-        };
-        let new = names.iter().any(|n| !known(n));
         held.users.insert(
             (server.clone(), token.user_key().to_owned()),
             Listing {
                 session: token.session.clone(),
                 tools: Arc::new(tools),
-                names: Arc::new(names),
+                names: names.clone(),
                 at: Instant::now(),
             },
         );
@@ -153,57 +132,88 @@ impl UserListings {
                 None => break,
             };
         }
-        new
+        names
     }
 }
 
 impl Gateway {
-    /// What `ctx` sees of `server`, an `auth = "oauth"` server: their own list when they
-    /// are connected (listed over their session when none is fresh), else the shared one.
-    pub(super) async fn oauth_view(&self, ctx: &CallContext, server: &ServerId) -> View {
-        match self.user_token(ctx, server).await {
+    /// The tools of every `auth = "oauth"` server `ctx`'s tenant sees that `ctx` sees:
+    /// their own list where they are connected, else the shared session's. Found
+    /// concurrently; other servers are absent (all their tools are seen).
+    pub(super) async fn oauth_views(&self, ctx: &CallContext) -> HashMap<ServerId, Names> {
+        let servers: Vec<ServerId> = self
+            .config()
+            .servers
+            .iter()
+            .filter(|s| s.oauth.is_some() && self.tenant_sees(ctx, &s.id))
+            .map(|s| s.id.clone())
+            .collect();
+        let views = futures::future::join_all(servers.iter().map(|id| self.oauth_view(ctx, id)));
+        let views = views.await;
+        servers.into_iter().zip(views).collect()
+    }
+
+    async fn oauth_view(&self, ctx: &CallContext, server: &ServerId) -> Names {
+        let own = match self.user_token(ctx, server).await {
             Ok(token) => self.own_view(ctx, server, &token).await,
-            Err(_) => View::Shared,
+            Err(_) => return self.inner.listings.shared(server),
+        };
+        match own {
+            Ok(Some(names)) => names,
+            // Connected, but no list of theirs could be had: none of someone else's either.
+            Ok(None) => Names::default(),
+            // Refused: no longer connected, as far as they are concerned.
+            Err(_) => self.inner.listings.shared(server),
         }
     }
 
-    /// [`Gateway::oauth_view`] with the caller's token already at hand.
+    /// The names `token`'s owner may call on `server`: their fresh list, listed now over
+    /// their session when there is none (their last one if listing fails; `None` if there
+    /// is none). A refusal of the token is the error to answer with (connect again).
     pub(super) async fn own_view(
         &self,
         ctx: &CallContext,
         server: &ServerId,
         token: &UserToken,
-    ) -> View {
+    ) -> Result<Option<Names>, GatewayError> {
         let listings = &self.inner.listings;
-        if let Some(names) = listings.fresh(server, token) {
-            return View::Own(names);
+        let held = listings.held_for(server, token);
+        if let Some((names, true)) = held {
+            return Ok(Some(names));
         }
         match self.inner.manager.list_tools_as(server, token).await {
             Ok(tools) => {
-                let tools = match self.config().server(server) {
-                    Some(config) => tools
-                        .into_iter()
-                        .filter(|t| config.exposes(&t.name))
-                        .collect(),
-                    None => Vec::new(),
+                let Some(config) = self.config().server(server) else {
+                    return Ok(None);
                 };
-                if listings.keep(server, token, tools) {
-                    // A tool no list named before: in the catalog before it is shown.
+                let tools: Vec<Tool> = tools
+                    .into_iter()
+                    .filter(|t| config.exposes(&t.name))
+                    .collect();
+                let catalog = self.catalog();
+                let listed: HashSet<&str> = catalog
+                    .tools()
+                    .iter()
+                    .filter(|t| &t.server == server)
+                    .map(|t| t.upstream.name.as_ref())
+                    .collect();
+                let unseen = tools.iter().any(|t| !listed.contains(t.name.as_ref()));
+                drop(listed);
+                drop(catalog);
+                let names = listings.keep(server, token, tools);
+                if unseen {
+                    // A tool the catalog lacks: in it before it is shown.
                     self.rebuild_catalog().await;
                 }
-                listings
-                    .fresh(server, token)
-                    .map_or(View::Hidden, View::Own)
+                Ok(Some(names))
             }
             Err(UpstreamError::TokenRefused(refusal)) => {
-                // Expired or wanting more scope: the caller connects again.
-                let _ = self.token_refused(ctx, server, refusal).await;
                 listings.forget(server, token.user_key());
-                View::Shared
+                Err(self.token_refused(ctx, server, refusal).await)
             }
             Err(err) => {
                 tracing::debug!(%server, error = %err, "a user's tool list could not be had");
-                listings.last(server, token).map_or(View::Hidden, View::Own)
+                Ok(held.map(|(names, _)| names))
             }
         }
     }
@@ -214,55 +224,67 @@ impl Gateway {
             .listings
             .forget(server, &UserToken::user_key_of(&ctx.tenant, &ctx.user));
     }
+}
 
-    /// The `auth = "oauth"` servers `ctx`'s tenant sees.
-    pub(super) fn oauth_servers(&self, ctx: &CallContext) -> Vec<ServerId> {
-        self.config()
-            .servers
-            .iter()
-            .filter(|s| s.oauth.is_some() && self.tenant_sees(ctx, &s.id))
-            .map(|s| s.id.clone())
-            .collect()
+/// Whether `tool` is among what `views` let the caller see.
+pub(super) fn in_view(views: &HashMap<ServerId, Names>, tool: &CatalogTool) -> bool {
+    views
+        .get(&tool.server)
+        .is_none_or(|names| names.contains(tool.upstream.name.as_ref()))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use zeroize::Zeroizing;
+
+    use super::*;
+
+    fn tool(name: &str) -> Tool {
+        Tool::new(name.to_owned(), "a tool", Arc::new(serde_json::Map::new()))
     }
 
-    /// The views of every `auth = "oauth"` server among `servers`, found concurrently.
-    pub(super) async fn oauth_views(
-        &self,
-        ctx: &CallContext,
-        servers: impl IntoIterator<Item = ServerId>,
-    ) -> HashMap<ServerId, View> {
-        let config = self.config();
-        let wanted: Vec<ServerId> = servers
-            .into_iter()
-            .collect::<HashSet<_>>()
-            .into_iter()
-            .filter(|id| config.server(id).is_some_and(|s| s.oauth.is_some()))
-            .collect();
-        let views =
-            futures::future::join_all(wanted.iter().map(|id| self.oauth_view(ctx, id))).await;
-        wanted.into_iter().zip(views).collect()
+    fn token(user: &str, digest: &str) -> UserToken {
+        UserToken::new("acme", user, digest, Zeroizing::new("secret".to_owned()))
     }
 
-    /// Lists, for `ctx`, every `auth = "oauth"` server their tenant sees; true when there
-    /// was any (the catalog may have grown).
-    pub(super) async fn may_list_more(&self, ctx: &CallContext) -> bool {
-        let oauth = self.oauth_servers(ctx);
-        let any = !oauth.is_empty();
-        self.oauth_views(ctx, oauth).await;
-        any
-    }
+    #[tokio::test(start_paused = true)]
+    async fn lists_are_fresh_for_one_token_and_the_ttl_and_bounded_in_number() {
+        let listings = UserListings::new(&CacheConfig {
+            ttl: Duration::from_secs(60),
+            max_entries: 2,
+        });
+        let server = ServerId::new("notes").expect("id");
+        let alice = token("alice", "t1");
+        listings.keep(&server, &alice, vec![tool("a"), tool("b")]);
+        let (names, fresh) = listings.held_for(&server, &alice).expect("held");
+        assert!(fresh && names.contains("a") && names.contains("b"));
+        // A renewed token lists anew; the old list is still there to fall back on.
+        let renewed = token("alice", "t2");
+        let (names, fresh) = listings.held_for(&server, &renewed).expect("held");
+        assert!(!fresh && names.contains("a"));
+        tokio::time::advance(Duration::from_secs(61)).await;
+        assert_eq!(listings.held_for(&server, &alice).map(|h| h.1), Some(false));
 
-    /// Whether `tool` is in what `views` let the caller see (every tool of other servers).
-    pub(super) fn in_view(&self, views: &HashMap<ServerId, View>, tool: &CatalogTool) -> bool {
-        match views.get(&tool.server) {
-            None => true,
-            Some(View::Shared) => self
-                .inner
-                .listings
-                .shared(&tool.server)
-                .contains(tool.upstream.name.as_ref()),
-            Some(View::Own(names)) => names.contains(tool.upstream.name.as_ref()),
-            Some(View::Hidden) => false,
-        }
+        // The union adds each user's tools once, after the shared session's (users in key
+        // order: hashes of their names).
+        listings.set_shared(&server, &[tool("a")]);
+        listings.keep(&server, &token("bob", "t3"), vec![tool("a"), tool("c")]);
+        let mut tools = vec![tool("a")];
+        listings.union(&server, &mut tools);
+        let mut union: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+        assert_eq!(union[0], "a");
+        union.sort_unstable();
+        assert_eq!(union, ["a", "b", "c"]);
+        assert!(listings.shared(&server).contains("a"));
+
+        // Beyond the bound the oldest list goes: alice's, kept first.
+        tokio::time::advance(Duration::from_secs(1)).await;
+        listings.keep(&server, &token("carol", "t4"), vec![tool("d")]);
+        assert!(listings.held_for(&server, &alice).is_none());
+        assert!(listings.held_for(&server, &token("bob", "t3")).is_some());
+        listings.forget(&server, token("carol", "t4").user_key());
+        assert!(listings.held_for(&server, &token("carol", "t4")).is_none());
     }
 }

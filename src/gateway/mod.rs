@@ -301,13 +301,13 @@ impl Gateway {
     /// for their own token; others see what it lists for the shared session.
     pub async fn list_tools(&self, ctx: &CallContext) -> Vec<CatalogTool> {
         // Found first: a user's list may add tools to the catalog.
-        let views = self.oauth_views(ctx, self.oauth_servers(ctx)).await;
+        let views = self.oauth_views(ctx).await;
         let catalog = self.catalog();
         catalog
             .tools()
             .iter()
             .filter(|t| self.inner.access.allows(ctx, &t.server, &t.canonical))
-            .filter(|t| self.in_view(&views, t))
+            .filter(|t| listings::in_view(&views, t))
             .cloned()
             .collect()
     }
