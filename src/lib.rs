@@ -42,6 +42,7 @@ pub mod server;
 pub mod store;
 pub mod toolset;
 pub mod upstream;
+pub mod webmcp;
 
 // The reference pages' Rust examples, compiled by `cargo test --doc` so they keep up.
 #[cfg(doctest)]

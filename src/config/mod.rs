@@ -21,6 +21,7 @@ mod secret_rules;
 mod server_rules;
 mod service;
 mod validate;
+mod webmcp;
 
 use std::{fmt, path::PathBuf, time::Duration};
 
@@ -39,6 +40,7 @@ pub use sandbox::{
 pub use secret::{Secret, SecretTemplate};
 pub use service::{AuthConfig, JwtAlgorithm, JwtConfig, ProtectedResourceConfig, ServiceConfig};
 pub use validate::{ConfigError, Problem};
+pub use webmcp::{PageVisibility, WEBMCP_PREFIX, WebMcpConfig};
 
 /// A validated server id: `^[a-z][a-z0-9-]{0,31}$` (no `_`, no `.`, so `server.tool` and
 /// `server_tool` split unambiguously).
@@ -95,6 +97,8 @@ pub struct Config {
     pub agent: AgentConfig,
     /// How users' upstream OAuth tokens are kept (servers with `auth = "oauth"`).
     pub oauth: OAuthConfig,
+    /// Tools of browser pages (the WebMCP bridge).
+    pub webmcp: WebMcpConfig,
 }
 
 /// `[oauth]`: users' own accounts on upstream servers.

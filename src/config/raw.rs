@@ -249,6 +249,8 @@ pub struct RawFile {
     #[serde(default)]
     pub oauth: RawOAuth,
     #[serde(default)]
+    pub webmcp: RawWebMcp,
+    #[serde(default)]
     pub servers: BTreeMap<String, toml::Value>,
 }
 
@@ -577,6 +579,27 @@ pub struct RawOAuth {
     pub keys: Option<Vec<String>>,
     pub authorization_timeout: Option<RawDuration>,
     pub client_metadata_url: Option<String>,
+}
+
+/// `[webmcp]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawWebMcp {
+    pub allowed_origins: Option<Vec<String>>,
+    /// `owner` or `tenant`.
+    pub visible_to: Option<String>,
+    pub read_only_tools: Option<Vec<String>>,
+    pub write_tools: Option<Vec<String>>,
+    pub confirm: Option<RawConfirm>,
+    pub scan: Option<RawReaction>,
+    pub call_timeout: Option<RawDuration>,
+    pub heartbeat: Option<RawDuration>,
+    pub heartbeat_timeout: Option<RawDuration>,
+    pub max_frame_bytes: Option<u64>,
+    pub max_tools: Option<u64>,
+    pub max_schema_bytes: Option<u64>,
+    pub max_pages_per_user: Option<u64>,
+    pub max_pages: Option<u64>,
 }
 
 /// A JSON object kept in written order that rejects duplicate keys: `serde_json` would keep

@@ -24,6 +24,7 @@ mod auth_rules;
 mod oauth_rules;
 pub(super) mod resource_rules;
 mod service_rules;
+mod webmcp_rules;
 
 /// One configuration problem, located by its field path (`servers.github.url`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -195,6 +196,7 @@ pub(super) struct Draft {
     /// `[sandbox]`: what every stdio server added from now on starts from.
     sandbox: Sandbox,
     oauth: super::OAuthConfig,
+    webmcp: super::WebMcpConfig,
 }
 
 impl Draft {
@@ -233,6 +235,7 @@ impl Draft {
             base: base.to_path_buf(),
             sandbox: Sandbox::default(),
             oauth: config.oauth,
+            webmcp: config.webmcp,
         }
     }
 
@@ -259,6 +262,7 @@ impl Draft {
             base: base.to_path_buf(),
             sandbox: sandbox_rules::defaults(&file.sandbox, base, report),
             oauth: oauth_rules::section(&file.oauth, report),
+            webmcp: webmcp_rules::section(&file.webmcp, report),
         }
     }
 
@@ -275,6 +279,16 @@ impl Draft {
             let Some(id) = server_id(&entry, report) else {
                 continue;
             };
+            if id.as_str().starts_with(super::WEBMCP_PREFIX) {
+                report.problem(
+                    &entry.path,
+                    format!(
+                        "server ids starting with `{}` are reserved for browser pages' tools",
+                        super::WEBMCP_PREFIX
+                    ),
+                );
+                continue;
+            }
             if let Some(first) = self.taken.get(&id) {
                 report.problem(
                     &entry.path,
@@ -351,6 +365,7 @@ impl Draft {
             llm: agent_rules::llm(self.llm.as_ref(), env, report),
             agent: agent_rules::agent(&self.agent, report),
             oauth: self.oauth,
+            webmcp: self.webmcp,
         }
     }
 }

@@ -163,7 +163,11 @@ impl Gateway {
         let tool = self.resolve(&catalog, ctx, name).ok_or_else(not_found)?;
         attempt.tool(tool);
         let config = self.config();
-        let server = config.server(&tool.server).ok_or_else(not_found)?;
+        // A page's tool has no server configuration: `[webmcp]` says how it is treated.
+        let server = match crate::webmcp::is_page(&tool.server) {
+            true => None,
+            false => Some(config.server(&tool.server).ok_or_else(not_found)?),
+        };
         // 3: pins and scan.
         match &tool.status {
             ToolStatus::Quarantined { reason } => {
@@ -183,7 +187,7 @@ impl Gateway {
         let arguments = self.check_arguments(tool, arguments, config, attempt)?;
         // The caller's own account, where the server wants one: checked before a write is
         // confirmed, so nobody approves a call that cannot run.
-        let mut user = match server.oauth {
+        let mut user = match server.and_then(|s| s.oauth.as_ref()) {
             Some(_) => {
                 let token = self.user_token(ctx, &tool.server).await?;
                 // Only what the server lists for this user's token is theirs to call.
@@ -197,9 +201,17 @@ impl Gateway {
             None => None,
         };
         // 5: confirmation for writes.
-        let effect = classify(server, &tool.upstream);
+        let pages = &self.inner.pages;
+        let effect = match server {
+            Some(server) => classify(server, &tool.upstream),
+            None => pages.classify(&tool.canonical, &tool.upstream),
+        };
         attempt.effect(effect);
-        if needs_confirmation(server, effect) {
+        let confirm = match server {
+            Some(server) => needs_confirmation(server, effect),
+            None => pages.needs_confirmation(effect),
+        };
+        if confirm {
             // Asking may take longer than the token's renewal margin: fetched again after.
             user = None;
             let hash = args_hash(&Value::Object(arguments.clone()));
@@ -223,7 +235,10 @@ impl Gateway {
         let _permit = self.admit(ctx, &tool.server, limits, effect).await?;
         // 7: the upstream.
         attempt.allowed();
-        let timeout = call_timeout(config, server, tool);
+        let timeout = match server {
+            Some(server) => call_timeout(config, server, tool),
+            None => pages.config().call_timeout,
+        };
         let upstream_started = std::time::Instant::now();
         let result = self
             .call_upstream((ctx, tool, user), arguments, timeout, effect, config, relay)
@@ -376,6 +391,26 @@ impl Gateway {
         config: &Config,
         relay: Option<Arc<dyn CallRelay>>,
     ) -> Result<rmcp::model::CallToolResult, GatewayError> {
+        if crate::webmcp::is_page(&tool.server) {
+            // Never retried: the page may have acted before it went away.
+            return self
+                .inner
+                .pages
+                .invoke(
+                    &tool.server,
+                    tool.upstream.name.as_ref(),
+                    &arguments,
+                    timeout,
+                )
+                .await
+                .map_err(|err| match err {
+                    crate::webmcp::PageError::Timeout { after } => GatewayError::Timeout { after },
+                    source => GatewayError::Page {
+                        server: tool.server.to_string(),
+                        source,
+                    },
+                });
+        }
         let mut retries_left = config.call_limits.retries;
         let oauth = config
             .server(&tool.server)
@@ -464,7 +499,7 @@ impl Gateway {
         catalog
             .by_canonical(name)
             .or_else(|| catalog.by_function_name(name))
-            .filter(|t| self.inner.access.allows(ctx, &t.server, &t.canonical))
+            .filter(|t| self.may_use(ctx, t))
     }
 
     /// The caller's token for an `auth = "oauth"` server, refreshed if it is about to expire.

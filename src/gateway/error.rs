@@ -62,6 +62,12 @@ pub enum GatewayError {
         server: String,
         source: UpstreamError,
     },
+    /// A browser page could not serve the call (WebMCP).
+    #[error("page `{server}`: {source}")]
+    Page {
+        server: String,
+        source: crate::webmcp::PageError,
+    },
     /// A store the decision depends on could not be reached: the call is refused (fail closed).
     #[error("{what} is unavailable; the call was refused")]
     StoreUnavailable { what: &'static str },
@@ -95,6 +101,7 @@ impl GatewayError {
             GatewayError::ResultTooLarge { .. } => "result_too_large",
             GatewayError::Timeout { .. } => "timeout",
             GatewayError::Upstream { source, .. } => source.code(),
+            GatewayError::Page { source, .. } => source.code(),
             GatewayError::StoreUnavailable { .. } => "store_unavailable",
             GatewayError::AuthorizationRequired { .. } => "authorization_required",
             GatewayError::OAuthUnavailable { .. } => "oauth_unavailable",

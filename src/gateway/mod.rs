@@ -69,6 +69,9 @@ pub struct Stores {
     /// Users' upstream OAuth connections (sealed).
     pub oauth: Arc<dyn crate::oauth::OAuthStore>,
     pub shared: SharedStores,
+    /// Connected browser pages (the WebMCP bridge); `None`: the gateway starts its own. A
+    /// gateway started by a reload keeps the pages of the one it replaces.
+    pub pages: Option<Arc<crate::webmcp::Pages>>,
 }
 
 impl Stores {
@@ -86,6 +89,7 @@ impl Stores {
                     audit,
                     oauth: Arc::new(crate::oauth::MemoryOAuth::default()),
                     shared: SharedStores::default(),
+                    pages: None,
                 })
             }
             StateConfig::Sqlite { path } => {
@@ -95,6 +99,7 @@ impl Stores {
                     audit: stores.audit(),
                     oauth: stores.oauth(),
                     shared: SharedStores::default(),
+                    pages: None,
                 })
             }
         }
@@ -115,6 +120,7 @@ impl Stores {
                 audit,
                 oauth: Arc::new(crate::oauth::MemoryOAuth::default()),
                 shared: SharedStores::default(),
+                pages: None,
             }
         };
         let instance = &config.shared.instance;
@@ -175,6 +181,8 @@ struct Inner {
     reported_changes: Mutex<HashSet<Fingerprint>>,
     /// Users' own tool lists of `auth = "oauth"` servers.
     listings: listings::UserListings,
+    /// Browser pages' tools (WebMCP).
+    pages: Arc<crate::webmcp::Pages>,
     /// One rebuild at a time, so an older snapshot can never replace a newer one.
     rebuilding: tokio::sync::Mutex<()>,
     /// One pin file write at a time (see [`Gateway::accept_pin`]).
@@ -238,8 +246,12 @@ impl Gateway {
             config.reconnect.clone(),
             config.cache.clone(),
         );
+        let pages = stores
+            .pages
+            .unwrap_or_else(|| Arc::new(crate::webmcp::Pages::new(config.webmcp.clone())));
         let inner = Arc::new(Inner {
             listings: listings::UserListings::new(&config.cache),
+            pages,
             access: Access::new(config.access.clone()),
             config: Arc::new(config),
             manager,
@@ -306,7 +318,7 @@ impl Gateway {
         catalog
             .tools()
             .iter()
-            .filter(|t| self.inner.access.allows(ctx, &t.server, &t.canonical))
+            .filter(|t| self.may_use(ctx, t))
             .filter(|t| listings::in_view(&views, t))
             .cloned()
             .collect()
@@ -322,9 +334,28 @@ impl Gateway {
     /// Whether calling `tool` needs a confirmation token (its server's `confirm` policy and the
     /// tool's read/write classification).
     pub fn requires_confirmation(&self, tool: &CatalogTool) -> bool {
+        if crate::webmcp::is_page(&tool.server) {
+            let pages = &self.inner.pages;
+            return pages.needs_confirmation(pages.classify(&tool.canonical, &tool.upstream));
+        }
         self.config()
             .server(&tool.server)
             .is_some_and(|s| needs_confirmation(s, classify(s, &tool.upstream)))
+    }
+
+    /// Whether `ctx` may see and call `tool`: a page's tools by the page's owner (see
+    /// [`crate::webmcp::Pages::visible`]), a server's by `[access]`.
+    pub(crate) fn may_use(&self, ctx: &CallContext, tool: &CatalogTool) -> bool {
+        if crate::webmcp::is_page(&tool.server) {
+            self.inner.pages.visible(ctx, &tool.server)
+        } else {
+            self.inner.access.allows(ctx, &tool.server, &tool.canonical)
+        }
+    }
+
+    /// Connected browser pages (the WebMCP bridge).
+    pub fn pages(&self) -> &Arc<crate::webmcp::Pages> {
+        &self.inner.pages
     }
 
     /// Every server's state, in id order.
@@ -353,6 +384,11 @@ impl Gateway {
         self.inner.access.reads_metrics(ctx)
     }
 
+    /// Whether `ctx`'s tenant is one this gateway serves (any, without `[access]`).
+    pub fn knows_tenant(&self, ctx: &CallContext) -> bool {
+        self.inner.access.knows_tenant(ctx)
+    }
+
     /// Whether `server` is one of the servers `ctx`'s tenant sees.
     pub fn tenant_sees(&self, ctx: &CallContext, server: &crate::config::ServerId) -> bool {
         self.inner.access.tenant_sees(ctx, server)
@@ -369,6 +405,7 @@ impl Gateway {
             audit: self.inner.audit.clone(),
             oauth: self.inner.oauth_store.clone(),
             shared: self.inner.shared.clone(),
+            pages: Some(self.inner.pages.clone()),
         }
     }
 
@@ -451,10 +488,12 @@ impl Gateway {
 
     async fn follow_upstreams(&self) {
         let mut changes = self.inner.manager.changes();
+        let mut pages = self.inner.pages.changes();
         loop {
             self.rebuild_catalog().await;
             tokio::select! {
                 changed = changes.changed() => if changed.is_err() { return },
+                changed = pages.changed() => if changed.is_err() { return },
                 () = self.inner.cancel.cancelled() => return,
             }
         }
@@ -525,7 +564,20 @@ impl Gateway {
                 list.scan = config.scan;
                 Some(list)
             })
-            .collect();
+            .collect::<Vec<_>>();
+        let mut servers = servers;
+        // Pages' tools, listed like a server's (scanned, fingerprinted, pinned).
+        let scan = self.inner.pages.config().scan;
+        for page in self.inner.pages.all() {
+            let tools = page.tools();
+            if tools.is_empty() {
+                continue;
+            }
+            let mut list = ServerTools::new(page.server.clone(), tools.to_vec(), false);
+            list.scan = scan;
+            servers.push(list);
+        }
+        servers.sort_by(|a, b| a.server.cmp(&b.server));
         let pins = self.pins();
         let catalog = Arc::new(Catalog::build_with_pins(servers, pins.as_deref()));
         self.compile_schemas(&catalog);

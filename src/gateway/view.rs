@@ -15,7 +15,7 @@ impl Gateway {
             "title": tool.upstream.title,
             "description": tool.upstream.description,
             "inputSchema": &*tool.input_schema,
-            "source": "mcp",
+            "source": if crate::webmcp::is_page(&tool.server) { "webmcp" } else { "mcp" },
             "server": tool.server.as_str(),
             "requiresConfirmation": self.requires_confirmation(tool),
             "fingerprint": tool.fingerprint.as_str(),

@@ -108,6 +108,13 @@ impl Access {
                 .is_none_or(|config| config.operators.iter().any(|o| o.tenant == ctx.tenant))
     }
 
+    /// Whether `ctx`'s tenant is one the configuration lists (any, in single-tenant mode).
+    pub fn knows_tenant(&self, ctx: &CallContext) -> bool {
+        self.config
+            .as_ref()
+            .is_none_or(|config| config.tenants.iter().any(|t| t.tenant == ctx.tenant))
+    }
+
     /// Whether `server` is one `ctx`'s tenant sees (every server in single-tenant mode): the
     /// servers a tenant's admin administers.
     pub fn tenant_sees(&self, ctx: &CallContext, server: &ServerId) -> bool {

@@ -63,6 +63,10 @@ impl From<GatewayError> for ApiError {
                 }
                 _ => StatusCode::BAD_GATEWAY,
             },
+            GatewayError::Page { source, .. } => match source {
+                crate::webmcp::PageError::NotConnected { .. } => StatusCode::SERVICE_UNAVAILABLE,
+                _ => StatusCode::BAD_GATEWAY,
+            },
             GatewayError::StoreUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             // Not the caller's credential to the gateway (that would be 401): their account
             // at the upstream, which they connect through `connect`.

@@ -32,8 +32,13 @@ pub fn refusal(state: &AppState, request: &Request) -> Option<Response> {
     }
     // Protected resource metadata is public: browser-based clients read it from their own
     // origin before they have a token (it carries no credentials and changes nothing).
+    // So is the WebMCP page module, and the bridge checks its pages' origins itself against
+    // `[webmcp] allowed_origins`.
+    let path = request.uri().path();
     let public = request.method() == axum::http::Method::GET
-        && request.uri().path().starts_with(METADATA_PREFIX);
+        && (path.starts_with(METADATA_PREFIX)
+            || path == "/webmcp.js"
+            || path.starts_with(super::webmcp::BRIDGE_PREFIX));
     if let Some(origin) = headers.get(header::ORIGIN).filter(|_| !public) {
         let origin = origin.to_str().unwrap_or("");
         if !origin_allowed(origin, host.unwrap_or(""), &state.service.allowed_origins) {

@@ -15,6 +15,7 @@ pub mod openapi;
 pub mod reload;
 pub mod rest;
 pub mod ui;
+pub mod webmcp;
 
 use std::{
     future::Future,
@@ -161,6 +162,7 @@ fn service(
         .merge(connect::routes())
         .merge(reload::routes())
         .merge(chat::routes())
+        .merge(webmcp::routes())
         .layer(middleware::from_fn_with_state(state.clone(), authenticate));
     let metrics =
         metrics::routes().route_layer(middleware::from_fn_with_state(state.clone(), authenticate));
@@ -172,6 +174,7 @@ fn service(
         .nest("/api/v1", api)
         .merge(mcp::mcp_router(state.clone(), (*state.shutdown).clone()))
         .merge(ui::routes())
+        .merge(webmcp::public_routes())
         .merge(oauth::routes())
         .merge(connect::callback_routes())
         .with_state(state.clone());

@@ -259,6 +259,10 @@ async fn apply(state: &AppState, source: &ReloadSource) -> Result<ReloadOutcome,
         if config.audit.sync != old.config().audit.sync {
             sections.push("audit.sync");
         }
+        // Connected pages outlive a reload, under the bridge's settings they connected with.
+        if config.webmcp != old.config().webmcp {
+            sections.push("webmcp");
+        }
         if !sections.is_empty() {
             return Err(ReloadError::RestartRequired { sections });
         }

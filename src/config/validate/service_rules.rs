@@ -104,7 +104,11 @@ pub(super) fn validate(
             })
             .unwrap_or(d.mcp_session_idle),
         allowed_hosts,
-        allowed_origins: origins(raw.allowed_origins.as_deref().unwrap_or_default(), report),
+        allowed_origins: origins(
+            raw.allowed_origins.as_deref().unwrap_or_default(),
+            "server.allowed_origins",
+            report,
+        ),
         log_json: raw.log_json.unwrap_or(d.log_json),
         threads: raw
             .threads
@@ -199,10 +203,15 @@ fn hosts(items: &[String], report: &mut Report) -> Vec<String> {
 
 /// Origin values in the form browsers send (`scheme://host[:port]`, default port left out),
 /// so that the HTTP layer compares them as text.
-fn origins(items: &[String], report: &mut Report) -> Vec<String> {
+/// Exact browser origins listed at `field`, in their serialized form.
+pub(in crate::config) fn origins(
+    items: &[String],
+    field: &str,
+    report: &mut Report,
+) -> Vec<String> {
     let mut out = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
-        let at = format!("server.allowed_origins[{i}]");
+        let at = format!("{field}[{i}]");
         let message = match item.as_str() {
             "*" => {
                 "`*` would let any web page call the gateway in its visitors' name: list \

@@ -221,6 +221,7 @@ impl Endpoint {
             confirmations,
             audit,
             oauth: Arc::new(crate::oauth::MemoryOAuth::default()),
+            pages: None,
         };
         let gateway = Gateway::start_with_stores(config, GatewayOptions::default(), stores)
             .expect("the gateway starts");

@@ -1,0 +1,545 @@
+//! The WebMCP bridge's registry: pages connected over the bridge's WebSocket
+//! (`/api/v1/webmcp/bridge/{clientId}`), the tools each registered, and the calls sent to
+//! them. A page is a tool source like an upstream server: the gateway lists its tools as
+//! server `webmcp-<name>` and sends calls to it through the one gate; the socket itself is
+//! served by [`crate::server`], which feeds what the page says in here.
+//!
+//! A page belongs to the user whose token connected it; its tools are theirs (and their
+//! tenant's, under `visible_to = "tenant"`). The registry outlives a configuration reload,
+//! so pages stay connected across one.
+
+pub mod protocol;
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex, PoisonError},
+    time::Duration,
+};
+
+use rmcp::model::{CallToolResult, Tool};
+use serde_json::{Map, Value};
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::{
+    config::{Confirm, PageVisibility, ServerId, WEBMCP_PREFIX, WebMcpConfig},
+    policy::{CallContext, Effect},
+};
+
+pub use protocol::valid_tool_name;
+
+/// Most frames waiting to be written to one page: a page that stops reading is not queued
+/// without bound (a call finding the queue full fails as not sent).
+const OUTBOX: usize = 64;
+/// Longest client id: it names the page in URLs and in the invoke API.
+const MAX_CLIENT_ID: usize = 64;
+
+/// Who connected a page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PageOwner {
+    pub tenant: String,
+    pub user: String,
+}
+
+/// What the bridge writes to a page's socket.
+#[derive(Debug)]
+pub enum Outgoing {
+    Text(String),
+    /// Close the socket with this code and reason (the page was replaced, or went quiet).
+    Close(u16, &'static str),
+}
+
+/// Why a page was not accepted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Rejected {
+    #[error("a client id is 1 to 64 of A-Z, a-z, 0-9, `_`, `.`, `-`")]
+    InvalidClientId,
+    #[error("this client id is connected by another user")]
+    ClientIdTaken,
+    #[error("this user has {0} pages connected, the most allowed")]
+    TooManyForUser(usize),
+    #[error("the gateway has {0} pages connected, the most allowed")]
+    TooMany(usize),
+}
+
+impl Rejected {
+    /// The reason's code, as the `rejected` frame gives it.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Rejected::InvalidClientId => "invalid_client_id",
+            Rejected::ClientIdTaken => "client_id_taken",
+            Rejected::TooManyForUser(_) | Rejected::TooMany(_) => "too_many_pages",
+        }
+    }
+}
+
+/// Why a call to a page did not return a result.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PageError {
+    /// No page holds this client id now; nothing was sent.
+    #[error("no page is connected as `{client}`")]
+    NotConnected { client: String },
+    /// The page went away after the call was sent: it may have acted on it.
+    #[error("the page went away before answering; the call may or may not have run")]
+    OutcomeUnknown,
+    /// The page's answer is not a tool result.
+    #[error("the page's answer is not a tool result: {0}")]
+    InvalidResult(String),
+    /// The page did not answer in time (it was told to cancel).
+    #[error("the page did not answer within {after:?}")]
+    Timeout { after: Duration },
+}
+
+impl PageError {
+    pub fn code(&self) -> &'static str {
+        match self {
+            PageError::NotConnected { .. } => "client_not_connected",
+            PageError::OutcomeUnknown => "outcome_unknown",
+            PageError::InvalidResult(_) => "invalid_result",
+            PageError::Timeout { .. } => "timeout",
+        }
+    }
+}
+
+/// One connected page.
+pub struct Page {
+    pub server: ServerId,
+    pub client_id: String,
+    pub owner: PageOwner,
+    /// Distinguishes this connection from an earlier or later one of the same client id.
+    connection: u64,
+    tools: Mutex<Arc<Vec<Tool>>>,
+    outbox: mpsc::Sender<Outgoing>,
+    /// Calls sent and not answered, by call id: answered only by this socket.
+    pending: Mutex<HashMap<String, oneshot::Sender<Value>>>,
+    /// Cancelled when the page goes: every pending call fails at once.
+    gone: CancellationToken,
+}
+
+impl Page {
+    /// The tools the page registered last.
+    pub fn tools(&self) -> Arc<Vec<Tool>> {
+        self.tools
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The page answered `call_id`; `false` when no call of this page waits under that id
+    /// (another socket's, finished, or made up): the answer is dropped.
+    pub fn answer(&self, call_id: &str, result: Value) -> bool {
+        let waiting = self
+            .pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(call_id);
+        waiting.is_some_and(|tx| tx.send(result).is_ok())
+    }
+
+    /// Cancelled when the page goes away.
+    pub fn gone(&self) -> &CancellationToken {
+        &self.gone
+    }
+}
+
+/// Every page connected to this instance.
+pub struct Pages {
+    config: WebMcpConfig,
+    pages: Mutex<HashMap<ServerId, Arc<Page>>>,
+    connections: std::sync::atomic::AtomicU64,
+    /// Bumped whenever a page comes, goes or changes its tools.
+    changes: watch::Sender<u64>,
+}
+
+impl Pages {
+    pub fn new(config: WebMcpConfig) -> Pages {
+        Pages {
+            config,
+            pages: Mutex::new(HashMap::new()),
+            connections: std::sync::atomic::AtomicU64::new(0),
+            changes: watch::channel(0).0,
+        }
+    }
+
+    pub fn config(&self) -> &WebMcpConfig {
+        &self.config
+    }
+
+    /// Changes whenever the set of pages or their tools changed.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    fn changed(&self) {
+        self.changes.send_modify(|n| *n += 1);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<ServerId, Arc<Page>>> {
+        self.pages.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Registers a page that said `hello` as `client_id` for `owner`. The same owner's page
+    /// already holding the id (a reload) is replaced: its socket is closed and its pending
+    /// calls end `outcome_unknown`. Returns the page and what to write to its socket.
+    pub fn attach(
+        &self,
+        client_id: &str,
+        owner: PageOwner,
+    ) -> Result<(Arc<Page>, mpsc::Receiver<Outgoing>), Rejected> {
+        let server = server_id(client_id).ok_or(Rejected::InvalidClientId)?;
+        let (outbox, rx) = mpsc::channel(OUTBOX);
+        let connection = self
+            .connections
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let page = Arc::new(Page {
+            server: server.clone(),
+            client_id: client_id.to_owned(),
+            owner,
+            connection,
+            tools: Mutex::new(Arc::new(Vec::new())),
+            outbox,
+            pending: Mutex::new(HashMap::new()),
+            gone: CancellationToken::new(),
+        });
+        let replaced = {
+            let mut pages = self.lock();
+            if let Some(held) = pages.get(&server)
+                && held.owner != page.owner
+            {
+                return Err(Rejected::ClientIdTaken);
+            }
+            let replacing = pages.contains_key(&server);
+            let of_user = pages
+                .values()
+                .filter(|p| p.owner == page.owner)
+                .count()
+                .saturating_sub(usize::from(replacing));
+            if of_user >= self.config.max_pages_per_user {
+                return Err(Rejected::TooManyForUser(of_user));
+            }
+            if !replacing && pages.len() >= self.config.max_pages {
+                return Err(Rejected::TooMany(pages.len()));
+            }
+            pages.insert(server, page.clone())
+        };
+        if let Some(old) = replaced {
+            let _ = old
+                .outbox
+                .try_send(Outgoing::Close(4000, "replaced by a new connection"));
+            old.gone.cancel();
+        }
+        self.changed();
+        Ok((page, rx))
+    }
+
+    /// The page's new tool list.
+    pub fn set_tools(&self, page: &Page, tools: Vec<Tool>) {
+        *page.tools.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(tools);
+        if self.is_current(page) {
+            self.changed();
+        }
+    }
+
+    /// The page's socket closed (or was closed): its tools leave the catalog and every call
+    /// waiting for it fails now.
+    pub fn detach(&self, page: &Page) {
+        page.gone.cancel();
+        let removed = {
+            let mut pages = self.lock();
+            let current = pages
+                .get(&page.server)
+                .is_some_and(|p| p.connection == page.connection);
+            current && pages.remove(&page.server).is_some()
+        };
+        if removed {
+            self.changed();
+        }
+    }
+
+    fn is_current(&self, page: &Page) -> bool {
+        self.lock()
+            .get(&page.server)
+            .is_some_and(|p| p.connection == page.connection)
+    }
+
+    /// Every connected page (for the catalog).
+    pub fn all(&self) -> Vec<Arc<Page>> {
+        let mut pages: Vec<_> = self.lock().values().cloned().collect();
+        pages.sort_by(|a, b| a.server.cmp(&b.server));
+        pages
+    }
+
+    /// The page connected as `server`.
+    pub fn get(&self, server: &ServerId) -> Option<Arc<Page>> {
+        self.lock().get(server).cloned()
+    }
+
+    /// Whether `ctx` may see and call the tools of the page `server` holds.
+    pub fn visible(&self, ctx: &CallContext, server: &ServerId) -> bool {
+        self.get(server).is_some_and(|page| {
+            page.owner.tenant == ctx.tenant
+                && (self.config.visible_to == PageVisibility::Tenant || page.owner.user == ctx.user)
+        })
+    }
+
+    /// Whether calling the page tool `canonical` (definition `tool`) writes: the operator's
+    /// lists first, then the page's `readOnlyHint` (a page is its user's own code, so its
+    /// claim counts; without it a tool is a write).
+    pub fn classify(&self, canonical: &str, tool: &Tool) -> Effect {
+        if self.config.write_tools.iter().any(|t| t == canonical) {
+            return Effect::Write;
+        }
+        let claims_read = tool.annotations.as_ref().and_then(|a| a.read_only_hint) == Some(true);
+        if claims_read || self.config.read_only_tools.iter().any(|t| t == canonical) {
+            Effect::Read
+        } else {
+            Effect::Write
+        }
+    }
+
+    /// Whether a call with `effect` needs a confirmation.
+    pub fn needs_confirmation(&self, effect: Effect) -> bool {
+        match self.config.confirm {
+            Confirm::All => true,
+            Confirm::Writes => effect == Effect::Write,
+            Confirm::None => false,
+        }
+    }
+
+    /// Sends a call to the page `server` holds and waits for its answer, at most `timeout`.
+    /// Dropping the future (the caller went away) tells the page to cancel.
+    pub async fn invoke(
+        &self,
+        server: &ServerId,
+        tool: &str,
+        arguments: &Map<String, Value>,
+        timeout: Duration,
+    ) -> Result<CallToolResult, PageError> {
+        let not_connected = || PageError::NotConnected {
+            client: server
+                .as_str()
+                .strip_prefix(WEBMCP_PREFIX)
+                .unwrap_or(server.as_str())
+                .to_owned(),
+        };
+        let page = self.get(server).ok_or_else(not_connected)?;
+        let call_id = crate::digest::random_hex(16);
+        let (tx, rx) = oneshot::channel();
+        page.pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(call_id.clone(), tx);
+        let mut waiting = Waiting {
+            page: &page,
+            call_id: &call_id,
+            answered: false,
+        };
+        if page
+            .outbox
+            .try_send(Outgoing::Text(protocol::invoke(&call_id, tool, arguments)))
+            .is_err()
+        {
+            // Not sent: the socket is closing or the page stopped reading.
+            waiting.answered = true;
+            page.pending
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .remove(&call_id);
+            return Err(not_connected());
+        }
+        let answer = tokio::select! {
+            answer = rx => answer.map_err(|_| PageError::OutcomeUnknown),
+            () = page.gone.cancelled() => Err(PageError::OutcomeUnknown),
+            () = tokio::time::sleep(timeout) => Err(PageError::Timeout { after: timeout }),
+        };
+        if answer.is_ok() {
+            waiting.answered = true;
+        }
+        let answer = answer?;
+        serde_json::from_value::<CallToolResult>(answer)
+            .map_err(|e| PageError::InvalidResult(e.to_string()))
+    }
+}
+
+/// A call sent to a page: if it ends without the page's answer, its id is forgotten and the
+/// page told to cancel (the page may still be running it).
+struct Waiting<'a> {
+    page: &'a Page,
+    call_id: &'a str,
+    answered: bool,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        if self.answered {
+            return;
+        }
+        let waited = self
+            .page
+            .pending
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(self.call_id)
+            .is_some();
+        if waited && !self.page.gone.is_cancelled() {
+            let _ = self
+                .page
+                .outbox
+                .try_send(Outgoing::Text(protocol::cancel(self.call_id)));
+        }
+    }
+}
+
+/// The server id of the page `client_id`: `webmcp-` and the id in lowercase, every other
+/// character than a letter or digit as `-`, cut to fit a server id. `None` for an id that
+/// is not 1 to 64 of `A-Z a-z 0-9 _ . -`.
+pub fn server_id(client_id: &str) -> Option<ServerId> {
+    if !(1..=MAX_CLIENT_ID).contains(&client_id.len())
+        || !client_id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+    {
+        return None;
+    }
+    let room = 32 - WEBMCP_PREFIX.len();
+    let name: String = client_id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .take(room)
+        .collect();
+    ServerId::new(&format!("{WEBMCP_PREFIX}{name}"))
+}
+
+/// Whether `server` names a page (not a configured server; configuration refuses the prefix).
+pub fn is_page(server: &ServerId) -> bool {
+    server.as_str().starts_with(WEBMCP_PREFIX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owner(user: &str) -> PageOwner {
+        PageOwner {
+            tenant: "t".into(),
+            user: user.into(),
+        }
+    }
+
+    fn ctx(tenant: &str, user: &str) -> CallContext {
+        CallContext {
+            tenant: tenant.into(),
+            user: user.into(),
+            session: "s".into(),
+            roles: Vec::new(),
+            request_id: "r".into(),
+        }
+    }
+
+    #[test]
+    fn client_ids_become_server_ids() {
+        assert_eq!(
+            server_id("Editor_1.tab").expect("valid").as_str(),
+            "webmcp-editor-1-tab"
+        );
+        assert_eq!(
+            server_id(&"a".repeat(64)).expect("valid").as_str().len(),
+            32
+        );
+        assert!(server_id("").is_none());
+        assert!(server_id("a/b").is_none());
+        assert!(server_id(&"a".repeat(65)).is_none());
+    }
+
+    #[tokio::test]
+    async fn a_page_is_its_owners_and_answers_only_its_own_calls() {
+        let pages = Pages::new(WebMcpConfig {
+            max_pages_per_user: 1,
+            ..WebMcpConfig::default()
+        });
+        let (page, mut rx) = pages.attach("editor", owner("ann")).expect("accepted");
+        assert_eq!(
+            pages.attach("editor", owner("bob")).err(),
+            Some(Rejected::ClientIdTaken)
+        );
+        assert_eq!(
+            pages.attach("other", owner("ann")).err(),
+            Some(Rejected::TooManyForUser(1))
+        );
+        assert!(pages.visible(&ctx("t", "ann"), &page.server));
+        assert!(!pages.visible(&ctx("t", "bob"), &page.server));
+        assert!(!pages.visible(&ctx("u", "ann"), &page.server));
+
+        let server = page.server.clone();
+        let none = Map::new();
+        let call = pages.invoke(&server, "get", &none, Duration::from_secs(5));
+        let answer = async {
+            let Some(Outgoing::Text(frame)) = rx.recv().await else {
+                panic!("no invoke frame");
+            };
+            let frame: Value = serde_json::from_str(&frame).expect("JSON");
+            let id = frame["callId"].as_str().expect("call id").to_owned();
+            assert!(!page.answer("made-up", serde_json::json!({})));
+            let result = serde_json::json!({"content": [{"type": "text", "text": "hi"}]});
+            assert!(page.answer(&id, result.clone()));
+            assert!(!page.answer(&id, result), "answered twice");
+        };
+        let (result, ()) = tokio::join!(call, answer);
+        assert_eq!(result.expect("answered").content.len(), 1);
+
+        // Reloaded: the old page's calls end at once, its socket is closed.
+        let call = pages.invoke(&server, "get", &none, Duration::from_secs(5));
+        let reload = async {
+            let _invoke = rx.recv().await;
+            let (_new, _rx) = pages.attach("editor", owner("ann")).expect("replaces");
+            assert!(matches!(rx.recv().await, Some(Outgoing::Close(4000, _))));
+        };
+        let (result, ()) = tokio::join!(call, reload);
+        assert_eq!(result.err(), Some(PageError::OutcomeUnknown));
+        // The replaced page's going does not remove the new one.
+        pages.detach(&page);
+        assert!(pages.get(&server).is_some());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_call_not_answered_in_time_is_cancelled() {
+        let pages = Pages::new(WebMcpConfig::default());
+        let (page, mut rx) = pages.attach("editor", owner("ann")).expect("accepted");
+        let outcome = pages
+            .invoke(&page.server, "get", &Map::new(), Duration::from_secs(1))
+            .await;
+        assert_eq!(
+            outcome.err(),
+            Some(PageError::Timeout {
+                after: Duration::from_secs(1)
+            })
+        );
+        let _invoke = rx.recv().await.expect("invoke");
+        let Some(Outgoing::Text(cancel)) = rx.recv().await else {
+            panic!("no cancel");
+        };
+        assert!(cancel.contains("\"cancel\""));
+        assert!(page.pending.lock().expect("unpoisoned").is_empty());
+        let gone = PageError::NotConnected {
+            client: "nobody".into(),
+        };
+        assert_eq!(
+            pages
+                .invoke(
+                    &server_id("nobody").expect("valid"),
+                    "x",
+                    &Map::new(),
+                    Duration::from_secs(1)
+                )
+                .await
+                .err(),
+            Some(gone)
+        );
+    }
+}
