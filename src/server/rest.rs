@@ -61,14 +61,43 @@ async fn call_tool(
     Extension(overhead): Extension<Overhead>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
+    let ([tool], arguments, token) = call_body(&state, &body, ["tool"])?;
+    let gateway = state.gateway.current();
+    let timer = state.metrics.start_call(&gateway, &tool);
+    let (outcome, upstream) = gateway
+        .call_tool_measured(&ctx, &tool, arguments, token.as_deref())
+        .await;
+    timer.finish(&outcome);
+    overhead.exclude(upstream);
+    match outcome {
+        Ok(output) => Ok(Json(output.json_view()).into_response()),
+        Err(err) => Err(err.into()),
+    }
+}
+
+/// A call's body: the string fields `names` (each required), `arguments` (an object, absent
+/// as `{}`) and `confirmationToken` (optional), nothing else. Parsed by the gate's own argument
+/// parser, so duplicate keys anywhere in it are refused.
+pub(super) fn call_body<const N: usize>(
+    state: &AppState,
+    body: &[u8],
+    names: [&str; N],
+) -> Result<([String; N], Value, Option<String>), ApiError> {
     let text =
-        std::str::from_utf8(&body).map_err(|_| ApiError::bad_request("the body is not UTF-8"))?;
+        std::str::from_utf8(body).map_err(|_| ApiError::bad_request("the body is not UTF-8"))?;
     let mut fields = parse_arguments(text, state.service.max_body_bytes)
         .map_err(|e| ApiError::bad_request(format!("the body is not acceptable: {e}")))?;
-    let tool = match fields.remove("tool") {
-        Some(Value::String(tool)) => tool,
-        _ => return Err(ApiError::bad_request("`tool` (a string) is required")),
-    };
+    let mut strings = Vec::with_capacity(N);
+    for name in names {
+        match fields.remove(name) {
+            Some(Value::String(value)) => strings.push(value),
+            _ => {
+                return Err(ApiError::bad_request(format!(
+                    "`{name}` (a string) is required"
+                )));
+            }
+        }
+    }
     let arguments = match fields.remove("arguments") {
         None | Some(Value::Null) => Value::Object(Map::new()),
         Some(arguments @ Value::Object(_)) => arguments,
@@ -89,17 +118,10 @@ async fn call_tool(
             shown(unknown)
         )));
     }
-    let gateway = state.gateway.current();
-    let timer = state.metrics.start_call(&gateway, &tool);
-    let (outcome, upstream) = gateway
-        .call_tool_measured(&ctx, &tool, arguments, token.as_deref())
-        .await;
-    timer.finish(&outcome);
-    overhead.exclude(upstream);
-    match outcome {
-        Ok(output) => Ok(Json(output.json_view()).into_response()),
-        Err(err) => Err(err.into()),
-    }
+    let strings = strings
+        .try_into()
+        .map_err(|_| ApiError::bad_request("the body is not acceptable"))?;
+    Ok((strings, arguments, token))
 }
 
 async fn list_confirmations(

@@ -119,7 +119,7 @@ fn serve(name: &str, request: &HeaderMap) -> Response {
 }
 
 /// The headers every page response carries.
-fn secure(headers: &mut HeaderMap) {
+pub(super) fn secure(headers: &mut HeaderMap) {
     headers.insert(
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_static(CONTENT_SECURITY_POLICY),

@@ -22,13 +22,13 @@ use axum::{
     routing::{get, post},
 };
 use futures::{SinkExt, StreamExt};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use super::{AppState, errors::ApiError};
 use crate::{
     gateway::GatewayError,
-    policy::{CallContext, parse_arguments},
+    policy::CallContext,
     webmcp::{
         Outgoing, Page, PageError, PageOwner, Pages,
         protocol::{self, FromPage, SUBPROTOCOL, TOKEN_SUBPROTOCOL_PREFIX},
@@ -69,10 +69,7 @@ async fn module() -> Response {
         HeaderValue::from_static("text/javascript; charset=utf-8"),
     );
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    headers.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
+    super::ui::secure(headers);
     // Imported by pages of the allowed origins, from their own origin.
     headers.insert(
         header::ACCESS_CONTROL_ALLOW_ORIGIN,
@@ -356,31 +353,8 @@ async fn invoke(
     Extension(ctx): Extension<Arc<CallContext>>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
-    let text =
-        std::str::from_utf8(&body).map_err(|_| ApiError::bad_request("the body is not UTF-8"))?;
-    let mut fields = parse_arguments(text, state.service.max_body_bytes)
-        .map_err(|e| ApiError::bad_request(format!("the body is not acceptable: {e}")))?;
-    let mut string = |name: &str, required: bool| match fields.remove(name) {
-        Some(Value::String(s)) => Ok(Some(s)),
-        None | Some(Value::Null) if !required => Ok(None),
-        _ => Err(ApiError::bad_request(format!(
-            "`{name}` (a string) is required"
-        ))),
-    };
-    let client_id = string("clientId", true)?.unwrap_or_default();
-    let tool = string("tool", true)?.unwrap_or_default();
-    let token = string("confirmationToken", false)?;
-    let arguments = match fields.remove("arguments") {
-        None | Some(Value::Null) => Value::Object(Map::new()),
-        Some(arguments @ Value::Object(_)) => arguments,
-        Some(_) => return Err(ApiError::bad_request("`arguments` must be an object")),
-    };
-    if let Some(unknown) = fields.keys().next() {
-        return Err(ApiError::bad_request(format!(
-            "unknown field `{}`",
-            unknown.chars().take(64).collect::<String>()
-        )));
-    }
+    let ([client_id, tool], arguments, token) =
+        super::rest::call_body(&state, &body, ["clientId", "tool"])?;
     let server = server_id(&client_id).ok_or_else(|| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
