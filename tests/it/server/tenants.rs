@@ -49,12 +49,17 @@ fn token(tenant: &str, user: &str, roles: &[&str]) -> String {
 }
 
 impl Service {
-    async fn get_as(&self, token: &str, path: &str) -> (StatusCode, Value) {
+    pub(super) async fn get_as(&self, token: &str, path: &str) -> (StatusCode, Value) {
         let response = self.client.get(self.url(path)).bearer_auth(token);
         json_of(response.send().await.expect("sent")).await
     }
 
-    async fn post_as(&self, token: &str, path: &str, body: Value) -> (StatusCode, Value) {
+    pub(super) async fn post_as(
+        &self,
+        token: &str,
+        path: &str,
+        body: Value,
+    ) -> (StatusCode, Value) {
         let response = self.client.post(self.url(path)).bearer_auth(token);
         json_of(response.json(&body).send().await.expect("sent")).await
     }
