@@ -39,6 +39,7 @@ use crate::support::{self, in_process};
 mod chat;
 mod poisoned;
 mod review;
+mod webmcp;
 
 /// One browser script: Chromium's start plus every step, on a busy 2-core machine.
 const SCRIPT_WAIT: Duration = Duration::from_secs(180);
