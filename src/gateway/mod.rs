@@ -249,6 +249,13 @@ impl Gateway {
         let pages = stores
             .pages
             .unwrap_or_else(|| Arc::new(crate::webmcp::Pages::new(config.webmcp.clone())));
+        // Behind a load balancer a page's socket and a call of its tools may reach different
+        // instances: with Redis, the bridge spans them.
+        if pages.config().enabled()
+            && let (Some(redis), Some(events)) = (&stores.shared.redis, &stores.shared.events)
+        {
+            pages.share(redis.clone(), events.clone(), stores.shared.stopping());
+        }
         let inner = Arc::new(Inner {
             listings: listings::UserListings::new(&config.cache),
             pages,
@@ -568,12 +575,11 @@ impl Gateway {
         let mut servers = servers;
         // Pages' tools, listed like a server's (scanned, fingerprinted, pinned).
         let scan = self.inner.pages.config().scan;
-        for page in self.inner.pages.all() {
-            let tools = page.tools();
+        for (server, tools) in self.inner.pages.listed() {
             if tools.is_empty() {
                 continue;
             }
-            let mut list = ServerTools::new(page.server.clone(), tools.to_vec(), false);
+            let mut list = ServerTools::new(server, tools.to_vec(), false);
             list.scan = scan;
             servers.push(list);
         }
@@ -592,7 +598,11 @@ impl Gateway {
         );
         self.inner.swaps.send_modify(|n| *n += 1);
         if self.inner.shared.events.is_some() {
-            for server in changed_servers(&previous, &catalog) {
+            // Pages' changes reach the other instances through the pages' registry.
+            for server in changed_servers(&previous, &catalog)
+                .into_iter()
+                .filter(|server| !server.starts_with(crate::config::WEBMCP_PREFIX))
+            {
                 self.announce(crate::store::redis::Event::Refreshed { server })
                     .await;
             }

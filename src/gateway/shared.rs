@@ -147,6 +147,11 @@ impl SharedStores {
         health
     }
 
+    /// Cancelled when the background work stops.
+    pub(crate) fn stopping(&self) -> CancellationToken {
+        self.stop.clone()
+    }
+
     /// Stops the background work (event subscription, schema retries).
     pub fn close(&self) {
         self.stop.cancel();

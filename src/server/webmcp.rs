@@ -199,6 +199,8 @@ struct Connection {
 
 /// What handling a message asks of the socket.
 enum Next {
+    /// The page said `hello`: register it.
+    Hello,
     Reply(String),
     Nothing,
     Close(u16, &'static str),
@@ -256,8 +258,12 @@ impl Connection {
                 }
                 () = shutdown.cancelled() => Next::Close(1001, "the gateway is stopping"),
             };
+            let next = match next {
+                Next::Hello => self.hello().await,
+                next => next,
+            };
             match next {
-                Next::Nothing => {}
+                Next::Hello | Next::Nothing => {}
                 Next::Reply(text) => {
                     if sink.send(Message::Text(text.into())).await.is_err() {
                         break;
@@ -280,6 +286,30 @@ impl Connection {
         }
     }
 
+    async fn hello(&mut self) -> Next {
+        match self.pages.hello(&self.client_id, self.owner.clone()).await {
+            Ok((page, rx)) => {
+                tracing::info!(server = %page.server, "a WebMCP page connected");
+                let accepted = json!({
+                    "type": "accepted",
+                    "version": protocol::VERSION,
+                    "clientId": page.client_id,
+                    "server": page.server.as_str(),
+                    "heartbeatMs": millis(self.pages.config().heartbeat),
+                    "maxFrameBytes": self.pages.config().max_frame_bytes,
+                });
+                self.page = Some((page, rx));
+                Next::Reply(accepted.to_string())
+            }
+            Err(rejected) => {
+                // Told, then closed: a page can read the reason before the close.
+                let frame = json!({"type": "rejected", "reason": rejected.code(),
+                                   "message": rejected.to_string()});
+                Next::ReplyAndClose(frame.to_string(), 4003, "rejected")
+            }
+        }
+    }
+
     fn handle(&mut self, text: &str) -> Next {
         let message = match protocol::read(text, self.pages.config()) {
             Ok(message) => message,
@@ -291,27 +321,7 @@ impl Connection {
             if !matches!(message, FromPage::Hello) {
                 return Next::Nothing;
             }
-            return match self.pages.attach(&self.client_id, self.owner.clone()) {
-                Ok((page, rx)) => {
-                    tracing::info!(server = %page.server, "a WebMCP page connected");
-                    let accepted = json!({
-                        "type": "accepted",
-                        "version": protocol::VERSION,
-                        "clientId": page.client_id,
-                        "server": page.server.as_str(),
-                        "heartbeatMs": millis(self.pages.config().heartbeat),
-                        "maxFrameBytes": self.pages.config().max_frame_bytes,
-                    });
-                    self.page = Some((page, rx));
-                    Next::Reply(accepted.to_string())
-                }
-                Err(rejected) => {
-                    // Told, then closed: a page can read the reason before the close.
-                    let frame = json!({"type": "rejected", "reason": rejected.code(),
-                                       "message": rejected.to_string()});
-                    Next::ReplyAndClose(frame.to_string(), 4003, "rejected")
-                }
-            };
+            return Next::Hello;
         };
         match message {
             FromPage::Hello => Next::Reply(

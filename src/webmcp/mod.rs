@@ -9,16 +9,20 @@
 //! so pages stay connected across one.
 
 pub mod protocol;
+mod remote;
 
 use std::{
     collections::HashMap,
-    sync::{Arc, Mutex, PoisonError},
+    sync::{
+        Arc, Mutex, OnceLock, PoisonError,
+        atomic::{AtomicBool, Ordering},
+    },
     time::Duration,
 };
 
 use rmcp::model::{CallToolResult, Tool};
 use serde_json::{Map, Value};
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{Notify, mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::{
@@ -27,6 +31,7 @@ use crate::{
 };
 
 pub use protocol::valid_tool_name;
+pub use remote::RemotePage;
 
 /// Most frames waiting to be written to one page: a page that stops reading is not queued
 /// without bound (a call finding the queue full fails as not sent).
@@ -60,6 +65,8 @@ pub enum Rejected {
     TooManyForUser(usize),
     #[error("the gateway has {0} pages connected, the most allowed")]
     TooMany(usize),
+    #[error("the pages' shared registry cannot be reached; try again")]
+    Unavailable,
 }
 
 impl Rejected {
@@ -69,6 +76,7 @@ impl Rejected {
             Rejected::InvalidClientId => "invalid_client_id",
             Rejected::ClientIdTaken => "client_id_taken",
             Rejected::TooManyForUser(_) | Rejected::TooMany(_) => "too_many_pages",
+            Rejected::Unavailable => "unavailable",
         }
     }
 }
@@ -142,13 +150,24 @@ impl Page {
     }
 }
 
-/// Every page connected to this instance.
+/// Every page connected to this instance, and (with Redis) those other instances hold.
 pub struct Pages {
     config: WebMcpConfig,
     pages: Mutex<HashMap<ServerId, Arc<Page>>>,
     connections: std::sync::atomic::AtomicU64,
     /// Bumped whenever a page comes, goes or changes its tools.
     changes: watch::Sender<u64>,
+    /// Names this process among the instances' page holders (connection numbers restart
+    /// with the process).
+    process: String,
+    /// The shared registry, when the bridge spans instances.
+    remote: OnceLock<Arc<remote::Remote>>,
+    /// Pages other instances hold, as the registry said last.
+    elsewhere: Mutex<HashMap<ServerId, Arc<RemotePage>>>,
+    /// A page here came, went or changed its tools since the registry was last told.
+    dirty: AtomicBool,
+    /// Wakes the registry's follower for a change here.
+    wake: Notify,
 }
 
 impl Pages {
@@ -158,6 +177,122 @@ impl Pages {
             pages: Mutex::new(HashMap::new()),
             connections: std::sync::atomic::AtomicU64::new(0),
             changes: watch::channel(0).0,
+            process: crate::digest::random_hex(8),
+            remote: OnceLock::new(),
+            elsewhere: Mutex::new(HashMap::new()),
+            dirty: AtomicBool::new(false),
+            wake: Notify::new(),
+        }
+    }
+
+    /// Spans the bridge across the instances sharing `redis`: pages held here are recorded
+    /// there, others' pages listed here, calls routed to their holder. Once; later calls
+    /// (a reload's) change nothing.
+    pub fn share(
+        self: &Arc<Self>,
+        redis: crate::store::redis::Redis,
+        events: crate::store::redis::Events,
+        stop: CancellationToken,
+    ) {
+        if self.remote.get().is_some() {
+            return;
+        }
+        let store = crate::store::redis::RedisPages::new(redis);
+        let remote = remote::Remote::start(self, store, events, stop);
+        let _ = self.remote.set(remote);
+    }
+
+    /// Whether pages of other instances are reachable from here.
+    pub fn shared(&self) -> bool {
+        self.remote.get().is_some()
+    }
+
+    /// Who holds `page` among the instances: `<instance>/<process>/<connection>`.
+    fn holder_of(&self, page: &Page) -> String {
+        let instance = self.remote.get().map_or("local", |r| r.instance());
+        format!("{instance}/{}/{}", self.process, page.connection)
+    }
+
+    /// What the registry says of `page`.
+    fn record_of(&self, page: &Page) -> String {
+        let record = remote::Record {
+            client_id: page.client_id.clone(),
+            tenant: page.owner.tenant.clone(),
+            user: page.owner.user.clone(),
+            tools: page.tools().to_vec(),
+        };
+        serde_json::to_string(&record).unwrap_or_default()
+    }
+
+    /// A local change the registry must hear of.
+    fn touched(&self) {
+        if self.shared() {
+            self.dirty.store(true, Ordering::Release);
+            self.wake.notify_one();
+        }
+    }
+
+    /// The same owner's page took `page`'s id over on another instance: close this one.
+    fn replaced(&self, page: &Page) {
+        let _ = page
+            .outbox
+            .try_send(Outgoing::Close(4000, "replaced by a new connection"));
+        page.gone.cancel();
+    }
+
+    /// The registry's latest view of other instances' pages.
+    fn set_elsewhere(&self, instance: &str, entries: Vec<(String, crate::store::redis::PageEntry)>) {
+        let changed = {
+            let mut elsewhere = self.elsewhere.lock().unwrap_or_else(PoisonError::into_inner);
+            let now = remote::read_entries(instance, entries, &elsewhere);
+            let same = now.len() == elsewhere.len()
+                && now
+                    .iter()
+                    .all(|(id, page)| elsewhere.get(id).is_some_and(|old| Arc::ptr_eq(old, page)));
+            *elsewhere = now;
+            !same
+        };
+        if changed {
+            self.changed();
+        }
+    }
+
+    fn elsewhere(&self, server: &ServerId) -> Option<Arc<RemotePage>> {
+        if !self.shared() {
+            return None;
+        }
+        self.elsewhere
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(server)
+            .cloned()
+    }
+
+    /// Every page's tools for the catalog, by server id: those held here, then those held
+    /// elsewhere under ids not held here.
+    pub fn listed(&self) -> Vec<(ServerId, Arc<Vec<Tool>>)> {
+        let mut listed: Vec<(ServerId, Arc<Vec<Tool>>)> = self
+            .all()
+            .iter()
+            .map(|page| (page.server.clone(), page.tools()))
+            .collect();
+        if self.shared() {
+            let elsewhere = self.elsewhere.lock().unwrap_or_else(PoisonError::into_inner);
+            for (server, page) in elsewhere.iter() {
+                if !listed.iter().any(|(id, _)| id == server) {
+                    listed.push((server.clone(), page.tools.clone()));
+                }
+            }
+        }
+        listed.sort_by(|a, b| a.0.cmp(&b.0));
+        listed
+    }
+
+    /// Who connected the page `server` names, wherever it is held.
+    fn owner_of(&self, server: &ServerId) -> Option<PageOwner> {
+        match self.get(server) {
+            Some(page) => Some(page.owner.clone()),
+            None => self.elsewhere(server).map(|page| page.owner.clone()),
         }
     }
 
@@ -201,6 +336,12 @@ impl Pages {
             pending: Mutex::new(HashMap::new()),
             gone: CancellationToken::new(),
         });
+        if self
+            .elsewhere(&server)
+            .is_some_and(|held| held.owner != page.owner)
+        {
+            return Err(Rejected::ClientIdTaken);
+        }
         let replaced = {
             let mut pages = self.lock();
             if let Some(held) = pages.get(&server)
@@ -223,12 +364,36 @@ impl Pages {
             pages.insert(server, page.clone())
         };
         if let Some(old) = replaced {
-            let _ = old
-                .outbox
-                .try_send(Outgoing::Close(4000, "replaced by a new connection"));
-            old.gone.cancel();
+            self.replaced(&old);
         }
         self.changed();
+        Ok((page, rx))
+    }
+
+    /// [`Pages::attach`], and with the bridge shared, the page recorded in the registry
+    /// (refused when another owner's page holds the id on another instance, or the registry
+    /// cannot be reached).
+    pub async fn hello(
+        &self,
+        client_id: &str,
+        owner: PageOwner,
+    ) -> Result<(Arc<Page>, mpsc::Receiver<Outgoing>), Rejected> {
+        let (page, rx) = self.attach(client_id, owner)?;
+        if let Some(remote) = self.remote.get() {
+            let claimed = remote
+                .claim(
+                    &page.server,
+                    &page.owner,
+                    &self.holder_of(&page),
+                    &self.record_of(&page),
+                    self.config.heartbeat_timeout,
+                )
+                .await;
+            if let Err(rejected) = claimed {
+                self.detach(&page);
+                return Err(rejected);
+            }
+        }
         Ok((page, rx))
     }
 
@@ -237,6 +402,7 @@ impl Pages {
         *page.tools.lock().unwrap_or_else(PoisonError::into_inner) = Arc::new(tools);
         if self.is_current(page) {
             self.changed();
+            self.touched();
         }
     }
 
@@ -253,6 +419,11 @@ impl Pages {
         };
         if removed {
             self.changed();
+            if let Some(remote) = self.remote.get() {
+                let (remote, server, holder) =
+                    (remote.clone(), page.server.clone(), self.holder_of(page));
+                tokio::spawn(async move { remote.release(&server, &holder).await });
+            }
         }
     }
 
@@ -274,11 +445,12 @@ impl Pages {
         self.lock().get(server).cloned()
     }
 
-    /// Whether `ctx` may see and call the tools of the page `server` holds.
+    /// Whether `ctx` may see and call the tools of the page `server` names, wherever it is
+    /// held.
     pub fn visible(&self, ctx: &CallContext, server: &ServerId) -> bool {
-        self.get(server).is_some_and(|page| {
-            page.owner.tenant == ctx.tenant
-                && (self.config.visible_to == PageVisibility::Tenant || page.owner.user == ctx.user)
+        self.owner_of(server).is_some_and(|owner| {
+            owner.tenant == ctx.tenant
+                && (self.config.visible_to == PageVisibility::Tenant || owner.user == ctx.user)
         })
     }
 
@@ -306,8 +478,9 @@ impl Pages {
         }
     }
 
-    /// Sends a call to the page `server` holds and waits for its answer, at most `timeout`.
-    /// Dropping the future (the caller went away) tells the page to cancel.
+    /// Sends a call to the page `server` names (here, or through the instance holding it)
+    /// and waits for its answer, at most `timeout`. Dropping the future (the caller went
+    /// away) tells the page to cancel.
     pub async fn invoke(
         &self,
         server: &ServerId,
@@ -315,14 +488,30 @@ impl Pages {
         arguments: &Map<String, Value>,
         timeout: Duration,
     ) -> Result<CallToolResult, PageError> {
-        let not_connected = || PageError::NotConnected {
-            client: server
-                .as_str()
-                .strip_prefix(WEBMCP_PREFIX)
-                .unwrap_or(server.as_str())
-                .to_owned(),
-        };
-        let page = self.get(server).ok_or_else(not_connected)?;
+        if let Some(page) = self.get(server) {
+            return self.invoke_local(&page, tool, arguments, timeout).await;
+        }
+        if let (Some(remote), Some(page)) = (self.remote.get(), self.elsewhere(server)) {
+            return remote
+                .call(&page, tool, arguments, timeout)
+                .await
+                .map_err(|err| match err {
+                    PageError::NotConnected { .. } => not_connected(server),
+                    other => other,
+                });
+        }
+        Err(not_connected(server))
+    }
+
+    /// [`Pages::invoke`] on a page held here.
+    async fn invoke_local(
+        &self,
+        page: &Arc<Page>,
+        tool: &str,
+        arguments: &Map<String, Value>,
+        timeout: Duration,
+    ) -> Result<CallToolResult, PageError> {
+        let not_connected = || not_connected(&page.server);
         let call_id = crate::digest::random_hex(16);
         let (tx, rx) = oneshot::channel();
         page.pending
@@ -330,7 +519,7 @@ impl Pages {
             .unwrap_or_else(PoisonError::into_inner)
             .insert(call_id.clone(), tx);
         let mut waiting = Waiting {
-            page: &page,
+            page,
             call_id: &call_id,
             answered: false,
         };
@@ -358,6 +547,17 @@ impl Pages {
         let answer = answer?;
         serde_json::from_value::<CallToolResult>(answer)
             .map_err(|e| PageError::InvalidResult(e.to_string()))
+    }
+}
+
+/// No page holds `server` now.
+fn not_connected(server: &ServerId) -> PageError {
+    PageError::NotConnected {
+        client: server
+            .as_str()
+            .strip_prefix(WEBMCP_PREFIX)
+            .unwrap_or(server.as_str())
+            .to_owned(),
     }
 }
 

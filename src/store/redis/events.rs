@@ -59,6 +59,9 @@ pub enum Event {
         reply: String,
         count: usize,
     },
+    /// A WebMCP page connected to, changed its tools on, or left another instance: read the
+    /// pages' registry again.
+    PagesChanged,
 }
 
 #[derive(Serialize, Deserialize)]
@@ -118,52 +121,78 @@ impl Events {
     }
 
     async fn listen(&self, stop: CancellationToken) {
-        let mut backoff = Duration::from_millis(100);
-        loop {
-            let subscribed = async {
-                let mut pubsub = self.redis.client().get_async_pubsub().await?;
-                pubsub.subscribe(&self.channel).await?;
-                redis::RedisResult::Ok(pubsub)
-            };
-            let pubsub = tokio::select! {
-                () = stop.cancelled() => return,
-                pubsub = tokio::time::timeout(Duration::from_secs(5), subscribed) => pubsub,
-            };
-            match pubsub {
-                Ok(Ok(pubsub)) => {
-                    tracing::debug!("subscribed to events");
-                    backoff = Duration::from_millis(100);
-                    let mut messages = pubsub.into_on_message();
-                    loop {
-                        let message = tokio::select! {
-                            () = stop.cancelled() => return,
-                            message = messages.next() => message,
-                        };
-                        let Some(message) = message else { break };
-                        let Ok(payload) = message.get_payload::<String>() else {
-                            continue;
-                        };
-                        match serde_json::from_str::<Envelope>(&payload) {
-                            Ok(envelope) if envelope.from != self.redis.instance() => {
-                                tracing::debug!(from = %envelope.from, event = ?envelope.event, "event received");
-                                let _ = self.sender.send(envelope.event);
-                            }
-                            Ok(_) => {}
-                            Err(_) => tracing::debug!("an unreadable event was ignored"),
-                        }
-                    }
-                    tracing::warn!("the Redis event subscription ended; subscribing again");
+        let instance = self.redis.instance().to_owned();
+        let sender = self.sender.clone();
+        let channels = [self.channel.clone()];
+        follow_channels(&self.redis, &channels, &stop, None, |payload| {
+            match serde_json::from_str::<Envelope>(&payload) {
+                Ok(envelope) if envelope.from != instance => {
+                    tracing::debug!(from = %envelope.from, event = ?envelope.event, "event received");
+                    let _ = sender.send(envelope.event);
                 }
-                Ok(Err(err)) => {
-                    tracing::debug!(error = %super::unavailable(&err), "cannot subscribe to events");
-                }
-                Err(_) => tracing::debug!("subscribing to events timed out"),
+                Ok(_) => {}
+                Err(_) => tracing::debug!("an unreadable event was ignored"),
             }
-            tokio::select! {
-                () = stop.cancelled() => return,
-                () = tokio::time::sleep(backoff) => {}
-            }
-            backoff = (backoff * 2).min(MAX_BACKOFF);
+        })
+        .await;
+    }
+}
+
+/// Hands every message of `channels` to `handle`, subscribing again (with backoff) whenever
+/// the subscription ends, until `stop`; `subscribed` says whether it is subscribed now.
+pub(super) async fn follow_channels(
+    redis: &Redis,
+    channels: &[String],
+    stop: &CancellationToken,
+    subscribed: Option<&tokio::sync::watch::Sender<bool>>,
+    mut handle: impl FnMut(String),
+) {
+    let mark = |up: bool| {
+        if let Some(subscribed) = subscribed {
+            subscribed.send_replace(up);
         }
+    };
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        let subscribing = async {
+            let mut pubsub = redis.client().get_async_pubsub().await?;
+            for channel in channels {
+                pubsub.subscribe(channel).await?;
+            }
+            redis::RedisResult::Ok(pubsub)
+        };
+        let pubsub = tokio::select! {
+            () = stop.cancelled() => return,
+            pubsub = tokio::time::timeout(Duration::from_secs(5), subscribing) => pubsub,
+        };
+        match pubsub {
+            Ok(Ok(pubsub)) => {
+                tracing::debug!(?channels, "subscribed");
+                backoff = Duration::from_millis(100);
+                mark(true);
+                let mut messages = pubsub.into_on_message();
+                loop {
+                    let message = tokio::select! {
+                        () = stop.cancelled() => return,
+                        message = messages.next() => message,
+                    };
+                    let Some(message) = message else { break };
+                    if let Ok(payload) = message.get_payload::<String>() {
+                        handle(payload);
+                    }
+                }
+                mark(false);
+                tracing::warn!(?channels, "a Redis subscription ended; subscribing again");
+            }
+            Ok(Err(err)) => {
+                tracing::debug!(error = %super::unavailable(&err), ?channels, "cannot subscribe");
+            }
+            Err(_) => tracing::debug!(?channels, "subscribing timed out"),
+        }
+        tokio::select! {
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(backoff) => {}
+        }
+        backoff = (backoff * 2).min(MAX_BACKOFF);
     }
 }

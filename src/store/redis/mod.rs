@@ -1,6 +1,7 @@
 //! Shared state of several instances in Redis: confirmations and approved tokens (single
 //! use, by Lua scripts that check and delete in one step), rate and concurrency limits (on
-//! Redis `TIME`, never an instance's clock), MCP session records and change events.
+//! Redis `TIME`, never an instance's clock), MCP session records, change events, and the
+//! WebMCP pages' registry and call routing.
 //!
 //! One multiplexed connection per instance, reconnected by redis-rs's connection manager;
 //! every command has a deadline. A command whose outcome is unknown (the connection dropped
@@ -11,6 +12,7 @@
 mod confirmations;
 mod events;
 mod limits;
+mod pages;
 mod rounds;
 mod scripts;
 mod sessions;
@@ -22,6 +24,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 pub use confirmations::RedisConfirmations;
 pub use events::{Event, Events};
 pub use limits::{Lease, Limited, RedisLimits, Refused};
+pub use pages::{Claim, PageEntry, RedisPages};
 pub use rounds::RedisRounds;
 pub use sessions::RedisSessions;
 
