@@ -241,9 +241,16 @@ impl Pages {
     }
 
     /// The registry's latest view of other instances' pages.
-    fn set_elsewhere(&self, instance: &str, entries: Vec<(String, crate::store::redis::PageEntry)>) {
+    fn set_elsewhere(
+        &self,
+        instance: &str,
+        entries: Vec<(String, crate::store::redis::PageEntry)>,
+    ) {
         let changed = {
-            let mut elsewhere = self.elsewhere.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut elsewhere = self
+                .elsewhere
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             let now = remote::read_entries(instance, entries, &elsewhere);
             let same = now.len() == elsewhere.len()
                 && now
@@ -277,7 +284,10 @@ impl Pages {
             .map(|page| (page.server.clone(), page.tools()))
             .collect();
         if self.shared() {
-            let elsewhere = self.elsewhere.lock().unwrap_or_else(PoisonError::into_inner);
+            let elsewhere = self
+                .elsewhere
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner);
             for (server, page) in elsewhere.iter() {
                 if !listed.iter().any(|(id, _)| id == server) {
                     listed.push((server.clone(), page.tools.clone()));

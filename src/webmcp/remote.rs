@@ -112,8 +112,9 @@ impl Answer {
 
     fn into_result(self) -> Result<CallToolResult, PageError> {
         match self {
-            Answer::Ok { result } => serde_json::from_value(result)
-                .map_err(|e| PageError::InvalidResult(e.to_string())),
+            Answer::Ok { result } => {
+                serde_json::from_value(result).map_err(|e| PageError::InvalidResult(e.to_string()))
+            }
             Answer::NotConnected { client } => Err(PageError::NotConnected { client }),
             Answer::OutcomeUnknown => Err(PageError::OutcomeUnknown),
             Answer::InvalidResult { message } => Err(PageError::InvalidResult(message)),
@@ -300,8 +301,9 @@ impl Remote {
             arguments: arguments.clone(),
             timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
         };
-        let text = serde_json::to_string(&message)
-            .map_err(|e| PageError::InvalidResult(e.to_string()))?;
+        let text =
+            serde_json::to_string(&message).map_err(|e| PageError::InvalidResult(e.to_string()))?;
+        tracing::debug!(server = %page.server, holder = %page.holder, %call_id, "a page call sent to its holder");
         match self.store.send(page.instance(), &text).await {
             Ok(true) => guard.cancel = true,
             Ok(false) => return Err(not_connected()),
@@ -485,4 +487,122 @@ pub(super) fn read_entries(
         }
     }
     now
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(holder: &str, user: &str, tools: &[&str]) -> PageEntry {
+        let tools: Vec<Tool> = tools
+            .iter()
+            .map(|name| {
+                Tool::new(
+                    name.to_string(),
+                    "d",
+                    Arc::new(serde_json::Map::from_iter([(
+                        "type".to_owned(),
+                        Value::from("object"),
+                    )])),
+                )
+            })
+            .collect();
+        let record = Record {
+            client_id: "editor".into(),
+            tenant: "t".into(),
+            user: user.into(),
+            tools,
+        };
+        PageEntry {
+            holder: holder.into(),
+            record: serde_json::to_string(&record).expect("JSON"),
+        }
+    }
+
+    fn id(server: &str) -> ServerId {
+        ServerId::new(server).expect("an id")
+    }
+
+    #[test]
+    fn the_registry_read_keeps_unchanged_pages_and_ends_moved_ones() {
+        let entries = vec![
+            ("webmcp-editor".to_owned(), entry("a/p/1", "ann", &["get"])),
+            ("webmcp-mine".to_owned(), entry("b/p/7", "ann", &["get"])),
+            ("webmcp-notes".to_owned(), entry("a/p/2", "bob", &["get"])),
+            (
+                "not a server id".to_owned(),
+                entry("a/p/3", "bob", &["get"]),
+            ),
+            (
+                "webmcp-broken".to_owned(),
+                PageEntry {
+                    holder: "a/p/4".into(),
+                    record: "{".into(),
+                },
+            ),
+        ];
+        // Pages held by this instance (b) and unreadable entries are left out.
+        let first = read_entries("b", entries, &HashMap::new());
+        let mut servers: Vec<&str> = first.keys().map(ServerId::as_str).collect();
+        servers.sort_unstable();
+        assert_eq!(servers, ["webmcp-editor", "webmcp-notes"]);
+        assert_eq!(first[&id("webmcp-notes")].owner.user, "bob");
+        assert_eq!(first[&id("webmcp-editor")].instance(), "a");
+
+        // Unchanged: the same page. New tools under the same holder: calls keep waiting.
+        // Moved to another holder, or gone: calls waiting for it end.
+        let editor = first[&id("webmcp-editor")].clone();
+        let notes = first[&id("webmcp-notes")].clone();
+        let second = read_entries(
+            "b",
+            vec![
+                (
+                    "webmcp-editor".to_owned(),
+                    entry("a/p/1", "ann", &["get", "set"]),
+                ),
+                ("webmcp-extra".to_owned(), entry("c/p/1", "cy", &["get"])),
+            ],
+            &first,
+        );
+        assert_eq!(second[&id("webmcp-editor")].tools.len(), 2);
+        assert!(!editor.gone.is_cancelled(), "same holder, new tools");
+        assert!(notes.gone.is_cancelled(), "gone from the registry");
+        let third = read_entries(
+            "b",
+            vec![(
+                "webmcp-editor".to_owned(),
+                entry("c/q/9", "ann", &["get", "set"]),
+            )],
+            &second,
+        );
+        assert!(editor.gone.is_cancelled(), "moved to another holder");
+        assert!(!third[&id("webmcp-editor")].gone.is_cancelled());
+        let fourth = read_entries("b", vec![], &third);
+        assert!(fourth.is_empty());
+        assert!(third[&id("webmcp-editor")].gone.is_cancelled());
+    }
+
+    #[test]
+    fn answers_cross_instances_intact() {
+        let result: CallToolResult = serde_json::from_value(serde_json::json!({
+            "content": [{"type": "text", "text": "hi"}], "structuredContent": {"a": 1}
+        }))
+        .expect("a result");
+        let cases = vec![
+            Ok(result),
+            Err(PageError::NotConnected {
+                client: "editor".into(),
+            }),
+            Err(PageError::OutcomeUnknown),
+            Err(PageError::InvalidResult("no content".into())),
+            Err(PageError::Timeout {
+                after: Duration::from_millis(1500),
+            }),
+        ];
+        for case in cases {
+            let text = serde_json::to_string(&Answer::of(case.clone())).expect("JSON");
+            let back: Answer = serde_json::from_str(&text).expect("read back");
+            assert_eq!(back.into_result(), case, "{text}");
+        }
+    }
 }

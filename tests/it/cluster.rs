@@ -11,6 +11,7 @@ mod outages;
 mod pins;
 mod rounds;
 mod sessions;
+mod webmcp;
 
 use std::{
     path::{Path, PathBuf},

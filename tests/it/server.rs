@@ -16,7 +16,7 @@ use tokio::net::TcpListener;
 use crate::support::{self, fixture, in_process, no_confirm};
 
 mod tenants;
-mod webmcp;
+pub(crate) mod webmcp;
 
 const SECRET: &str = "0123456789abcdef0123456789abcdef-test-secret";
 

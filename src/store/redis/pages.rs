@@ -232,7 +232,6 @@ impl RedisPages {
         handle: impl FnMut(String),
     ) {
         let inbox = [self.inbox(self.instance())];
-        super::events::follow_channels(&self.redis, &inbox, &stop, Some(&subscribed), handle)
-            .await;
+        super::events::follow_channels(&self.redis, &inbox, &stop, Some(&subscribed), handle).await;
     }
 }

@@ -19,7 +19,7 @@ use super::{Service, demo_config, jwt, jwt_auth, now};
 use crate::support::{WAIT, id, wait_for_async};
 
 /// The pages' origin, as a browser sends it.
-const ORIGIN: &str = "http://editor.test:8000";
+pub(crate) const ORIGIN: &str = "http://editor.test:8000";
 const SUBPROTOCOL: &str = "mcpgate.webmcp.v1";
 
 /// The demo server and the bridge on for [`ORIGIN`], with `tune` applied to `[webmcp]`.
@@ -40,7 +40,12 @@ fn token(user: &str, roles: &[&str]) -> String {
 
 /// The upgrade request a browser page sends: its origin, the bridge's subprotocol and the
 /// token as a second offered subprotocol.
-fn request(base: &str, client_id: &str, origin: Option<&str>, token: Option<&str>) -> Request {
+pub(crate) fn request(
+    base: &str,
+    client_id: &str,
+    origin: Option<&str>,
+    token: Option<&str>,
+) -> Request {
     let url = format!(
         "{}/api/v1/webmcp/bridge/{client_id}",
         base.replacen("http", "ws", 1)
@@ -62,12 +67,12 @@ fn request(base: &str, client_id: &str, origin: Option<&str>, token: Option<&str
 }
 
 /// A page's end of the bridge.
-struct TestPage {
-    ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
+pub(crate) struct TestPage {
+    pub(crate) ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
 }
 
 /// Opens the bridge with `request`: the page, or the refusal's status and JSON body.
-async fn upgrade(request: Request) -> Result<TestPage, (u16, Value)> {
+pub(crate) async fn upgrade(request: Request) -> Result<TestPage, (u16, Value)> {
     let connecting = tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(request));
     match connecting.await.expect("the upgrade is answered in time") {
         Ok((ws, response)) => {
@@ -101,6 +106,20 @@ impl TestPage {
         page
     }
 
+    /// A page connected to the gateway at `base` as `client_id` with `token`, accepted.
+    pub(crate) async fn open_at(base: &str, client_id: &str, token: &str) -> TestPage {
+        let mut page = Self::connect_at(base, client_id, token).await;
+        let accepted = page.hello().await;
+        assert_eq!(accepted["type"], "accepted", "{accepted}");
+        page
+    }
+
+    /// A page connected to the gateway at `base` as `client_id` with `token`, before `hello`.
+    pub(crate) async fn connect_at(base: &str, client_id: &str, token: &str) -> TestPage {
+        let request = request(base, client_id, Some(ORIGIN), Some(token));
+        upgrade(request).await.expect("the page connects")
+    }
+
     /// A page of `user` connected as `client_id`, before `hello`.
     async fn connect(service: &Service, client_id: &str, user: &str) -> TestPage {
         let token = token(user, &[]);
@@ -108,7 +127,7 @@ impl TestPage {
         upgrade(request).await.expect("the page connects")
     }
 
-    async fn hello(&mut self) -> Value {
+    pub(crate) async fn hello(&mut self) -> Value {
         self.send(json!({"type": "hello", "version": 1})).await;
         self.next().await
     }
@@ -126,9 +145,10 @@ impl TestPage {
 
     /// The gateway's next message, the gateway's own heartbeat pings answered on the way;
     /// `{"closed": code}` when the gateway closed the socket.
-    async fn next(&mut self) -> Value {
+    pub(crate) async fn next(&mut self) -> Value {
+        let deadline = tokio::time::Instant::now() + WAIT;
         loop {
-            let message = tokio::time::timeout(WAIT, self.ws.next())
+            let message = tokio::time::timeout_at(deadline, self.ws.next())
                 .await
                 .expect("the gateway says something in time");
             let text = match message {
@@ -149,14 +169,14 @@ impl TestPage {
     }
 
     /// Registers `tools` (the whole list).
-    async fn register(&mut self, tools: Value) {
+    pub(crate) async fn register(&mut self, tools: Value) {
         self.send(json!({"type": "tools", "tools": tools})).await;
         let answer = self.next().await;
         assert_eq!(answer["type"], "tools_accepted", "{answer}");
     }
 
     /// Waits for the gateway to send an invoke; its call id, tool and arguments.
-    async fn invoked(&mut self) -> (String, String, Value) {
+    pub(crate) async fn invoked(&mut self) -> (String, String, Value) {
         let invoke = self.next().await;
         assert_eq!(invoke["type"], "invoke", "{invoke}");
         let call_id = invoke["callId"].as_str().expect("a call id").to_owned();
@@ -164,7 +184,7 @@ impl TestPage {
         (call_id, tool, invoke["arguments"].clone())
     }
 
-    async fn answer(&mut self, call_id: &str, result: Value) {
+    pub(crate) async fn answer(&mut self, call_id: &str, result: Value) {
         self.send(json!({"type": "result", "callId": call_id, "result": result}))
             .await;
     }
@@ -179,7 +199,7 @@ impl TestPage {
 }
 
 /// An editor's two tools: a read of its title and a write of it.
-fn editor_tools() -> Value {
+pub(crate) fn editor_tools() -> Value {
     json!([
         {"name": "get_title", "description": "The document's title.",
          "inputSchema": {"type": "object", "properties": {}},
@@ -191,7 +211,7 @@ fn editor_tools() -> Value {
 }
 
 /// A result as a page's `execute` would return it, normalized by `/webmcp.js`.
-fn title_result(title: &str) -> Value {
+pub(crate) fn title_result(title: &str) -> Value {
     json!({"content": [{"type": "text", "text": title}], "structuredContent": {"title": title}})
 }
 
