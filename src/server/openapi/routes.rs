@@ -153,6 +153,86 @@ pub(super) fn routes() -> Vec<Route> {
             ],
         },
         Route {
+            method: "post",
+            path: "/api/v1/webmcp/invoke",
+            id: "webmcpInvoke",
+            access: Access::Caller,
+            summary: "Calls a tool of one of the caller's connected browser pages through the gate, answered in the AX editor's shape.",
+            parameters: none(),
+            body: Some(json!({ "required": true, "content": {
+                "application/json": { "schema": schema_ref("WebMcpInvoke") } } })),
+            ok: json_body(
+                "The page's tool ran (or reported an error: `ok: false`).",
+                schema_ref("WebMcpResult"),
+            ),
+            errors: &[
+                (
+                    400,
+                    "The body is not acceptable (`bad_request`, `invalid_client_id`) or the arguments fail the tool's schema (`invalid_arguments`).",
+                    "Error",
+                ),
+                (
+                    404,
+                    "No page of the caller is connected under this id (`client_not_connected`), or it has no such tool (`tool_not_found`).",
+                    "Error",
+                ),
+                (
+                    409,
+                    "The confirmation token is unknown, used, expired or bound to another call (`confirmation_invalid`).",
+                    "Error",
+                ),
+                (
+                    428,
+                    "The call needs confirmation: approve `confirmationId`, then call again with the token (`confirmation_required`).",
+                    "ConfirmationRequired",
+                ),
+                (
+                    429,
+                    "A rate or concurrency limit was hit (`limit_exceeded`); see `Retry-After`.",
+                    "Error",
+                ),
+                (
+                    502,
+                    "The page went away after the call was sent: it may have run (`outcome_unknown`), or its answer is not a tool result (`invalid_result`).",
+                    "Error",
+                ),
+                (
+                    503,
+                    "The page left before the call was sent (`client_not_connected`) or a store is unreachable (`store_unavailable`).",
+                    "Error",
+                ),
+                (
+                    504,
+                    "The page did not answer within `call_timeout` (`timeout`).",
+                    "Error",
+                ),
+            ],
+        },
+        Route {
+            method: "get",
+            path: "/api/v1/webmcp/bridge/{clientId}",
+            id: "webmcpBridge",
+            access: Access::Public,
+            summary: "A browser page's WebSocket (subprotocol `mcpgate.webmcp.v1`; its token as the subprotocol `mcpgate.bearer.<jwt>`). Answers 101 Switching Protocols; see docs/webmcp.md.",
+            parameters: json!([{ "name": "clientId", "in": "path", "required": true,
+                                 "description": "The page's client id: 1 to 64 of A-Z, a-z, 0-9, `_`, `.`, `-`.",
+                                 "schema": { "type": "string" } }]),
+            body: None,
+            ok: json_body("Never: the upgrade answers 101.", schema_ref("Error")),
+            errors: &[
+                (
+                    400,
+                    "Not a WebSocket upgrade, an invalid client id (`invalid_client_id`), or the bridge's subprotocol not offered (`subprotocol_required`).",
+                    "Error",
+                ),
+                (
+                    401,
+                    "No token, or one the API would refuse (`missing_token`, `invalid_token`, `expired_token`, `token_in_query`, ...).",
+                    "Error",
+                ),
+            ],
+        },
+        Route {
             method: "get",
             path: "/api/v1/mcp/confirmations",
             id: "listConfirmations",

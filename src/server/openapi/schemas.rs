@@ -135,7 +135,7 @@ fn core_schemas() -> Value {
             "title": nullable_string(),
             "description": nullable_string(),
             "inputSchema": { "type": "object" },
-            "source": { "const": "mcp" },
+            "source": { "enum": ["mcp", "webmcp"], "description": "`webmcp`: a browser page's tool, server `webmcp-<name>`." },
             "server": string(),
             "requiresConfirmation": { "type": "boolean" },
             "fingerprint": string(),
@@ -154,6 +154,25 @@ fn core_schemas() -> Value {
                 "confirmationToken": nullable_string(),
             },
         },
+        "WebMcpInvoke": {
+            "type": "object",
+            "required": ["clientId", "tool"],
+            "additionalProperties": false,
+            "properties": {
+                "clientId": { "type": "string", "description": "The page's client id, as it connected." },
+                "tool": { "type": "string", "description": "The tool's name as the page registered it." },
+                "arguments": { "type": ["object", "null"] },
+                "confirmationToken": nullable_string(),
+            },
+        },
+        "WebMcpResult": object(json!({
+            "code": { "const": 0 },
+            "data": object(json!({ "result": object(json!({
+                "ok": { "type": "boolean", "description": "`false`: the page's tool reported an error." },
+                "data": { "description": "The tool's structured content, else its text; `null` when not ok." },
+                "error": { "type": ["string", "null"] },
+            })) })),
+        })),
         "Part": { "oneOf": [
             part("text", json!({ "text": string() })),
             part("image", json!({ "mimeType": mime(), "data": string() })),
