@@ -132,6 +132,21 @@ impl Authenticator {
         }
     }
 
+    /// When the bearer token of `headers` stops being accepted (Unix seconds, leeway
+    /// included), for a connection that outlives its request (the WebMCP bridge closes a
+    /// page's socket then); `None` in the modes whose tokens do not expire. Read after
+    /// [`Authenticator::authenticate`] accepted the same headers, so the token is verified.
+    pub fn expires_at(&self, headers: &HeaderMap) -> Option<u64> {
+        let Mode::Jwt(verifier) = &self.mode else {
+            return None;
+        };
+        let token = bearer_token(headers).ok()?;
+        let claims: serde_json::Map<String, serde_json::Value> =
+            jsonwebtoken::dangerous::insecure_decode_claims(token).ok()?;
+        let exp = claims.get("exp")?.as_u64()?;
+        Some(exp.saturating_add(verifier.leeway()))
+    }
+
     /// Who is calling. Only `Authorization: Bearer <token>` is read; a token in the query
     /// string is refused in every mode, even next to a valid header.
     pub fn authenticate(

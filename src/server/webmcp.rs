@@ -171,6 +171,14 @@ async fn bridge(
         tenant: ctx.tenant.clone(),
         user: ctx.user.clone(),
     };
+    // The socket lives no longer than the token that opened it: the page reconnects with a
+    // fresh one.
+    let expires = state.auth.expires_at(&credentials).map(|exp| {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        tokio::time::Instant::now() + Duration::from_secs(exp.saturating_sub(now))
+    });
     let shutdown = (*state.shutdown).clone();
     upgrade
         .protocols([SUBPROTOCOL])
@@ -181,6 +189,7 @@ async fn bridge(
                 pages,
                 client_id,
                 owner,
+                expires,
                 page: None,
             }
             .run(socket, shutdown)
@@ -193,6 +202,8 @@ struct Connection {
     pages: Arc<Pages>,
     client_id: String,
     owner: PageOwner,
+    /// When the page's token expires: the socket closes then (4401).
+    expires: Option<tokio::time::Instant>,
     /// Set by `hello`: the registered page and what to write to it.
     page: Option<(Arc<Page>, tokio::sync::mpsc::Receiver<Outgoing>)>,
 }
@@ -257,6 +268,7 @@ impl Connection {
                     }
                 }
                 () = shutdown.cancelled() => Next::Close(1001, "the gateway is stopping"),
+                () = expiry(self.expires) => Next::Close(4401, "the token expired"),
             };
             let next = match next {
                 Next::Hello => self.hello().await,
@@ -348,6 +360,14 @@ impl Connection {
             FromPage::Ping => Next::Reply(json!({"type": "pong"}).to_string()),
             FromPage::Pong => Next::Nothing,
         }
+    }
+}
+
+/// Ready at `at`; never without one.
+async fn expiry(at: Option<tokio::time::Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
     }
 }
 

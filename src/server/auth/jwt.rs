@@ -120,6 +120,11 @@ impl JwtVerifier {
         })
     }
 
+    /// Seconds of clock skew allowed on `exp`.
+    pub(super) fn leeway(&self) -> u64 {
+        self.leeway
+    }
+
     /// Verifies `token` and reads the caller from it. A token verified before against keys
     /// that cannot change is taken from [`VerifiedTokens`] until its `exp` (plus leeway).
     pub(super) fn verify(&self, token: &str) -> Result<Identity, AuthFailure> {

@@ -955,3 +955,31 @@ async fn mcp_clients_call_page_tools_and_hear_a_silent_page_leave() {
     let _ = session.cancel().await;
     service.stop().await;
 }
+
+#[tokio::test]
+async fn a_pages_socket_ends_with_its_token() {
+    let mut auth = jwt_auth();
+    if let mcpgate::config::AuthConfig::Jwt(jwt) = &mut auth {
+        jwt.leeway = std::time::Duration::ZERO;
+    }
+    let service = Service::start(bridge_config(|_| {}), auth).await;
+    let short = jwt(json!({
+        "iss": "https://issuer.test/", "aud": "mcpgate", "exp": now() + 2,
+        "tenant": "local", "sub": "alice",
+    }));
+    let mut page = TestPage::open_at(&service.base, "editor", &short).await;
+    page.register(editor_tools()).await;
+    // Closed when the token expires (the page reconnects with a fresh one); its tools leave.
+    assert_eq!(page.next().await, json!({"closed": 4401}));
+    let alice = token("alice", &[]);
+    service
+        .wait_listed(&alice, "webmcp-editor.get_title", false)
+        .await;
+    let mut fresh = TestPage::open_at(&service.base, "editor", &alice).await;
+    fresh.register(editor_tools()).await;
+    service
+        .wait_listed(&alice, "webmcp-editor.get_title", true)
+        .await;
+    drop(fresh);
+    service.stop().await;
+}
