@@ -722,6 +722,36 @@ async fn bad_frames_are_refused_and_the_bridge_keeps_serving() {
     assert_eq!(status, StatusCode::OK, "{body}");
     assert!(body.to_string().contains("Draft") && !body.to_string().contains("forged"));
 
+    // Memory stays bounded: refused messages are dropped, not kept.
+    let resident = || {
+        let status = std::fs::read_to_string("/proc/self/status").expect("status");
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .expect("VmRSS")
+            * 1024
+    };
+    let big = json!({"type": "tools", "tools": [{"name": "x", "description": "d",
+        "inputSchema": {"type": "object", "description": "x".repeat(10 * 1024 * 1024)}}]})
+    .to_string();
+    let many = json!({"type": "tools", "tools": (0..10_000)
+        .map(|i| json!({"name": format!("t{i}"), "description": "d"}))
+        .collect::<Vec<_>>()})
+    .to_string();
+    let before = resident();
+    for _ in 0..16 {
+        for frame in [&big, &many] {
+            page.send_text(frame.clone()).await;
+            assert_eq!(page.next().await["type"], "error");
+        }
+    }
+    let grown = resident().saturating_sub(before);
+    assert!(
+        grown < 64 * 1024 * 1024,
+        "32 refused messages (170 MiB) grew the process by {grown} bytes"
+    );
+
     // A message over the hard limit closes that socket alone.
     let huge = "x".repeat(17 * 1024 * 1024);
     let _ = other.ws.send(Message::Text(huge.into())).await;
