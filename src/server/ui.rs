@@ -63,12 +63,8 @@ static ASSETS: &[Asset] = &[
 ];
 
 /// Each asset's ETag, in the order of [`ASSETS`].
-static ETAGS: LazyLock<Vec<String>> = LazyLock::new(|| {
-    ASSETS
-        .iter()
-        .map(|a| format!("\"{}\"", &crate::digest::sha256_hex(a.body)[..32]))
-        .collect()
-});
+static ETAGS: LazyLock<Vec<String>> =
+    LazyLock::new(|| ASSETS.iter().map(|a| etag_of(a.body)).collect());
 
 /// `/` (the page) and `/ui/{file}` (its scripts, styles and icon).
 pub fn routes() -> Router<AppState> {
@@ -92,7 +88,22 @@ fn serve(name: &str, request: &HeaderMap) -> Response {
         return response;
     };
     let asset = &ASSETS[index];
-    let etag = &ETAGS[index];
+    cached(asset.body, asset.content_type, &ETAGS[index], request)
+}
+
+/// The ETag of `body`: the start of its SHA-256, quoted.
+pub(super) fn etag_of(body: &[u8]) -> String {
+    format!("\"{}\"", &crate::digest::sha256_hex(body)[..32])
+}
+
+/// `body` with its `etag`, or 304 when the request already holds it; revalidated each time,
+/// with the page's security headers.
+pub(super) fn cached(
+    body: &'static [u8],
+    content_type: &'static str,
+    etag: &str,
+    request: &HeaderMap,
+) -> Response {
     let fresh = request
         .get(header::IF_NONE_MATCH)
         .and_then(|v| v.to_str().ok())
@@ -100,13 +111,10 @@ fn serve(name: &str, request: &HeaderMap) -> Response {
     let mut response = if fresh {
         StatusCode::NOT_MODIFIED.into_response()
     } else {
-        asset.body.into_response()
+        body.into_response()
     };
     let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static(asset.content_type),
-    );
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     headers.insert(
         header::CACHE_CONTROL,
         HeaderValue::from_static(CACHE_CONTROL),

@@ -61,17 +61,12 @@ pub fn routes() -> Router<AppState> {
     Router::new().route("/webmcp/invoke", post(invoke))
 }
 
-async fn module() -> Response {
-    let mut response = MODULE.into_response();
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/javascript; charset=utf-8"),
-    );
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    super::ui::secure(headers);
+async fn module(headers: HeaderMap) -> Response {
+    static ETAG: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(|| super::ui::etag_of(MODULE));
+    let mut response = super::ui::cached(MODULE, "text/javascript; charset=utf-8", &ETAG, &headers);
     // Imported by pages of the allowed origins, from their own origin.
-    headers.insert(
+    response.headers_mut().insert(
         header::ACCESS_CONTROL_ALLOW_ORIGIN,
         HeaderValue::from_static("*"),
     );

@@ -1013,3 +1013,33 @@ async fn a_pages_socket_ends_with_its_token() {
     drop(fresh);
     service.stop().await;
 }
+
+#[tokio::test]
+async fn the_page_module_is_public_cacheable_and_importable_cross_origin() {
+    let service = Service::start(bridge_config(|_| {}), jwt_auth()).await;
+    let module = service
+        .client
+        .get(service.url("/webmcp.js"))
+        .header("origin", ORIGIN)
+        .send()
+        .await
+        .expect("module");
+    assert_eq!(module.status(), StatusCode::OK);
+    let headers = module.headers().clone();
+    assert_eq!(headers["content-type"], "text/javascript; charset=utf-8");
+    assert_eq!(headers["access-control-allow-origin"], "*");
+    assert_eq!(headers["x-content-type-options"], "nosniff");
+    assert_eq!(headers["cache-control"], "no-cache");
+    let source = module.text().await.expect("source");
+    assert!(source.contains("export function connect("), "{source}");
+    let again = service
+        .client
+        .get(service.url("/webmcp.js"))
+        .header("if-none-match", headers["etag"].clone())
+        .send()
+        .await
+        .expect("revalidated");
+    assert_eq!(again.status(), StatusCode::NOT_MODIFIED);
+    assert_eq!(again.headers()["etag"], headers["etag"]);
+    service.stop().await;
+}
