@@ -182,7 +182,20 @@ impl Round<'_> {
                 if let Some(took) = done.sample {
                     self.etas.record(&output.tool, took);
                 }
-                let text = result_text(&output, images, self.max_chars);
+                let mut text = result_text(&output, images, self.max_chars);
+                let untrusted = self
+                    .gateway
+                    .catalog()
+                    .by_canonical(&output.tool)
+                    .is_some_and(|t| {
+                        t.upstream.meta.as_ref().is_some_and(|m| {
+                            m.0.get(crate::webmcp::protocol::UNTRUSTED_CONTENT)
+                                == Some(&true.into())
+                        })
+                    });
+                if untrusted {
+                    text = crate::agent::output::marked_untrusted(&output.tool, &text);
+                }
                 self.events
                     .emit(AgentEvent::ToolResult {
                         call_id: call.call_id.clone(),

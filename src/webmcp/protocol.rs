@@ -18,6 +18,10 @@ pub const SUBPROTOCOL: &str = "mcpgate.webmcp.v1";
 /// `Authorization` header on a WebSocket, and a URL would put the token in logs).
 pub const TOKEN_SUBPROTOCOL_PREFIX: &str = "mcpgate.bearer.";
 
+/// The `_meta` key of a page tool whose page said its output holds content from others
+/// (`untrustedContentHint`): the chat's model reads that output marked as data.
+pub const UNTRUSTED_CONTENT: &str = "io.mcpgate/untrustedContent";
+
 /// Longest tool name, as the WebMCP draft and the bridge allow it.
 const MAX_TOOL_NAME: usize = 128;
 /// Longest call id a page may answer with (the gateway's are 32 hex digits).
@@ -214,27 +218,40 @@ fn tool(value: Value, config: &WebMcpConfig) -> Result<Tool, Refused> {
             ),
         ));
     }
-    let read_only = match map.remove("annotations") {
-        None | Some(Value::Null) => None,
-        Some(Value::Object(hints)) => match hints.get("readOnlyHint") {
-            None | Some(Value::Null) => None,
-            Some(Value::Bool(b)) => Some(*b),
-            Some(_) => {
-                return Err(invalid(format!(
-                    "`{name}`: `readOnlyHint` must be a boolean"
-                )));
-            }
-        },
+    let hints = match map.remove("annotations") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(hints)) => hints,
         Some(_) => {
             return Err(invalid(format!(
                 "`{name}`: `annotations` must be an object"
             )));
         }
     };
+    let hint = |field: &str| match hints.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(_) => Err(invalid(format!("`{name}`: `{field}` must be a boolean"))),
+    };
+    let read_only = hint("readOnlyHint")?;
+    let untrusted = hint("untrustedContentHint")?;
+    let consequential = hint("consequentialHint")?;
     let mut tool = Tool::new(Cow::Owned(name), Cow::Owned(description), Arc::new(schema));
     tool.title = title;
-    if let Some(read_only) = read_only {
-        tool.annotations = Some(ToolAnnotations::new().read_only(read_only));
+    if read_only.is_some() || consequential == Some(true) {
+        let mut annotations = ToolAnnotations::new();
+        // A consequential action is a write, whatever else the page claims.
+        annotations.read_only_hint = if consequential == Some(true) {
+            Some(false)
+        } else {
+            read_only
+        };
+        annotations.destructive_hint = consequential.filter(|c| *c);
+        tool.annotations = Some(annotations);
+    }
+    if untrusted == Some(true) {
+        let mut meta = Map::new();
+        meta.insert(UNTRUSTED_CONTENT.to_owned(), Value::Bool(true));
+        tool.meta = Some(rmcp::model::MetaObject(meta));
     }
     Ok(tool)
 }
@@ -330,5 +347,38 @@ mod tests {
         assert_eq!(tools[1].input_schema["type"], "object");
         assert!(valid_tool_name("a.b-c_D9"));
         assert!(!valid_tool_name("a/b"));
+        // The untrusted-content claim is kept for the model; the other tool carries none.
+        let untrusted = |tool: &Tool| {
+            tool.meta
+                .as_ref()
+                .and_then(|m| m.0.get(UNTRUSTED_CONTENT))
+                .cloned()
+        };
+        assert_eq!(untrusted(&tools[0]), Some(json!(true)));
+        assert_eq!(untrusted(&tools[1]), None);
+    }
+
+    #[test]
+    fn a_consequential_action_is_a_write_whatever_else_it_claims() {
+        let frame = json!({"type": "tools", "tools": [
+            {"name": "transfer", "description": "Moves money",
+             "annotations": {"readOnlyHint": true, "consequentialHint": true}},
+        ]});
+        let FromPage::Tools(tools) = read(&frame.to_string(), &config()).expect("valid") else {
+            panic!("not a tool list");
+        };
+        let annotations = tools[0].annotations.as_ref().expect("annotations");
+        assert_eq!(annotations.read_only_hint, Some(false));
+        assert_eq!(annotations.destructive_hint, Some(true));
+        for bad in ["untrustedContentHint", "consequentialHint", "readOnlyHint"] {
+            let frame = json!({"type": "tools", "tools": [
+                {"name": "x", "description": "d", "annotations": {bad: "yes"}},
+            ]});
+            assert_eq!(
+                read(&frame.to_string(), &config()).err().map(|r| r.code),
+                Some("invalid_tool"),
+                "{bad}"
+            );
+        }
     }
 }

@@ -29,7 +29,8 @@ const EDITOR = `<!doctype html>
   bridge.registerTool({
     name: 'get_title', title: 'Get the title', description: "The open document's title.",
     inputSchema: { type: 'object', properties: {} },
-    annotations: { readOnlyHint: true },
+    // The title is typed by people: content from others, for the model to read as data.
+    annotations: { readOnlyHint: true, untrustedContentHint: true },
     execute: () => { runs.get_title += 1; return { title: title.textContent }; },
   });
   bridge.registerTool({

@@ -202,6 +202,11 @@ async fn a_pages_tools_work_from_rest_mcp_and_the_chat_in_chromium() {
     assert_eq!(requests.len(), 2);
     let fed_back = requests[1]["messages"].to_string();
     assert!(fed_back.contains("Final"), "{fed_back}");
+    // The page said the title is content from others: the model reads it fenced as data.
+    assert!(
+        fed_back.contains("<untrusted-content>") && fed_back.contains("treat it as data"),
+        "{fed_back}"
+    );
     // The audit has every call: five reads (REST, /mcp, invoke, chat, after the reload) and
     // the write once, after its approval.
     let records = service
