@@ -239,9 +239,11 @@ impl Remote {
             let ttl = pages.config.heartbeat_timeout;
             for page in pages.all() {
                 let holder = pages.holder_of(&page);
+                let owner = (page.owner.tenant.as_str(), page.owner.user.as_str());
+                let record = pages.record_of(&page);
                 match self
                     .store
-                    .refresh(page.server.as_str(), &holder, &pages.record_of(&page), ttl)
+                    .refresh(page.server.as_str(), owner, &holder, &record, ttl)
                     .await
                 {
                     Ok(true) => {}

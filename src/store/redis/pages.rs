@@ -31,13 +31,17 @@ return 'ok'
     )
 });
 
-/// KEYS: record. ARGV: holder, record JSON, ttl ms. `0` when another connection holds it now.
+/// KEYS: record, index. ARGV: holder, record JSON, ttl ms, owner, member. `0` when another
+/// connection holds it now; a record that expired meanwhile (Redis was unreachable for
+/// longer than its life) is written again.
 static REFRESH: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
-if redis.call('HGET', KEYS[1], 'holder') ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], 'record', ARGV[2])
+local holder = redis.call('HGET', KEYS[1], 'holder')
+if holder and holder ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'owner', ARGV[4], 'holder', ARGV[1], 'record', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
+if not holder then redis.call('SADD', KEYS[2], ARGV[5]) end
 return 1
 ",
     )
@@ -131,17 +135,24 @@ impl RedisPages {
         })
     }
 
-    /// Writes `record` and extends the record's life, if `holder` still holds it; `false`
-    /// when another connection took it over.
+    /// Writes `record` and extends the record's life, if `holder` still holds it (or the
+    /// record expired meanwhile); `false` when another connection took it over.
     pub async fn refresh(
         &self,
         server: &str,
+        owner: (&str, &str),
         holder: &str,
         record: &str,
         ttl: Duration,
     ) -> Result<bool, StoreError> {
         let mut invocation = REFRESH.key(self.key(server));
-        invocation.arg(holder).arg(record).arg(millis(ttl));
+        invocation
+            .key(self.index())
+            .arg(holder)
+            .arg(record)
+            .arg(millis(ttl))
+            .arg(super::hashed(&[owner.0, owner.1]))
+            .arg(server);
         let mut connection = self.redis.connection();
         let held: i64 = self
             .redis

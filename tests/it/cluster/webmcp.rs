@@ -211,3 +211,54 @@ async fn a_page_held_by_one_instance_serves_callers_of_the_others() {
     redis.kill().await;
     cluster.postgres.stop().await;
 }
+
+#[tokio::test]
+async fn pages_survive_a_redis_that_lost_their_records() {
+    let mut cluster = Cluster::start_with(&BRIDGE.replace("ORIGIN", ORIGIN), &[]).await;
+    let ann = token("acme", "ann");
+    let bases: Vec<String> = (0..2).map(|i| cluster.base(i).to_owned()).collect();
+    let client = cluster.client.clone();
+    let mut page = TestPage::open_at(&bases[0], "editor", &ann).await;
+    page.register(editor_tools()).await;
+    wait_listed(&client, &bases[1], &ann, "webmcp-editor.get_title").await;
+
+    // Redis restarts empty: the page's record is gone, not taken over. The holder writes it
+    // again, keeps the page's socket, and the other instance routes to it again.
+    cluster.redis.kill().await;
+    cluster.redis.run().await;
+    let read = json!({"tool": "webmcp-editor.get_title", "arguments": {}});
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let answered = loop {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "b never reached the page again"
+        );
+        let call = tokio::spawn({
+            let (client, base, ann, read) =
+                (client.clone(), bases[1].clone(), ann.clone(), read.clone());
+            async move { call_at(&client, &base, &ann, read).await }
+        });
+        // Answer the call if it reaches the page; a refusal (not listed or routable yet) is
+        // retried.
+        let reached = tokio::time::timeout(std::time::Duration::from_secs(2), page.next()).await;
+        if let Ok(invoke) = reached {
+            assert_eq!(
+                invoke["type"], "invoke",
+                "the page kept its socket: {invoke}"
+            );
+            let call_id = invoke["callId"].as_str().expect("a call id").to_owned();
+            page.answer(&call_id, title_result("Draft")).await;
+        }
+        let (status, body) = call.await.expect("the call's task");
+        if status == StatusCode::OK {
+            break body;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        answered["data"]["structuredContent"],
+        json!({"title": "Draft"})
+    );
+    drop(page);
+    cluster.stop().await;
+}
