@@ -494,13 +494,24 @@ impl Gateway {
     }
 
     async fn follow_upstreams(&self) {
+        /// How long page changes gather before the catalog is rebuilt for them.
+        const PAGE_SETTLE: std::time::Duration = std::time::Duration::from_millis(50);
         let mut changes = self.inner.manager.changes();
         let mut pages = self.inner.pages.changes();
         loop {
             self.rebuild_catalog().await;
             tokio::select! {
                 changed = changes.changed() => if changed.is_err() { return },
-                changed = pages.changed() => if changed.is_err() { return },
+                changed = pages.changed() => {
+                    if changed.is_err() {
+                        return;
+                    }
+                    // A burst of page changes (a page registering its tools one by one, or
+                    // a hostile page changing them without pause) is one rebuild: pages
+                    // cannot make the gateway rebuild its catalog more often than this.
+                    tokio::time::sleep(PAGE_SETTLE).await;
+                    pages.borrow_and_update();
+                }
                 () = self.inner.cancel.cancelled() => return,
             }
         }

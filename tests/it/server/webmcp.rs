@@ -1043,3 +1043,39 @@ async fn the_page_module_is_public_cacheable_and_importable_cross_origin() {
     assert_eq!(again.headers()["etag"], headers["etag"]);
     service.stop().await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_burst_of_page_changes_is_few_catalog_rebuilds() {
+    use std::time::Duration;
+    let mut config = crate::support::config(vec![]);
+    config.webmcp.allowed_origins = vec![ORIGIN.into()];
+    let gateway = crate::support::gateway(config).await;
+    let pages = gateway.pages().clone();
+    let owner = mcpgate::webmcp::PageOwner {
+        tenant: "local".into(),
+        user: "alice".into(),
+    };
+    let (page, _outbox) = pages.attach("editor", owner).expect("attached");
+    let tool = |name: String| {
+        let schema = serde_json::Map::from_iter([("type".to_owned(), json!("object"))]);
+        rmcp::model::Tool::new(name, "d", Arc::new(schema))
+    };
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut swaps = gateway.changes();
+    let before = *swaps.borrow_and_update();
+    // A page changing its tools every 10 ms for 200 ms.
+    for i in 0..20 {
+        pages.set_tools(&page, vec![tool(format!("t{i}"))]);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let rebuilds = *swaps.borrow() - before;
+    assert!(
+        (1..=6).contains(&rebuilds),
+        "20 changes in 200 ms made {rebuilds} rebuilds"
+    );
+    let catalog = gateway.catalog();
+    assert!(catalog.by_canonical("webmcp-editor.t19").is_some());
+    assert!(catalog.by_canonical("webmcp-editor.t18").is_none());
+    gateway.shutdown().await;
+}
