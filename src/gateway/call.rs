@@ -397,6 +397,7 @@ impl Gateway {
                 .inner
                 .pages
                 .invoke(
+                    ctx,
                     &tool.server,
                     tool.upstream.name.as_ref(),
                     &arguments,

@@ -143,7 +143,13 @@ impl Authenticator {
         let token = bearer_token(headers).ok()?;
         let claims: serde_json::Map<String, serde_json::Value> =
             jsonwebtoken::dangerous::insecure_decode_claims(token).ok()?;
-        let exp = claims.get("exp")?.as_u64()?;
+        // As the verifier reads it: a number of seconds, whole or not.
+        let exp = claims.get("exp")?;
+        let exp = exp.as_u64().or_else(|| {
+            exp.as_f64()
+                .filter(|f| f.is_finite() && *f >= 0.0)
+                .map(|f| f as u64)
+        })?;
         Some(exp.saturating_add(verifier.leeway()))
     }
 

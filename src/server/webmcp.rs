@@ -168,11 +168,12 @@ async fn bridge(
     };
     // The socket lives no longer than the token that opened it: the page reconnects with a
     // fresh one.
-    let expires = state.auth.expires_at(&credentials).map(|exp| {
+    let expires = state.auth.expires_at(&credentials).and_then(|exp| {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        tokio::time::Instant::now() + Duration::from_secs(exp.saturating_sub(now))
+        // An `exp` beyond what a clock can hold is as good as never.
+        tokio::time::Instant::now().checked_add(Duration::from_secs(exp.saturating_sub(now)))
     });
     let shutdown = (*state.shutdown).clone();
     upgrade
@@ -227,6 +228,14 @@ impl Connection {
             }))
         };
         loop {
+            // The page replaced or moved elsewhere, even if its outbox was too full to say.
+            let gone = self.page.as_ref().map(|(page, _)| page.gone().clone());
+            let gone = async {
+                match gone {
+                    Some(gone) => gone.cancelled_owned().await,
+                    None => std::future::pending().await,
+                }
+            };
             let outgoing = async {
                 match &mut self.page {
                     Some((_, rx)) => rx.recv().await,
@@ -264,6 +273,7 @@ impl Connection {
                 }
                 () = shutdown.cancelled() => Next::Close(1001, "the gateway is stopping"),
                 () = expiry(self.expires) => Next::Close(4401, "the token expired"),
+                () = gone => Next::Close(4000, "replaced by a new connection"),
             };
             let next = match next {
                 Next::Hello => self.hello().await,

@@ -437,7 +437,7 @@ impl Pages {
         }
     }
 
-    fn is_current(&self, page: &Page) -> bool {
+    pub(super) fn is_current(&self, page: &Page) -> bool {
         self.lock()
             .get(&page.server)
             .is_some_and(|p| p.connection == page.connection)
@@ -458,10 +458,14 @@ impl Pages {
     /// Whether `ctx` may see and call the tools of the page `server` names, wherever it is
     /// held.
     pub fn visible(&self, ctx: &CallContext, server: &ServerId) -> bool {
-        self.owner_of(server).is_some_and(|owner| {
-            owner.tenant == ctx.tenant
-                && (self.config.visible_to == PageVisibility::Tenant || owner.user == ctx.user)
-        })
+        self.owner_of(server)
+            .is_some_and(|owner| self.allows(&owner, &ctx.tenant, &ctx.user))
+    }
+
+    /// Whether the caller `tenant`/`user` may use a page of `owner`.
+    pub(super) fn allows(&self, owner: &PageOwner, tenant: &str, user: &str) -> bool {
+        owner.tenant == tenant
+            && (self.config.visible_to == PageVisibility::Tenant || owner.user == user)
     }
 
     /// Whether calling the page tool `canonical` (definition `tool`) writes: the operator's
@@ -491,19 +495,29 @@ impl Pages {
     /// Sends a call to the page `server` names (here, or through the instance holding it)
     /// and waits for its answer, at most `timeout`. Dropping the future (the caller went
     /// away) tells the page to cancel.
+    /// The page is looked up again as the call is sent, and `ctx` checked against whoever
+    /// holds the id then: a page that went while the call waited (for a confirmation, a
+    /// permit) and whose id another user took is never sent the call.
     pub async fn invoke(
         &self,
+        ctx: &CallContext,
         server: &ServerId,
         tool: &str,
         arguments: &Map<String, Value>,
         timeout: Duration,
     ) -> Result<CallToolResult, PageError> {
-        if let Some(page) = self.get(server) {
+        if let Some(page) = self.get(server).filter(|p| !p.gone.is_cancelled()) {
+            if !self.allows(&page.owner, &ctx.tenant, &ctx.user) {
+                return Err(not_connected(server));
+            }
             return self.invoke_local(&page, tool, arguments, timeout).await;
         }
         if let (Some(remote), Some(page)) = (self.remote.get(), self.elsewhere(server)) {
+            if !self.allows(&page.owner, &ctx.tenant, &ctx.user) {
+                return Err(not_connected(server));
+            }
             return remote
-                .call(&page, tool, arguments, timeout)
+                .call(ctx, &page, tool, arguments, timeout)
                 .await
                 .map_err(|err| match err {
                     PageError::NotConnected { .. } => not_connected(server),
@@ -688,7 +702,23 @@ mod tests {
 
         let server = page.server.clone();
         let none = Map::new();
-        let call = pages.invoke(&server, "get", &none, Duration::from_secs(5));
+        let ann = ctx("t", "ann");
+        // Checked again as the call is sent: another user's call never reaches the page.
+        let refused = pages
+            .invoke(
+                &ctx("t", "bob"),
+                &server,
+                "get",
+                &none,
+                Duration::from_secs(5),
+            )
+            .await;
+        assert!(
+            matches!(refused, Err(PageError::NotConnected { .. })),
+            "{refused:?}"
+        );
+        assert!(rx.try_recv().is_err(), "nothing was sent");
+        let call = pages.invoke(&ann, &server, "get", &none, Duration::from_secs(5));
         let answer = async {
             let Some(Outgoing::Text(frame)) = rx.recv().await else {
                 panic!("no invoke frame");
@@ -704,7 +734,7 @@ mod tests {
         assert_eq!(result.expect("answered").content.len(), 1);
 
         // Reloaded: the old page's calls end at once, its socket is closed.
-        let call = pages.invoke(&server, "get", &none, Duration::from_secs(5));
+        let call = pages.invoke(&ann, &server, "get", &none, Duration::from_secs(5));
         let reload = async {
             let _invoke = rx.recv().await;
             let (_new, _rx) = pages.attach("editor", owner("ann")).expect("replaces");
@@ -722,7 +752,13 @@ mod tests {
         let pages = Pages::new(WebMcpConfig::default());
         let (page, mut rx) = pages.attach("editor", owner("ann")).expect("accepted");
         let outcome = pages
-            .invoke(&page.server, "get", &Map::new(), Duration::from_secs(1))
+            .invoke(
+                &ctx("t", "ann"),
+                &page.server,
+                "get",
+                &Map::new(),
+                Duration::from_secs(1),
+            )
             .await;
         assert_eq!(
             outcome.err(),
@@ -742,6 +778,7 @@ mod tests {
         assert_eq!(
             pages
                 .invoke(
+                    &ctx("t", "ann"),
                     &server_id("nobody").expect("valid"),
                     "x",
                     &Map::new(),

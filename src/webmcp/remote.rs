@@ -32,6 +32,9 @@ use crate::{
 /// holder enforces the timeout itself and answers `timeout`).
 const REPLY_GRACE: Duration = Duration::from_secs(5);
 
+/// The shortest time between two rounds of writing and reading the registry.
+const FOLLOW_SETTLE: Duration = Duration::from_millis(50);
+
 /// What an instance writes about a page it holds.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -68,6 +71,9 @@ enum Message {
         reply_to: String,
         server: String,
         holder: String,
+        /// The caller, checked by the holder against the page's owner too.
+        tenant: String,
+        user: String,
         tool: String,
         arguments: Map<String, Value>,
         timeout_ms: u64,
@@ -238,6 +244,9 @@ impl Remote {
             let announce = pages.dirty.swap(false, std::sync::atomic::Ordering::AcqRel);
             let ttl = pages.config.heartbeat_timeout;
             for page in pages.all() {
+                if page.gone().is_cancelled() || !pages.is_current(&page) {
+                    continue;
+                }
                 let holder = pages.holder_of(&page);
                 let owner = (page.owner.tenant.as_str(), page.owner.user.as_str());
                 let record = pages.record_of(&page);
@@ -246,7 +255,12 @@ impl Remote {
                     .refresh(page.server.as_str(), owner, &holder, &record, ttl)
                     .await
                 {
-                    Ok(true) => {}
+                    Ok(true) => {
+                        // It left while its record was being written: no ghost stays.
+                        if page.gone().is_cancelled() || !pages.is_current(&page) {
+                            let _ = self.store.release(page.server.as_str(), &holder).await;
+                        }
+                    }
                     Ok(false) => {
                         // The same user's page connected to another instance under this id.
                         tracing::info!(server = %page.server, "a page moved to another instance");
@@ -264,12 +278,20 @@ impl Remote {
                 Ok(entries) => pages.set_elsewhere(self.instance(), entries),
                 Err(err) => tracing::warn!(error = %err, "the pages' registry could not be read"),
             }
+            drop(pages);
+            // Changes arriving meanwhile gather: however often pages change, here or
+            // elsewhere, the registry is written and read at most this often.
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(FOLLOW_SETTLE) => {}
+            }
         }
     }
 
     /// Sends a call of `page`'s `tool` to the instance holding it and waits for the answer.
     pub(super) async fn call(
         &self,
+        ctx: &crate::policy::CallContext,
         page: &RemotePage,
         tool: &str,
         arguments: &Map<String, Value>,
@@ -278,8 +300,8 @@ impl Remote {
         let not_connected = || PageError::NotConnected {
             client: page.server.as_str().to_owned(),
         };
-        if !*self.subscribed.borrow() {
-            // The answer could not be heard: send nothing.
+        if !*self.subscribed.borrow() || page.gone.is_cancelled() {
+            // The answer could not be heard, or the page is gone: send nothing.
             return Err(not_connected());
         }
         let call_id = crate::digest::random_hex(16);
@@ -299,6 +321,8 @@ impl Remote {
             reply_to: self.instance().to_owned(),
             server: page.server.as_str().to_owned(),
             holder: page.holder.clone(),
+            tenant: ctx.tenant.clone(),
+            user: ctx.user.clone(),
             tool: tool.to_owned(),
             arguments: arguments.clone(),
             timeout_ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
@@ -306,9 +330,14 @@ impl Remote {
         let text =
             serde_json::to_string(&message).map_err(|e| PageError::InvalidResult(e.to_string()))?;
         tracing::debug!(server = %page.server, holder = %page.holder, %call_id, "a page call sent to its holder");
+        // From here the call may be delivered: a caller that gives up says so.
+        guard.cancel = true;
         match self.store.send(page.instance(), &text).await {
-            Ok(true) => guard.cancel = true,
-            Ok(false) => return Err(not_connected()),
+            Ok(true) => {}
+            Ok(false) => {
+                guard.cancel = false;
+                return Err(not_connected());
+            }
             // Perhaps delivered: the page may run it.
             Err(_) => return Err(PageError::OutcomeUnknown),
         }
@@ -353,22 +382,25 @@ impl Remote {
                 reply_to,
                 server,
                 holder,
+                tenant,
+                user,
                 tool,
                 arguments,
                 timeout_ms,
             } => {
                 let Some(pages) = pages.upgrade() else { return };
                 let remote = self.clone();
+                // Registered before the call runs, so a cancel right behind it is not lost.
+                let cancelled = CancellationToken::new();
+                self.serving
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .insert(call_id.clone(), cancelled.clone());
                 tokio::spawn(async move {
-                    let cancelled = CancellationToken::new();
-                    remote
-                        .serving
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .insert(call_id.clone(), cancelled.clone());
                     let page = ServerId::new(&server)
                         .and_then(|id| pages.get(&id))
-                        .filter(|page| pages.holder_of(page) == holder);
+                        .filter(|page| pages.holder_of(page) == holder)
+                        .filter(|page| pages.allows(&page.owner, &tenant, &user));
                     let outcome = match page {
                         None => Some(Err(PageError::NotConnected { client: server })),
                         Some(page) => {

@@ -33,7 +33,8 @@ return 'ok'
 
 /// KEYS: record, index. ARGV: holder, record JSON, ttl ms, owner, member. `0` when another
 /// connection holds it now; a record that expired meanwhile (Redis was unreachable for
-/// longer than its life) is written again.
+/// longer than its life) is written again. The id is listed again each time: a reader that
+/// dropped it from the index while it was being written cannot hide the page for good.
 static REFRESH: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
@@ -41,7 +42,7 @@ local holder = redis.call('HGET', KEYS[1], 'holder')
 if holder and holder ~= ARGV[1] then return 0 end
 redis.call('HSET', KEYS[1], 'owner', ARGV[4], 'holder', ARGV[1], 'record', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
-if not holder then redis.call('SADD', KEYS[2], ARGV[5]) end
+redis.call('SADD', KEYS[2], ARGV[5])
 return 1
 ",
     )

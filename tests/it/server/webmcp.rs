@@ -701,6 +701,9 @@ async fn bad_frames_are_refused_and_the_bridge_keeps_serving() {
     );
 
     // A result for another socket's call is refused there and changes nothing here.
+    service
+        .wait_listed(&alice, "webmcp-editor.get_title", true)
+        .await;
     let mut other = TestPage::open(&service, "notes", "alice").await;
     let call = {
         let (service, alice) = (service.clone(), alice.clone());
@@ -789,6 +792,9 @@ async fn a_page_that_goes_or_reloads_ends_its_calls_at_once() {
     // The page closes mid-call.
     let mut page = TestPage::open(&service, "editor", "alice").await;
     page.register(editor_tools()).await;
+    service
+        .wait_listed(&alice, "webmcp-editor.get_title", true)
+        .await;
     let call = call_title();
     let _ = page.invoked().await;
     page.ws.close(None).await.expect("closed");
