@@ -1003,10 +1003,17 @@ async fn a_pages_socket_ends_with_its_token() {
         "iss": "https://issuer.test/", "aud": "mcpgate", "exp": now() + 2,
         "tenant": "local", "sub": "alice",
     }));
+    // `exp` may be fractional: the verifier accepts it, so the socket must end with it too.
+    let fractional = jwt(json!({
+        "iss": "https://issuer.test/", "aud": "mcpgate", "exp": now() as f64 + 2.5,
+        "tenant": "local", "sub": "alice",
+    }));
     let mut page = TestPage::open_at(&service.base, "editor", &short).await;
+    let mut notes = TestPage::open_at(&service.base, "notes", &fractional).await;
     page.register(editor_tools()).await;
     // Closed when the token expires (the page reconnects with a fresh one); its tools leave.
     assert_eq!(page.next().await, json!({"closed": 4401}));
+    assert_eq!(notes.next().await, json!({"closed": 4401}));
     let alice = token("alice", &[]);
     service
         .wait_listed(&alice, "webmcp-editor.get_title", false)
