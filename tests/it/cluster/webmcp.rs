@@ -35,6 +35,17 @@ async fn call_at(
     answer(request.json(&body)).await
 }
 
+/// [`call_at`] on its own task, so a page can answer what it sends.
+fn spawn_call_at(
+    client: &reqwest::Client,
+    base: impl AsRef<str>,
+    bearer: &str,
+    body: Value,
+) -> tokio::task::JoinHandle<(StatusCode, Value)> {
+    let (client, base, bearer) = (client.clone(), base.as_ref().to_owned(), bearer.to_owned());
+    tokio::spawn(async move { call_at(&client, &base, &bearer, body).await })
+}
+
 /// Waits until the caller of `bearer` sees `tool` listed at `base`.
 async fn wait_listed(client: &reqwest::Client, base: &str, bearer: &str, tool: &str) {
     wait_for_async(&format!("{tool} listed at {base}"), || async {
@@ -73,11 +84,7 @@ async fn a_page_held_by_one_instance_serves_callers_of_the_others() {
     let mut page = TestPage::open_at(&bases[0], "editor", &ann).await;
     page.register(editor_tools()).await;
     wait_listed(&client, &bases[1], &ann, "webmcp-editor.get_title").await;
-    let call = tokio::spawn({
-        let (client, base, ann, read) =
-            (client.clone(), bases[1].clone(), ann.clone(), read.clone());
-        async move { call_at(&client, &base, &ann, read).await }
-    });
+    let call = spawn_call_at(&client, bases[1].clone(), &ann, read.clone());
     let (call_id, tool, _) = page.invoked().await;
     assert_eq!(tool, "get_title");
     page.answer(&call_id, title_result("Draft")).await;
@@ -138,10 +145,7 @@ async fn a_page_held_by_one_instance_serves_callers_of_the_others() {
     assert_eq!(status, StatusCode::OK, "{approval}");
     let mut confirmed = write;
     confirmed["confirmationToken"] = approval["confirmationToken"].clone();
-    let call = tokio::spawn({
-        let (client, base, ann) = (client.clone(), bases[1].clone(), ann.clone());
-        async move { call_at(&client, &base, &ann, confirmed).await }
-    });
+    let call = spawn_call_at(&client, &bases[1], &ann, confirmed);
     let (call_id, tool, arguments) = page.invoked().await;
     assert_eq!(
         (tool.as_str(), &arguments),
@@ -153,11 +157,7 @@ async fn a_page_held_by_one_instance_serves_callers_of_the_others() {
 
     // a dies mid-call: the caller on b learns the outcome is unknown, within the bound.
     let mut instances = cluster.instances;
-    let call = tokio::spawn({
-        let (client, base, ann, read) =
-            (client.clone(), bases[1].clone(), ann.clone(), read.clone());
-        async move { call_at(&client, &base, &ann, read).await }
-    });
+    let call = spawn_call_at(&client, bases[1].clone(), &ann, read.clone());
     let _ = page.invoked().await;
     instances.remove(0).kill().await;
     let (status, body) = tokio::time::timeout(WAIT, call)
@@ -177,11 +177,7 @@ async fn a_page_held_by_one_instance_serves_callers_of_the_others() {
     // The new tool listed on c: c reads the page's new record, not a's expired one.
     wait_listed(&client, &bases[2], &ann, "webmcp-editor.since_reconnect").await;
     for base in [&bases[2], &bases[1]] {
-        let call = tokio::spawn({
-            let (client, base, ann, read) =
-                (client.clone(), base.clone(), ann.clone(), read.clone());
-            async move { call_at(&client, &base, &ann, read).await }
-        });
+        let call = spawn_call_at(&client, base.clone(), &ann, read.clone());
         let (call_id, _, _) = page.invoked().await;
         page.answer(&call_id, title_result("Final")).await;
         let (status, body) = call.await.expect("the call's task");
@@ -193,11 +189,7 @@ async fn a_page_held_by_one_instance_serves_callers_of_the_others() {
     assert_eq!(page.next().await, json!({"closed": 4000}));
     moved.register(tools_and("since_move")).await;
     wait_listed(&client, &bases[1], &ann, "webmcp-editor.since_move").await;
-    let call = tokio::spawn({
-        let (client, base, ann, read) =
-            (client.clone(), bases[1].clone(), ann.clone(), read.clone());
-        async move { call_at(&client, &base, &ann, read).await }
-    });
+    let call = spawn_call_at(&client, bases[1].clone(), &ann, read.clone());
     let (call_id, _, _) = moved.invoked().await;
     moved.answer(&call_id, title_result("Moved")).await;
     let (status, body) = call.await.expect("the call's task");
@@ -233,11 +225,7 @@ async fn pages_survive_a_redis_that_lost_their_records() {
             tokio::time::Instant::now() < deadline,
             "b never reached the page again"
         );
-        let call = tokio::spawn({
-            let (client, base, ann, read) =
-                (client.clone(), bases[1].clone(), ann.clone(), read.clone());
-            async move { call_at(&client, &base, &ann, read).await }
-        });
+        let call = spawn_call_at(&client, bases[1].clone(), &ann, read.clone());
         // Answer the call if it reaches the page; a refusal (not listed or routable yet) is
         // retried.
         let reached = tokio::time::timeout(std::time::Duration::from_secs(2), page.next()).await;

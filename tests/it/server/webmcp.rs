@@ -250,6 +250,17 @@ fn spawn<T: Send + 'static>(
     tokio::spawn(future)
 }
 
+/// `POST /api/v1/mcp/tools/call` of `tool` as `bearer`, on its own task.
+fn spawn_call(
+    service: &Arc<Service>,
+    bearer: &str,
+    tool: &'static str,
+    arguments: Value,
+) -> tokio::task::JoinHandle<(StatusCode, Value)> {
+    let (service, bearer) = (service.clone(), bearer.to_owned());
+    spawn(async move { service.call_as(&bearer, tool, arguments).await })
+}
+
 #[tokio::test]
 async fn the_upgrade_refuses_what_the_api_would() {
     let off = Service::start(demo_config(), jwt_auth()).await;
@@ -412,14 +423,7 @@ async fn a_pages_tools_pass_the_one_gate() {
     assert!(!names.iter().any(|n| n.starts_with("webmcp-")), "{names:?}");
 
     // A read over REST: the page computes the answer.
-    let call = {
-        let (service, alice) = (service.clone(), alice.clone());
-        spawn(async move {
-            service
-                .call_as(&alice, "webmcp-editor.get_title", json!({}))
-                .await
-        })
-    };
+    let call = spawn_call(&service, &alice, "webmcp-editor.get_title", json!({}));
     let (call_id, tool, arguments) = page.invoked().await;
     assert_eq!((tool.as_str(), &arguments), ("get_title", &json!({})));
     page.answer(&call_id, title_result("Draft")).await;
@@ -705,14 +709,7 @@ async fn bad_frames_are_refused_and_the_bridge_keeps_serving() {
         .wait_listed(&alice, "webmcp-editor.get_title", true)
         .await;
     let mut other = TestPage::open(&service, "notes", "alice").await;
-    let call = {
-        let (service, alice) = (service.clone(), alice.clone());
-        spawn(async move {
-            service
-                .call_as(&alice, "webmcp-editor.get_title", json!({}))
-                .await
-        })
-    };
+    let call = spawn_call(&service, &alice, "webmcp-editor.get_title", json!({}));
     let (call_id, _, _) = page.invoked().await;
     other.answer(&call_id, title_result("forged")).await;
     let answer = other.next().await;
@@ -774,14 +771,7 @@ async fn a_page_that_goes_or_reloads_ends_its_calls_at_once() {
     let config = bridge_config(|webmcp| webmcp.call_timeout = std::time::Duration::from_secs(3600));
     let service = Arc::new(Service::start(config, jwt_auth()).await);
     let alice = token("alice", &[]);
-    let call_title = || {
-        let (service, alice) = (service.clone(), alice.clone());
-        spawn(async move {
-            service
-                .call_as(&alice, "webmcp-editor.get_title", json!({}))
-                .await
-        })
-    };
+    let call_title = || spawn_call(&service, &alice, "webmcp-editor.get_title", json!({}));
     let ended = async |call: tokio::task::JoinHandle<(StatusCode, Value)>| {
         tokio::time::timeout(WAIT, call)
             .await
