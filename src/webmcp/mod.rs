@@ -615,8 +615,9 @@ impl Drop for Waiting<'_> {
 }
 
 /// The server id of the page `client_id`: `webmcp-` and the id in lowercase, every other
-/// character than a letter or digit as `-`, cut to fit a server id. `None` for an id that
-/// is not 1 to 64 of `A-Z a-z 0-9 _ . -`.
+/// character than a letter or digit as `-`; an id too long for a server id is cut and ends
+/// with six hex digits of its hash, so two long ids that start alike stay two pages. `None`
+/// for an id that is not 1 to 64 of `A-Z a-z 0-9 _ . -`.
 pub fn server_id(client_id: &str) -> Option<ServerId> {
     if !(1..=MAX_CLIENT_ID).contains(&client_id.len())
         || !client_id
@@ -626,7 +627,7 @@ pub fn server_id(client_id: &str) -> Option<ServerId> {
         return None;
     }
     let room = 32 - WEBMCP_PREFIX.len();
-    let name: String = client_id
+    let mut name: String = client_id
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() {
@@ -635,8 +636,12 @@ pub fn server_id(client_id: &str) -> Option<ServerId> {
                 '-'
             }
         })
-        .take(room)
         .collect();
+    if name.len() > room {
+        let hash = crate::digest::sha256_hex(client_id.as_bytes());
+        name.truncate(room - 7);
+        name = format!("{name}-{}", &hash[..6]);
+    }
     ServerId::new(&format!("{WEBMCP_PREFIX}{name}"))
 }
 
@@ -675,6 +680,21 @@ mod tests {
         assert_eq!(
             server_id(&"a".repeat(64)).expect("valid").as_str().len(),
             32
+        );
+        // Long ids that start alike stay apart; one that fits is unchanged.
+        let (long, longer) = (
+            server_id("com.example.editor.documents").expect("valid"),
+            server_id("com.example.editor.documents2").expect("valid"),
+        );
+        assert_ne!(long, longer);
+        assert!(
+            long.as_str().starts_with("webmcp-com-example-editor"),
+            "{long}"
+        );
+        assert_eq!(long.as_str().len(), 32);
+        assert_eq!(
+            server_id(&"b".repeat(25)).expect("valid").as_str(),
+            format!("webmcp-{}", "b".repeat(25))
         );
         assert!(server_id("").is_none());
         assert!(server_id("a/b").is_none());
