@@ -600,6 +600,8 @@ pub struct RawWebMcp {
     pub max_schema_bytes: Option<u64>,
     pub max_pages_per_user: Option<u64>,
     pub max_pages: Option<u64>,
+    /// Client id → the name its page is listed under (`webmcp-<name>`).
+    pub names: Option<std::collections::BTreeMap<String, String>>,
 }
 
 /// A JSON object kept in written order that rejects duplicate keys: `serde_json` would keep

@@ -50,6 +50,9 @@ pub struct WebMcpConfig {
     pub max_pages_per_user: usize,
     /// Most pages connected to this instance at once.
     pub max_pages: usize,
+    /// Client ids listed under a name of the operator's (`webmcp-<name>`), instead of their
+    /// normalized id; sorted by client id.
+    pub names: Vec<(String, super::ServerId)>,
 }
 
 impl Default for WebMcpConfig {
@@ -69,6 +72,7 @@ impl Default for WebMcpConfig {
             max_schema_bytes: 64 * 1024,
             max_pages_per_user: 16,
             max_pages: 1024,
+            names: Vec::new(),
         }
     }
 }

@@ -32,7 +32,6 @@ use crate::{
     webmcp::{
         Outgoing, Page, PageError, PageOwner, Pages,
         protocol::{self, FromPage, SUBPROTOCOL, TOKEN_SUBPROTOCOL_PREFIX},
-        server_id,
     },
 };
 
@@ -43,6 +42,10 @@ pub const BRIDGE_PREFIX: &str = "/api/v1/webmcp/bridge/";
 /// under this is read and refused with a typed error, the connection kept; one over this
 /// closes the connection (it is not buffered).
 const HARD_MESSAGE_LIMIT: usize = 16 * 1024 * 1024;
+
+/// Why a client id is refused.
+const INVALID_CLIENT_ID: &str = "a client id is 1 to 64 of A-Z, a-z, 0-9, `_`, `.`, `-`, and not \
+     a name [webmcp.names] gives another client id";
 
 /// The page's module, served as is.
 const MODULE: &[u8] = include_bytes!("webmcp/webmcp.js");
@@ -110,11 +113,11 @@ async fn bridge(
             "pages from this Origin may not connect (see [webmcp] allowed_origins)",
         );
     }
-    if server_id(&client_id).is_none() {
+    if pages.server_for(&client_id).is_none() {
         return refused(
             StatusCode::BAD_REQUEST,
             "invalid_client_id",
-            "a client id is 1 to 64 of A-Z, a-z, 0-9, `_`, `.`, `-`",
+            INVALID_CLIENT_ID,
         );
     }
     let offered: Vec<&str> = headers
@@ -390,14 +393,14 @@ async fn invoke(
 ) -> Result<Response, ApiError> {
     let ([client_id, tool], arguments, token) =
         super::rest::call_body(&state, &body, ["clientId", "tool"])?;
-    let server = server_id(&client_id).ok_or_else(|| {
+    let gateway = state.gateway.current();
+    let server = gateway.pages().server_for(&client_id).ok_or_else(|| {
         ApiError::new(
             StatusCode::BAD_REQUEST,
             "invalid_client_id",
-            "a client id is 1 to 64 of A-Z, a-z, 0-9, `_`, `.`, `-`",
+            INVALID_CLIENT_ID,
         )
     })?;
-    let gateway = state.gateway.current();
     let not_connected = || {
         ApiError::new(
             StatusCode::NOT_FOUND,

@@ -202,6 +202,17 @@ impl Pages {
         let _ = self.remote.set(remote);
     }
 
+    /// The server id the page `client_id` is listed under: the operator's name for it
+    /// (`[webmcp.names]`), else its normalized id ([`server_id`]); `None` for an invalid id,
+    /// and for one whose normalized id is a name the operator gave another client id.
+    pub fn server_for(&self, client_id: &str) -> Option<ServerId> {
+        if let Some((_, named)) = self.config.names.iter().find(|(c, _)| c == client_id) {
+            return Some(named.clone());
+        }
+        let id = server_id(client_id)?;
+        (!self.config.names.iter().any(|(_, named)| *named == id)).then_some(id)
+    }
+
     /// Whether pages of other instances are reachable from here.
     pub fn shared(&self) -> bool {
         self.remote.get().is_some()
@@ -331,7 +342,9 @@ impl Pages {
         client_id: &str,
         owner: PageOwner,
     ) -> Result<(Arc<Page>, mpsc::Receiver<Outgoing>), Rejected> {
-        let server = server_id(client_id).ok_or(Rejected::InvalidClientId)?;
+        let server = self
+            .server_for(client_id)
+            .ok_or(Rejected::InvalidClientId)?;
         let (outbox, rx) = mpsc::channel(OUTBOX);
         let connection = self
             .connections
@@ -808,5 +821,29 @@ mod tests {
                 .err(),
             Some(gone)
         );
+    }
+
+    #[test]
+    fn an_operators_name_is_its_clients_alone() {
+        let named = server_id("editor").expect("valid");
+        let pages = Pages::new(WebMcpConfig {
+            names: vec![("com.example.editor.documents".into(), named.clone())],
+            ..WebMcpConfig::default()
+        });
+        assert_eq!(
+            pages.server_for("com.example.editor.documents"),
+            Some(named)
+        );
+        // A page whose own id would take the name is refused; others are as usual.
+        assert_eq!(pages.server_for("editor"), None);
+        assert_eq!(
+            pages.attach("editor", owner("ann")).err(),
+            Some(Rejected::InvalidClientId)
+        );
+        assert_eq!(pages.server_for("notes"), server_id("notes"));
+        let (page, _rx) = pages
+            .attach("com.example.editor.documents", owner("ann"))
+            .expect("accepted");
+        assert_eq!(page.server.as_str(), "webmcp-editor");
     }
 }

@@ -129,7 +129,46 @@ pub(super) fn section(raw: &RawWebMcp, report: &mut Report) -> WebMcpConfig {
             d.max_pages,
             report,
         ),
+        names: names(raw.names.as_ref(), report),
     }
+}
+
+/// `[webmcp.names]`: valid client ids, each under its own name of 1 to 25 of `a-z 0-9 -`.
+fn names(
+    raw: Option<&std::collections::BTreeMap<String, String>>,
+    report: &mut Report,
+) -> Vec<(String, crate::config::ServerId)> {
+    let mut out: Vec<(String, crate::config::ServerId)> = Vec::new();
+    for (client, name) in raw.into_iter().flatten() {
+        let field = format!(
+            "webmcp.names.{}",
+            client.chars().take(64).collect::<String>()
+        );
+        if crate::webmcp::server_id(client).is_none() {
+            report.problem(
+                &field,
+                "a client id is 1 to 64 of A-Z, a-z, 0-9, `_`, `.`, `-`",
+            );
+            continue;
+        }
+        let shaped = (1..=32 - WEBMCP_PREFIX.len()).contains(&name.len())
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+        let Some(id) = shaped
+            .then(|| crate::config::ServerId::new(&format!("{WEBMCP_PREFIX}{name}")))
+            .flatten()
+        else {
+            report.problem(&field, "a name is 1 to 25 of a-z, 0-9 and `-`");
+            continue;
+        };
+        if out.iter().any(|(_, taken)| *taken == id) {
+            report.problem(&field, "another client id has this name");
+            continue;
+        }
+        out.push((client.clone(), id));
+    }
+    out
 }
 
 /// `webmcp-<name>.<tool>` ids, each as written.
@@ -190,6 +229,30 @@ mod tests {
             "webmcp.read_only_tools[1]",
             "webmcp.visible_to",
             "webmcp.heartbeat_timeout",
+        ] {
+            assert!(
+                problems.iter().any(|p| p.starts_with(field)),
+                "{field} not reported in {problems:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn names_are_valid_and_each_clients_own() {
+        let (config, problems) = parse(
+            r#"[names]
+               "com.example.editor" = "editor"
+               "com.example.other" = "editor"
+               "bad id!" = "x"
+               "notes" = "Notes_1""#,
+        );
+        assert_eq!(config.names.len(), 1);
+        assert_eq!(config.names[0].0, "com.example.editor");
+        assert_eq!(config.names[0].1.as_str(), "webmcp-editor");
+        for field in [
+            "webmcp.names.com.example.other",
+            "webmcp.names.bad id!",
+            "webmcp.names.notes",
         ] {
             assert!(
                 problems.iter().any(|p| p.starts_with(field)),

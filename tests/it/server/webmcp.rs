@@ -1082,3 +1082,37 @@ async fn a_burst_of_page_changes_is_few_catalog_rebuilds() {
     assert!(catalog.by_canonical("webmcp-editor.t18").is_none());
     gateway.shutdown().await;
 }
+
+#[tokio::test]
+async fn an_operators_name_lists_a_client_id_under_it() {
+    let config = bridge_config(|webmcp| {
+        webmcp.names = vec![("com.example.editor.documents".into(), id("webmcp-editor"))];
+    });
+    let service = Service::start(config, jwt_auth()).await;
+    let alice = token("alice", &[]);
+    let mut page = TestPage::open_at(&service.base, "com.example.editor.documents", &alice).await;
+    page.register(editor_tools()).await;
+    service
+        .wait_listed(&alice, "webmcp-editor.get_title", true)
+        .await;
+    // The name is that client id's alone: a page whose own id would take it is refused.
+    let taking = request(&service.base, "editor", Some(ORIGIN), Some(&alice));
+    assert_eq!(refusal(taking).await, (400, "invalid_client_id".to_owned()));
+    let body = json!({"clientId": "com.example.editor.documents", "tool": "get_title"});
+    let invoke = {
+        let service = Arc::new(service);
+        let (s, alice) = (service.clone(), alice.clone());
+        let call = spawn(async move { s.post_as(&alice, "/api/v1/webmcp/invoke", body).await });
+        let (call_id, _, _) = page.invoked().await;
+        page.answer(&call_id, title_result("Draft")).await;
+        let answer = call.await.expect("the invoke's task");
+        drop(page);
+        Arc::into_inner(service).expect("one owner").stop().await;
+        answer
+    };
+    assert_eq!(invoke.0, StatusCode::OK, "{}", invoke.1);
+    assert_eq!(
+        invoke.1["data"]["result"]["data"],
+        json!({"title": "Draft"})
+    );
+}
