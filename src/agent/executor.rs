@@ -187,12 +187,7 @@ impl Round<'_> {
                     .gateway
                     .catalog()
                     .by_canonical(&output.tool)
-                    .is_some_and(|t| {
-                        t.upstream.meta.as_ref().is_some_and(|m| {
-                            m.0.get(crate::webmcp::protocol::UNTRUSTED_CONTENT)
-                                == Some(&true.into())
-                        })
-                    });
+                    .is_some_and(|t| crate::webmcp::protocol::untrusted_content(&t.upstream));
                 if untrusted {
                     text = crate::agent::output::marked_untrusted(&output.tool, &text);
                 }

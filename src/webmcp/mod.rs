@@ -276,9 +276,6 @@ impl Pages {
     }
 
     fn elsewhere(&self, server: &ServerId) -> Option<Arc<RemotePage>> {
-        if !self.shared() {
-            return None;
-        }
         self.elsewhere
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -294,17 +291,16 @@ impl Pages {
             .iter()
             .map(|page| (page.server.clone(), page.tools()))
             .collect();
-        if self.shared() {
-            let elsewhere = self
-                .elsewhere
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            for (server, page) in elsewhere.iter() {
-                if !listed.iter().any(|(id, _)| id == server) {
-                    listed.push((server.clone(), page.tools.clone()));
-                }
+        let elsewhere = self
+            .elsewhere
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        for (server, page) in elsewhere.iter() {
+            if !listed.iter().any(|(id, _)| id == server) {
+                listed.push((server.clone(), page.tools.clone()));
             }
         }
+        drop(elsewhere);
         listed.sort_by(|a, b| a.0.cmp(&b.0));
         listed
     }
@@ -529,13 +525,7 @@ impl Pages {
             if !self.allows(&page.owner, &ctx.tenant, &ctx.user) {
                 return Err(not_connected(server));
             }
-            return remote
-                .call(ctx, &page, tool, arguments, timeout)
-                .await
-                .map_err(|err| match err {
-                    PageError::NotConnected { .. } => not_connected(server),
-                    other => other,
-                });
+            return remote.call(ctx, &page, tool, arguments, timeout).await;
         }
         Err(not_connected(server))
     }
@@ -588,7 +578,7 @@ impl Pages {
 }
 
 /// No page holds `server` now.
-fn not_connected(server: &ServerId) -> PageError {
+pub(super) fn not_connected(server: &ServerId) -> PageError {
     PageError::NotConnected {
         client: server
             .as_str()

@@ -22,6 +22,15 @@ pub const TOKEN_SUBPROTOCOL_PREFIX: &str = "mcpgate.bearer.";
 /// (`untrustedContentHint`): the chat's model reads that output marked as data.
 pub const UNTRUSTED_CONTENT: &str = "io.mcpgate/untrustedContent";
 
+/// Whether `tool`'s page said its output holds content from others.
+pub fn untrusted_content(tool: &Tool) -> bool {
+    tool.meta
+        .as_ref()
+        .and_then(|meta| meta.0.get(UNTRUSTED_CONTENT))
+        .and_then(Value::as_bool)
+        == Some(true)
+}
+
 /// Longest tool name, as the WebMCP draft and the bridge allow it.
 const MAX_TOOL_NAME: usize = 128;
 /// Longest call id a page may answer with (the gateway's are 32 hex digits).
@@ -348,14 +357,8 @@ mod tests {
         assert!(valid_tool_name("a.b-c_D9"));
         assert!(!valid_tool_name("a/b"));
         // The untrusted-content claim is kept for the model; the other tool carries none.
-        let untrusted = |tool: &Tool| {
-            tool.meta
-                .as_ref()
-                .and_then(|m| m.0.get(UNTRUSTED_CONTENT))
-                .cloned()
-        };
-        assert_eq!(untrusted(&tools[0]), Some(json!(true)));
-        assert_eq!(untrusted(&tools[1]), None);
+        assert!(untrusted_content(&tools[0]));
+        assert!(!untrusted_content(&tools[1]));
     }
 
     #[test]

@@ -92,7 +92,7 @@ enum Message {
 #[serde(tag = "status", rename_all = "snake_case")]
 enum Answer {
     Ok { result: Value },
-    NotConnected { client: String },
+    NotConnected,
     OutcomeUnknown,
     InvalidResult { message: String },
     Timeout { after_ms: u64 },
@@ -107,7 +107,7 @@ impl Answer {
                     message: err.to_string(),
                 },
             },
-            Err(PageError::NotConnected { client }) => Answer::NotConnected { client },
+            Err(PageError::NotConnected { .. }) => Answer::NotConnected,
             Err(PageError::OutcomeUnknown) => Answer::OutcomeUnknown,
             Err(PageError::InvalidResult(message)) => Answer::InvalidResult { message },
             Err(PageError::Timeout { after }) => Answer::Timeout {
@@ -116,12 +116,13 @@ impl Answer {
         }
     }
 
-    fn into_result(self) -> Result<CallToolResult, PageError> {
+    /// The call's end, as a call of the page `server` names.
+    fn into_result(self, server: &ServerId) -> Result<CallToolResult, PageError> {
         match self {
             Answer::Ok { result } => {
                 serde_json::from_value(result).map_err(|e| PageError::InvalidResult(e.to_string()))
             }
-            Answer::NotConnected { client } => Err(PageError::NotConnected { client }),
+            Answer::NotConnected => Err(super::not_connected(server)),
             Answer::OutcomeUnknown => Err(PageError::OutcomeUnknown),
             Answer::InvalidResult { message } => Err(PageError::InvalidResult(message)),
             Answer::Timeout { after_ms } => Err(PageError::Timeout {
@@ -297,9 +298,7 @@ impl Remote {
         arguments: &Map<String, Value>,
         timeout: Duration,
     ) -> Result<CallToolResult, PageError> {
-        let not_connected = || PageError::NotConnected {
-            client: page.server.as_str().to_owned(),
-        };
+        let not_connected = || super::not_connected(&page.server);
         if !*self.subscribed.borrow() || page.gone.is_cancelled() {
             // The answer could not be heard, or the page is gone: send nothing.
             return Err(not_connected());
@@ -348,7 +347,7 @@ impl Remote {
         };
         let outcome = outcome?;
         guard.cancel = false;
-        outcome.into_result()
+        outcome.into_result(&page.server)
     }
 
     fn received(self: &Arc<Self>, pages: &std::sync::Weak<Pages>, payload: &str) {
@@ -488,26 +487,19 @@ pub(super) fn read_entries(
             tenant: record.tenant,
             user: record.user,
         };
-        let page = match before.get(&server) {
-            Some(old) if old.holder == entry.holder && old.owner == owner => {
-                if *old.tools == record.tools {
-                    old.clone()
-                } else {
-                    Arc::new(RemotePage {
-                        server: server.clone(),
-                        owner,
-                        holder: entry.holder,
-                        tools: Arc::new(record.tools),
-                        gone: old.gone.clone(),
-                    })
-                }
-            }
+        // The same connection's record: its page is kept when nothing changed, and calls
+        // waiting for it keep waiting when only its tools did.
+        let same = before
+            .get(&server)
+            .filter(|old| old.holder == entry.holder && old.owner == owner);
+        let page = match same {
+            Some(old) if *old.tools == record.tools => old.clone(),
             _ => Arc::new(RemotePage {
                 server: server.clone(),
                 owner,
                 holder: entry.holder,
                 tools: Arc::new(record.tools),
-                gone: CancellationToken::new(),
+                gone: same.map_or_else(CancellationToken::new, |old| old.gone.clone()),
             }),
         };
         now.insert(server, page);
@@ -633,10 +625,11 @@ mod tests {
                 after: Duration::from_millis(1500),
             }),
         ];
+        let server = id("webmcp-editor");
         for case in cases {
             let text = serde_json::to_string(&Answer::of(case.clone())).expect("JSON");
             let back: Answer = serde_json::from_str(&text).expect("read back");
-            assert_eq!(back.into_result(), case, "{text}");
+            assert_eq!(back.into_result(&server), case, "{text}");
         }
     }
 }
