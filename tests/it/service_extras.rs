@@ -2,7 +2,7 @@
 //! its snapshot) and configuration reload (API, SIGHUP, MCP sessions across a reload).
 //! Requests go through `app()` without sockets, except where a real client needs them.
 
-mod mcp_reload;
+pub(crate) mod mcp_reload;
 mod metrics;
 mod openapi;
 mod reload;

@@ -92,6 +92,17 @@ async fn a_page_held_by_one_instance_serves_callers_of_the_others() {
     assert_eq!(status, StatusCode::OK, "{body}");
     assert_eq!(body["data"]["structuredContent"], json!({"title": "Draft"}));
 
+    // A caller on b who gives up: the holder tells the page to cancel that call.
+    let call = spawn_call_at(&client, &bases[1], &ann, read.clone());
+    let (call_id, _, _) = page.invoked().await;
+    call.abort();
+    let cancel = page.next().await;
+    assert_eq!(
+        (&cancel["type"], &cancel["callId"]),
+        (&json!("cancel"), &json!(call_id)),
+        "{cancel}"
+    );
+
     // The AX-compatible route on c reaches the page too.
     let invoke = tokio::spawn({
         let (client, base, ann) = (client.clone(), bases[2].clone(), ann.clone());

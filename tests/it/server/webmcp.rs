@@ -867,28 +867,6 @@ async fn pages_are_capped_and_a_client_id_is_its_owners() {
     service.stop().await;
 }
 
-/// Counts the `tools/list_changed` notifications an `/mcp` session hears.
-#[derive(Clone)]
-struct Watcher {
-    changes: Arc<watch::Sender<usize>>,
-}
-
-impl rmcp::ClientHandler for Watcher {
-    fn get_info(&self) -> rmcp::model::ClientConfig {
-        rmcp::model::ClientConfig::new(
-            rmcp::model::ClientCapabilities::default(),
-            rmcp::model::Implementation::new("watcher", "0"),
-        )
-    }
-
-    async fn on_tool_list_changed(
-        &self,
-        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
-    ) {
-        self.changes.send_modify(|n| *n += 1);
-    }
-}
-
 #[tokio::test]
 async fn mcp_clients_call_page_tools_and_hear_a_silent_page_leave() {
     use rmcp::{
@@ -904,7 +882,7 @@ async fn mcp_clients_call_page_tools_and_hear_a_silent_page_leave() {
     });
     let service = Service::start(config, jwt_auth()).await;
     let alice = token("alice", &[]);
-    let watcher = Watcher {
+    let watcher = crate::service_extras::mcp_reload::Watcher {
         changes: Arc::new(watch::channel(0).0),
     };
     let mut changes = watcher.changes.subscribe();

@@ -22,8 +22,8 @@ use crate::support::{WAIT, wait_for};
 
 /// Counts the `tools/list_changed` notifications it hears.
 #[derive(Clone)]
-struct Watcher {
-    changes: Arc<watch::Sender<usize>>,
+pub(crate) struct Watcher {
+    pub(crate) changes: Arc<watch::Sender<usize>>,
 }
 
 impl ClientHandler for Watcher {
