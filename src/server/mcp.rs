@@ -19,6 +19,7 @@
 //!   answered on the request's own task rather than through rmcp's session loop.
 //! - `watches`: a session's resource subscriptions and the updates relayed to it.
 
+mod answers;
 mod call;
 mod changes;
 mod confirm;
@@ -104,6 +105,10 @@ impl Endpoint {
         if let Some(refusal) = shared.refusal(&id, caller.as_deref()).await {
             return refusal;
         }
+        let request = match shared.forward_answer(&id, request).await {
+            Ok(forwarded) => return forwarded,
+            Err(request) => request,
+        };
         let ending = request.method() == http::Method::DELETE;
         let response = self.serve_here(request).await;
         if ending && response.status().is_success() {
@@ -134,7 +139,7 @@ fn mcp_service(
     let stores = state.gateway.current().stores().shared;
     let sessions = CappedSessions::new(max_sessions, state.service.mcp_session_idle);
     let sessions = Arc::new(if stores.redis.is_some() {
-        sessions.completing_handshakes()
+        sessions.shared()
     } else {
         sessions
     });
@@ -146,6 +151,7 @@ fn mcp_service(
             sessions.clone(),
             stores.events,
             view,
+            state.service.max_body_bytes,
             shutdown,
         ))
     });

@@ -340,7 +340,7 @@ pub(super) fn not_owner() -> Response {
 }
 
 /// `Content-Type: application/json` (any parameters).
-fn is_json(value: Option<&HeaderValue>) -> bool {
+pub(super) fn is_json(value: Option<&HeaderValue>) -> bool {
     value
         .and_then(|v| v.to_str().ok())
         .map(|v| v.split_once(';').map_or(v, |(essence, _)| essence).trim())

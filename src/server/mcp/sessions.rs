@@ -16,22 +16,22 @@ use std::{
 use futures::Stream;
 use rmcp::{
     model::{ClientJsonRpcMessage, GetExtensions as _, JsonRpcMessage, ServerJsonRpcMessage},
-    transport::{
-        WorkerTransport,
-        streamable_http_server::{
-            SessionId, SessionManager,
-            session::{
-                ServerSseMessage,
-                local::{LocalSessionManager, LocalSessionManagerError, LocalSessionWorker},
-            },
+    transport::streamable_http_server::{
+        SessionId, SessionManager,
+        session::{
+            ServerSseMessage,
+            local::{LocalSessionManager, LocalSessionManagerError},
         },
     },
 };
 
 use axum::{
+    body::Body,
+    extract::Request,
     http::StatusCode,
     response::{IntoResponse as _, Response},
 };
+use http_body_util::BodyExt as _;
 use rmcp::{
     model::{ClientNotification, InitializedNotification},
     transport::streamable_http_server::session::{
@@ -42,6 +42,7 @@ use rmcp::{
 use tokio::sync::broadcast;
 use tokio_util::sync::CancellationToken;
 
+use super::answers::{self, Routed, Tag};
 use crate::{
     policy::CallContext,
     server::ApiError,
@@ -75,8 +76,10 @@ pub struct CappedSessions {
     inner: LocalSessionManager,
     max: usize,
     openers: Mutex<HashMap<SessionId, Opener>>,
-    /// Shared with other instances: see [`CappedSessions::completing_handshakes`].
+    /// Shared with other instances: see [`CappedSessions::shared`].
     completes_handshakes: bool,
+    /// Tags the ids of the requests sessions send, when shared: see [`super::answers`].
+    tag: Option<Tag>,
 }
 
 impl CappedSessions {
@@ -89,16 +92,25 @@ impl CappedSessions {
             max,
             openers: Mutex::default(),
             completes_handshakes: false,
+            tag: None,
         }
     }
 
-    /// Sessions whose handshake is complete once `initialize` is answered: behind a load
-    /// balancer the client's `notifications/initialized` may reach another instance, and the
-    /// session here must not wait for it for ever. (A later `initialized` changes nothing:
-    /// the handler acts on the first.)
-    pub fn completing_handshakes(mut self) -> CappedSessions {
+    /// Sessions shared with other instances behind a load balancer, where any message of a
+    /// client may reach any instance. Their handshake is complete once `initialize` is
+    /// answered: the client's `notifications/initialized` may reach another instance, and
+    /// the session here must not wait for it for ever (a later `initialized` changes
+    /// nothing: the handler acts on the first). The requests they send carry ids naming
+    /// this endpoint, so that an answer reaching another instance finds its way back.
+    pub fn shared(mut self) -> CappedSessions {
         self.completes_handshakes = true;
+        self.tag = Some(Tag::new());
         self
+    }
+
+    /// The tag in the ids of the requests this endpoint's sessions send, when shared.
+    pub fn tag(&self) -> Option<&Tag> {
+        self.tag.as_ref()
     }
 
     fn openers(&self) -> MutexGuard<'_, HashMap<SessionId, Opener>> {
@@ -130,6 +142,24 @@ impl CappedSessions {
         self.inner.session_config.keep_alive
     }
 
+    /// Hands a client's answer, forwarded by the instance it reached, to session `id`.
+    async fn answered(&self, id: String, message: &str) {
+        let message = match serde_json::from_str::<ClientJsonRpcMessage>(message) {
+            Ok(message) => message,
+            Err(err) => {
+                tracing::debug!(error = %err, "a forwarded MCP answer is not a message");
+                return;
+            }
+        };
+        if let Err(err) = self
+            .inner
+            .accept_message(&SessionId::from(id), message)
+            .await
+        {
+            tracing::debug!(error = %err, "a forwarded MCP answer found no session");
+        }
+    }
+
     /// Sessions open now.
     pub async fn open(&self) -> usize {
         self.inner.sessions.read().await.len()
@@ -138,7 +168,7 @@ impl CappedSessions {
 
 impl SessionManager for CappedSessions {
     type Error = SessionsError;
-    type Transport = WorkerTransport<LocalSessionWorker>;
+    type Transport = Routed;
 
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
         // Checked before the inner manager takes its own lock, so concurrent creations can
@@ -146,7 +176,8 @@ impl SessionManager for CappedSessions {
         if self.open().await >= self.max {
             return Err(SessionsError::Full { max: self.max });
         }
-        Ok(self.inner.create_session().await?)
+        let (id, transport) = self.inner.create_session().await?;
+        Ok((id, Routed::new(transport, self.tag.clone())))
     }
 
     async fn initialize_session(
@@ -234,7 +265,13 @@ impl SessionManager for CappedSessions {
         if self.open().await >= self.max {
             return Err(SessionsError::Full { max: self.max });
         }
-        Ok(self.inner.restore_session(id).await?)
+        Ok(match self.inner.restore_session(id).await? {
+            RestoreOutcome::Restored(transport) => {
+                RestoreOutcome::Restored(Routed::new(transport, self.tag.clone()))
+            }
+            RestoreOutcome::AlreadyPresent => RestoreOutcome::AlreadyPresent,
+            _ => RestoreOutcome::NotSupported,
+        })
     }
 }
 
@@ -247,16 +284,19 @@ pub struct SharedSessions {
     sessions: Arc<CappedSessions>,
     events: Option<Events>,
     view: String,
+    max_body_bytes: usize,
 }
 
 impl SharedSessions {
     /// Sessions of `view` (`merged` or a server id); with `events`, a session a client ends on
-    /// one instance is closed on the others, until `stop`.
+    /// one instance is closed on the others, and a client's answer to a request sent here
+    /// reaches its session wherever the client posted it, until `stop`.
     pub fn new(
         records: RedisSessions,
         sessions: Arc<CappedSessions>,
         events: Option<Events>,
         view: &str,
+        max_body_bytes: usize,
         stop: &CancellationToken,
     ) -> SharedSessions {
         if let Some(events) = &events {
@@ -274,6 +314,13 @@ impl SharedSessions {
                                 tracing::debug!(error = %err, "an MCP session did not close");
                             }
                         }
+                        Ok(Event::McpAnswer {
+                            tag,
+                            session,
+                            message,
+                        }) if sessions.tag().is_some_and(|own| own.as_str() == tag) => {
+                            sessions.answered(session, &message).await;
+                        }
                         Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => {}
                         Err(broadcast::error::RecvError::Closed) => return,
                     }
@@ -285,7 +332,49 @@ impl SharedSessions {
             sessions,
             events,
             view: view.to_owned(),
+            max_body_bytes,
         }
+    }
+
+    /// Sends on a client's answer (a `POST` to session `id`) to a request another instance
+    /// sent, to that instance: `202 Accepted`, as rmcp answers an answer, or 503 when the
+    /// other instances cannot be told. Anything else comes back, its body read, for rmcp.
+    pub async fn forward_answer(&self, id: &str, request: Request) -> Result<Response, Request> {
+        let (Some(events), Some(tag)) = (&self.events, self.sessions.tag()) else {
+            return Err(request);
+        };
+        if request.method() != http::Method::POST
+            || !super::direct::is_json(request.headers().get(http::header::CONTENT_TYPE))
+        {
+            return Err(request);
+        }
+        let (parts, body) = request.into_parts();
+        let Ok(collected) = http_body_util::Limited::new(body, self.max_body_bytes)
+            .collect()
+            .await
+        else {
+            return Ok((
+                StatusCode::BAD_REQUEST,
+                "the request body could not be read",
+            )
+                .into_response());
+        };
+        let bytes = collected.to_bytes();
+        let Some(to) = answers::foreign_tag(&bytes, tag) else {
+            return Err(Request::from_parts(parts, Body::from(bytes)));
+        };
+        let event = Event::McpAnswer {
+            tag: to,
+            session: id.to_owned(),
+            message: String::from_utf8_lossy(&bytes).into_owned(),
+        };
+        Ok(match events.publish(event).await {
+            Ok(()) => StatusCode::ACCEPTED.into_response(),
+            Err(err) => {
+                tracing::error!(error = %err, "an MCP client's answer cannot be sent on");
+                unavailable("the MCP session store is unavailable")
+            }
+        })
     }
 
     /// Tells the other instances that the client ended session `id` here.
@@ -318,17 +407,19 @@ impl SharedSessions {
             Ok(None) => None,
             Err(err) => {
                 tracing::error!(error = %err, "an MCP session record cannot be read");
-                Some(
-                    ApiError::new(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        "store_unavailable",
-                        "the MCP session store is unavailable",
-                    )
-                    .into_response(),
-                )
+                Some(unavailable("the MCP session store is unavailable"))
             }
         }
     }
+}
+
+fn unavailable(message: &str) -> Response {
+    ApiError::new(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "store_unavailable",
+        message,
+    )
+    .into_response()
 }
 
 fn store_error(err: crate::store::StoreError) -> SessionStoreError {

@@ -34,6 +34,13 @@ pub enum Event {
         view: String,
         id: String,
     },
+    /// An MCP client's answer (`message`, its JSON-RPC text) to a request that the endpoint
+    /// tagged `tag` sent on `session`, posted to another instance: for that endpoint alone.
+    McpAnswer {
+        tag: String,
+        session: String,
+        message: String,
+    },
     /// A chat approval or denial that reached another instance, for whichever runs the
     /// turn; that one answers [`Event::ChatDecided`] with the same `reply`.
     ChatDecision {
@@ -107,7 +114,10 @@ impl Events {
         };
         let text = serde_json::to_string(&envelope)
             .map_err(|_| StoreError::Corrupt("an event cannot be written".to_owned()))?;
-        tracing::debug!(event = %text, "event published");
+        // An answer's text is the user's (a form's content, a sampled message): not logged.
+        if !matches!(envelope.event, Event::McpAnswer { .. }) {
+            tracing::debug!(event = %text, "event published");
+        }
         let mut connection = self.redis.connection();
         self.redis
             .run(
@@ -127,7 +137,9 @@ impl Events {
         follow_channels(&self.redis, &channels, &stop, None, |payload| {
             match serde_json::from_str::<Envelope>(&payload) {
                 Ok(envelope) if envelope.from != instance => {
-                    tracing::debug!(from = %envelope.from, event = ?envelope.event, "event received");
+                    if !matches!(envelope.event, Event::McpAnswer { .. }) {
+                        tracing::debug!(from = %envelope.from, event = ?envelope.event, "event received");
+                    }
                     let _ = sender.send(envelope.event);
                 }
                 Ok(_) => {}
