@@ -13,7 +13,7 @@
 //! lane (an MCP session's, a pooled connection's) keep running after the HTTP server has
 //! stopped, until the gateway behind it has shut down.
 
-use std::{cell::Cell, io, thread};
+use std::{cell::Cell, io, sync::OnceLock, thread};
 
 use tokio::{runtime::Handle, sync::oneshot};
 
@@ -27,6 +27,40 @@ thread_local! {
 /// The calling thread's lane: `1 ..= MAX_LANES` on a lane's thread, 0 on any other.
 pub fn current() -> usize {
     LANE.with(Cell::get)
+}
+
+/// One value per lane, and one for every thread on no lane, each made by the first caller on
+/// its lane: what making it spawns or registers (a connection's driver task, a socket's
+/// readiness) lives on that lane's runtime, so using it from there wakes no other thread.
+pub struct PerLane<T> {
+    slots: Box<[OnceLock<T>]>,
+}
+
+impl<T> PerLane<T> {
+    pub fn new() -> PerLane<T> {
+        PerLane {
+            slots: (0..=MAX_LANES).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    /// The calling lane's value, made with `make` if it has none yet.
+    pub fn get_or_init(&self, make: impl FnOnce() -> T) -> &T {
+        // Lanes number at most MAX_LANES; a slot past the end cannot be asked for.
+        self.slots[current().min(MAX_LANES)].get_or_init(make)
+    }
+}
+
+impl<T> Default for PerLane<T> {
+    fn default() -> Self {
+        PerLane::new()
+    }
+}
+
+impl<T> std::fmt::Debug for PerLane<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let made = self.slots.iter().filter(|s| s.get().is_some()).count();
+        f.debug_struct("PerLane").field("made", &made).finish()
+    }
 }
 
 /// Running lanes; dropping them lets their threads end without waiting for them.

@@ -124,12 +124,15 @@ impl Stores {
             }
         };
         let instance = &config.shared.instance;
-        if let Some(pool) = &shared.postgres {
+        if let (Some(pool), Some(options)) = (&shared.postgres, &shared.audit) {
             // Users' connections are made on one instance and used on all.
             stores.oauth = Arc::new(crate::store::postgres::PgOAuth::new(pool.clone()));
-            stores.audit = Arc::new(crate::store::postgres::PgAudit::start(
+            stores.audit = Arc::new(crate::store::postgres::PgAudit::new(
                 pool.clone(),
+                options.clone(),
                 instance,
+                config.shared.connect_timeout,
+                config.shared.command_timeout,
             ));
         }
         if let Some(redis) = &shared.redis {

@@ -20,8 +20,8 @@ use crate::{
 pub struct SharedStores {
     pub redis: Option<Redis>,
     pub postgres: Option<PgPool>,
-    /// The audit log's own pool (its commits as `[audit] sync` says).
-    pub audit: Option<PgPool>,
+    /// How the audit log's writers connect (their commits as `[audit] sync` says).
+    pub audit: Option<sqlx::postgres::PgConnectOptions>,
     pub limits: Option<RedisLimits>,
     pub events: Option<Events>,
     pub pins: Option<SharedPins>,
@@ -79,7 +79,7 @@ impl SharedStores {
                     tokio::spawn(migrate_when_up(pool, stop.clone()));
                 }
                 let synchronous = audit_sync == crate::config::AuditSync::EveryCommit;
-                let audit = crate::store::postgres::audit_pool(&url, settings, synchronous)
+                let audit = crate::store::postgres::audit_options(&url, synchronous)
                     .map_err(SharedError::Required)?;
                 (Some(pool), Some(audit))
             }

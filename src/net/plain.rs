@@ -22,7 +22,7 @@ use std::{
     error::Error as StdError,
     net::SocketAddr,
     pin::Pin,
-    sync::{Arc, OnceLock},
+    sync::Arc,
     task::{Context, Poll},
     time::Duration,
 };
@@ -41,6 +41,8 @@ use hyper_util::{
 };
 use tokio::time::{Instant, Sleep};
 use tower_service::Service;
+
+use crate::lane::PerLane;
 
 use super::{
     NetError, NetPolicy,
@@ -65,7 +67,7 @@ type Pool = Client<Connector, Full<Bytes>>;
 pub struct PlainClient {
     /// Lane 0's pool (every thread that is not a lane's), then one per lane, made when the
     /// lane first calls.
-    pools: Arc<[OnceLock<Box<Pool>>]>,
+    pools: Arc<PerLane<Box<Pool>>>,
     connector: Connector,
     read_timeout: Duration,
 }
@@ -98,9 +100,7 @@ impl PlainClient {
         http.set_keepalive_interval(Some(TCP_KEEPALIVE));
         http.set_keepalive_retries(Some(TCP_KEEPALIVE_RETRIES));
         Some(PlainClient {
-            pools: (0..=crate::lane::MAX_LANES)
-                .map(|_| OnceLock::new())
-                .collect(),
+            pools: Arc::new(PerLane::new()),
             connector: ConnectGuard::new(http, Arc::clone(&policy)),
             read_timeout: policy.read_timeout,
         })
@@ -108,9 +108,7 @@ impl PlainClient {
 
     /// The calling lane's pool.
     fn pool(&self) -> &Pool {
-        // Lanes number at most MAX_LANES; a slot past the end cannot be asked for.
-        let slot = &self.pools[crate::lane::current().min(crate::lane::MAX_LANES)];
-        slot.get_or_init(|| {
+        self.pools.get_or_init(|| {
             Box::new(
                 Client::builder(TokioExecutor::new())
                     .pool_idle_timeout(POOL_IDLE_TIMEOUT)

@@ -4,6 +4,7 @@
 //! the upstream is the `slow` fixture over Streamable HTTP in this process, so every call the
 //! instances make is counted in one place.
 
+mod audit;
 mod chat;
 mod confirmations;
 mod limits;
@@ -114,6 +115,8 @@ pub struct PostgresServer {
     pub port: u16,
     data: PathBuf,
     socket: PathBuf,
+    /// Whether it flushes its WAL to disk (off, the tests' default, is faster).
+    fsync: bool,
 }
 
 fn pg_bin(name: &str) -> PathBuf {
@@ -147,6 +150,11 @@ fn hand_to_postgres(path: &Path) {
 
 impl PostgresServer {
     pub async fn start(dir: &Path) -> PostgresServer {
+        PostgresServer::start_with_fsync(dir, false).await
+    }
+
+    /// With `fsync`, it flushes its WAL to disk as a production server does.
+    pub async fn start_with_fsync(dir: &Path, fsync: bool) -> PostgresServer {
         let root = dir.join("pg");
         std::fs::create_dir_all(&root).expect("pg folder");
         hand_to_postgres(dir);
@@ -155,6 +163,7 @@ impl PostgresServer {
             port: free_port(),
             data: root.join("data"),
             socket: root.clone(),
+            fsync,
         };
         let mut initdb = Command::new(pg_bin("initdb"));
         initdb
@@ -190,9 +199,10 @@ impl PostgresServer {
     /// Starts it (again) on the same port.
     pub async fn run(&self) {
         let options = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=60",
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync={} -c max_connections=60",
             self.port,
-            self.socket.display()
+            self.socket.display(),
+            if self.fsync { "on" } else { "off" }
         );
         self.pg_ctl(&["-w", "-t", "60", "-o", &options, "start"])
             .await;

@@ -1,23 +1,33 @@
-//! The audit log in PostgreSQL. Appends go to one writer task that commits whatever has
+//! The audit log in PostgreSQL. Appends go to a writer task that commits whatever has
 //! gathered as one multi-row insert (group commit), and each append returns once its batch
 //! is committed: an acknowledged call has its record. Every row names the instance that
 //! served the call.
+//!
+//! Each [lane](crate::lane) has its own writer, started by its first append, on its own
+//! connection made there: a call waits for its record on its own thread, and no other thread
+//! is woken for it. Queries and purges go through the shared pool.
 
-use std::time::SystemTime;
+use std::{sync::Arc, time::Duration, time::SystemTime};
 
 use futures::future::BoxFuture;
-use sqlx::{PgPool, Postgres, QueryBuilder, Row as _};
+use sqlx::{
+    Connection as _, PgConnection, PgPool, Postgres, QueryBuilder, Row as _,
+    postgres::PgConnectOptions,
+};
 use tokio::sync::{mpsc, oneshot};
 
 use super::{pg_text, unavailable};
-use crate::store::{
-    AuditQuery, AuditRecord, AuditStore, StoreError,
-    clock::{from_micros, to_micros},
+use crate::{
+    lane::PerLane,
+    store::{
+        AuditQuery, AuditRecord, AuditStore, StoreError,
+        clock::{from_micros, to_micros},
+    },
 };
 
 /// Most records in one commit (17 parameters each, far below PostgreSQL's 65535).
 const MAX_BATCH: usize = 512;
-/// Appends waiting for the writer before callers wait to hand theirs over.
+/// Appends waiting for a writer before callers wait to hand theirs over.
 const QUEUE: usize = 4096;
 
 struct Job {
@@ -25,24 +35,59 @@ struct Job {
     done: oneshot::Sender<Result<(), StoreError>>,
 }
 
+/// How the writers reach PostgreSQL.
+struct Target {
+    options: PgConnectOptions,
+    instance: String,
+    connect_timeout: Duration,
+    command_timeout: Duration,
+}
+
 /// The PostgreSQL audit store.
 #[derive(Clone)]
 pub struct PgAudit {
     pool: PgPool,
-    jobs: mpsc::Sender<Job>,
+    target: Arc<Target>,
+    writers: Arc<PerLane<mpsc::Sender<Job>>>,
 }
 
 impl PgAudit {
-    /// Starts the writer; records are tagged with `instance`.
-    pub fn start(pool: PgPool, instance: &str) -> PgAudit {
-        let (jobs, queue) = mpsc::channel(QUEUE);
-        tokio::spawn(write(pool.clone(), instance.to_owned(), queue));
-        PgAudit { pool, jobs }
+    /// Records tagged with `instance`, written over connections made with `options` (whose
+    /// `synchronous_commit` follows `[audit] sync`); `pool` serves queries and purges. A
+    /// connection is given `connect_timeout`, an insert `command_timeout`.
+    pub fn new(
+        pool: PgPool,
+        options: PgConnectOptions,
+        instance: &str,
+        connect_timeout: Duration,
+        command_timeout: Duration,
+    ) -> PgAudit {
+        let target = Target {
+            options,
+            instance: instance.to_owned(),
+            connect_timeout,
+            command_timeout,
+        };
+        PgAudit {
+            pool,
+            target: Arc::new(target),
+            writers: Arc::new(PerLane::new()),
+        }
+    }
+
+    /// The calling lane's writer, started on the lane by its first append.
+    fn writer(&self) -> &mpsc::Sender<Job> {
+        self.writers.get_or_init(|| {
+            let (jobs, queue) = mpsc::channel(QUEUE);
+            tokio::spawn(write(self.target.clone(), queue));
+            jobs
+        })
     }
 }
 
-async fn write(pool: PgPool, instance: String, mut queue: mpsc::Receiver<Job>) {
+async fn write(target: Arc<Target>, mut queue: mpsc::Receiver<Job>) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
+    let mut connection = None;
     while let Some(first) = queue.recv().await {
         batch.push(first);
         while batch.len() < MAX_BATCH {
@@ -51,7 +96,7 @@ async fn write(pool: PgPool, instance: String, mut queue: mpsc::Receiver<Job>) {
                 Err(_) => break,
             }
         }
-        let result = insert(&pool, &instance, &batch).await;
+        let result = commit(&target, &mut connection, &batch).await;
         if let Err(err) = &result {
             tracing::error!(error = %err, records = batch.len(), "audit records not written");
         }
@@ -61,7 +106,48 @@ async fn write(pool: PgPool, instance: String, mut queue: mpsc::Receiver<Job>) {
     }
 }
 
-async fn insert(pool: &PgPool, instance: &str, batch: &[Job]) -> Result<(), StoreError> {
+/// Inserts `batch` on `connection`, connecting first if there is none. A failure, or an
+/// answer later than the deadline, drops the connection: the next batch connects afresh
+/// (after a restart of PostgreSQL the old one is dead).
+async fn commit(
+    target: &Target,
+    connection: &mut Option<PgConnection>,
+    batch: &[Job],
+) -> Result<(), StoreError> {
+    let timed_out = |what: &str| StoreError::Unavailable(format!("postgres {what} timed out"));
+    let result = async {
+        let open = match connection {
+            Some(open) => open,
+            None => {
+                let made = tokio::time::timeout(
+                    target.connect_timeout,
+                    PgConnection::connect_with(&target.options),
+                )
+                .await
+                .map_err(|_| timed_out("connecting"))?
+                .map_err(|e| unavailable(&e))?;
+                connection.insert(made)
+            }
+        };
+        tokio::time::timeout(
+            target.command_timeout,
+            insert(open, &target.instance, batch),
+        )
+        .await
+        .map_err(|_| timed_out("writing the audit log"))?
+    }
+    .await;
+    if result.is_err() {
+        *connection = None;
+    }
+    result
+}
+
+async fn insert(
+    connection: &mut PgConnection,
+    instance: &str,
+    batch: &[Job],
+) -> Result<(), StoreError> {
     let mut query = QueryBuilder::<Postgres>::new(
         "INSERT INTO mcpgate_audit (time_us, instance, request_id, tenant, user_name, \
          session, server, tool, decision, confirmation_id, outcome, duration_ms, \
@@ -92,7 +178,7 @@ async fn insert(pool: &PgPool, instance: &str, batch: &[Job]) -> Result<(), Stor
     });
     query
         .build()
-        .execute(pool)
+        .execute(connection)
         .await
         .map(|_| ())
         .map_err(|e| unavailable(&e))
@@ -106,7 +192,7 @@ impl AuditStore for PgAudit {
                 record: record.bounded(),
                 done,
             };
-            self.jobs
+            self.writer()
                 .send(job)
                 .await
                 .map_err(|_| StoreError::Unavailable("the audit writer stopped".to_owned()))?;

@@ -141,23 +141,13 @@ pub async fn connect(
     Ok(pool)
 }
 
-/// The pool the audit log writes through: as [`connect`]'s, but with `synchronous` false a
+/// How the audit log's writers connect: as [`connect`]'s pool, but with `synchronous` false a
 /// commit returns before its WAL reaches the disk (`synchronous_commit = off`, PostgreSQL's
 /// own group flush within a few hundred ms), as `[audit] sync = "batched"` does for SQLite:
 /// a crash of PostgreSQL's machine may lose that much of the log, a crash of PostgreSQL
 /// alone loses nothing. Consumed tokens and pins always commit synchronously.
-///
-/// Its connections are not pinged before each use (sqlx's default, a round trip per call):
-/// one writer uses them, and after a restart of PostgreSQL the first batch fails on the
-/// stale connection (its calls are refused, failing closed) and the next one reconnects.
-pub fn audit_pool(
-    url: &Secret,
-    settings: &SharedConfig,
-    synchronous: bool,
-) -> Result<PgPool, StoreError> {
-    Ok(pool_options(settings)
-        .test_before_acquire(false)
-        .connect_lazy_with(connect_options(url, synchronous)?))
+pub fn audit_options(url: &Secret, synchronous: bool) -> Result<PgConnectOptions, StoreError> {
+    connect_options(url, synchronous)
 }
 
 fn connect_options(url: &Secret, synchronous: bool) -> Result<PgConnectOptions, StoreError> {

@@ -4,7 +4,8 @@
 //! expired leases are purged first, so a crashed instance's permits free themselves within
 //! the lease lifetime). The holder renews its lease while the call runs and removes it, its
 //! own member only, when the call ends: a read call costs two round trips. One task renews
-//! every lease this instance holds and another sends releases, each in one pipeline.
+//! every lease this instance holds, in one pipeline; one task per lane sends the releases of
+//! the calls it served, whatever gathered in one pipeline, on the lane's own connection.
 
 use std::{
     collections::HashMap,
@@ -22,61 +23,72 @@ use tokio_util::sync::CancellationToken;
 use super::{Redis, hashed};
 use crate::{
     config::{CallLimits, ServerId},
+    lane::PerLane,
     store::StoreError,
 };
 
 /// KEYS: user bucket, server bucket, user × server leases, server leases.
 /// ARGV: user rate, server rate, take rate tokens (1/0), user cap, server cap, member, ttl ms.
 /// Answers `{'ok'}` or `{limit, retry after ms}`.
+///
+/// Eleven commands in all, as few as it takes: Redis runs a script's commands a few
+/// microseconds apart, and at high load that time is most of what Redis spends on a call.
+/// A bucket is one string (`tokens:updated`) written with its expiry; a lease is added
+/// first and the set counted after, and only a set over its cap is purged of expired leases
+/// and counted again; a set's expiry is pushed to twice the lease lifetime when less than one
+/// lifetime is left, so once per lifetime rather than per call, and a set always outlives
+/// its leases.
 static ADMIT: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local token = 60000
-local function bucket(key, rate)
-  local state = redis.call('HMGET', key, 'n', 'u')
-  local n = tonumber(state[1]) or rate * token
-  local u = tonumber(state[2]) or now
-  if now > u then n = math.min(rate * token, n + (now - u) * rate) end
-  return n, math.max(u, now)
-end
 if ARGV[3] == '1' then
   local rates = {tonumber(ARGV[1]), tonumber(ARGV[2])}
   local names = {'user_rate', 'server_rate'}
-  local levels, times = {}, {}
+  local levels = {}
   for i = 1, 2 do
-    if rates[i] > 0 then
-      levels[i], times[i] = bucket(KEYS[i], rates[i])
-      if levels[i] < token then
-        return {names[i], math.ceil((token - levels[i]) / rates[i])}
+    local rate = rates[i]
+    if rate > 0 then
+      local n, u = rate * token, now
+      local state = redis.call('GET', KEYS[i])
+      if state then
+        local sn, su = string.match(state, '^(%d+):(%d+)$')
+        if sn then n, u = tonumber(sn), tonumber(su) end
       end
+      if now > u then n, u = math.min(rate * token, n + (now - u) * rate), now end
+      if n < token then return {names[i], math.ceil((token - n) / rate)} end
+      levels[i] = string.format('%.0f:%.0f', n - token, u)
     end
   end
   for i = 1, 2 do
-    if rates[i] > 0 then
-      redis.call('HSET', KEYS[i], 'n', levels[i] - token, 'u', times[i])
-      redis.call('PEXPIRE', KEYS[i], 61000)
-    end
+    if levels[i] then redis.call('SET', KEYS[i], levels[i], 'PX', 61000) end
   end
 end
 local ttl = tonumber(ARGV[7])
 local caps = {tonumber(ARGV[4]), tonumber(ARGV[5])}
 local names = {'user_concurrency', 'server_concurrency'}
 for i = 3, 4 do
-  redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now)
-  if redis.call('ZCARD', KEYS[i]) >= caps[i - 2] then return {names[i - 2], 0} end
+  redis.call('ZADD', KEYS[i], now + ttl, ARGV[6])
+  if redis.call('ZCARD', KEYS[i]) > caps[i - 2] then
+    redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now)
+    if redis.call('ZCARD', KEYS[i]) > caps[i - 2] then
+      for j = 3, i do redis.call('ZREM', KEYS[j], ARGV[6]) end
+      return {names[i - 2], 0}
+    end
+  end
 end
 for i = 3, 4 do
-  redis.call('ZADD', KEYS[i], now + ttl, ARGV[6])
-  if redis.call('PTTL', KEYS[i]) < ttl then redis.call('PEXPIRE', KEYS[i], ttl) end
+  if redis.call('PTTL', KEYS[i]) < ttl then redis.call('PEXPIRE', KEYS[i], 2 * ttl) end
 end
 return {'ok', 0}
 ",
     )
 });
 
-/// KEYS: the two lease sets. ARGV: member, ttl ms. Extends the lease if it is still held.
+/// KEYS: the two lease sets. ARGV: member, ttl ms. Extends the lease if it is still held
+/// (and its set's expiry as [`ADMIT`] does).
 static RENEW: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
@@ -87,7 +99,7 @@ local held = 0
 for i = 1, 2 do
   if redis.call('ZSCORE', KEYS[i], ARGV[1]) then
     redis.call('ZADD', KEYS[i], 'XX', now + ttl, ARGV[1])
-    if redis.call('PTTL', KEYS[i]) < ttl then redis.call('PEXPIRE', KEYS[i], ttl) end
+    if redis.call('PTTL', KEYS[i]) < ttl then redis.call('PEXPIRE', KEYS[i], 2 * ttl) end
     held = held + 1
   end
 end
@@ -126,32 +138,52 @@ pub struct RedisLimits {
 }
 
 /// The leases this instance holds, renewed together by one task, and the releases waiting
-/// to be sent, sent together by another: no task per call, one round trip per batch.
+/// to be sent, sent together by one task per lane: no task per call, one round trip per
+/// batch.
 #[derive(Debug)]
 struct Held {
     leases: Mutex<HashMap<u64, ([String; 2], String)>>,
     next: AtomicU64,
-    releases: mpsc::UnboundedSender<([String; 2], String)>,
+    releases: PerLane<mpsc::UnboundedSender<([String; 2], String)>>,
+    redis: Redis,
+    stop: CancellationToken,
+}
+
+impl Held {
+    /// Sends `lease`'s release through the calling lane's releaser, started on first use.
+    fn release(&self, lease: ([String; 2], String)) {
+        let releases = self.releases.get_or_init(|| {
+            let (releases, pending) = mpsc::unbounded_channel();
+            // With no runtime (a lane being dropped) nothing is sent: the leases expire.
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(release_all(self.redis.clone(), pending, self.stop.clone()));
+            }
+            releases
+        });
+        // The releaser is gone only when the instance stops: the lease then expires.
+        let _ = releases.send(lease);
+    }
 }
 
 /// Most releases sent in one pipeline.
 const RELEASE_BATCH: usize = 256;
 
 impl RedisLimits {
-    /// Starts the renewing and releasing tasks on the current runtime, until `stop`.
+    /// Starts the renewing task on the current runtime, until `stop` (and the releasing ones
+    /// as lanes need them).
     pub fn new(redis: Redis, lease_ttl: Duration, stop: CancellationToken) -> RedisLimits {
-        let (releases, pending) = mpsc::unbounded_channel();
         let limits = RedisLimits {
-            redis,
+            redis: redis.clone(),
             lease_ttl,
             held: Arc::new(Held {
                 leases: Mutex::default(),
                 next: AtomicU64::new(0),
-                releases,
+                releases: PerLane::new(),
+                redis,
+                stop: stop.clone(),
             }),
         };
-        tokio::spawn(limits.clone().renew_all(stop.clone()));
-        tokio::spawn(limits.clone().release_all(pending, stop));
+        tokio::spawn(limits.clone().renew_all(stop));
         limits
     }
 
@@ -198,44 +230,6 @@ impl RedisLimits {
         }
     }
 
-    /// Removes released leases, whatever gathered, in one pipeline.
-    async fn release_all(
-        self,
-        mut pending: mpsc::UnboundedReceiver<([String; 2], String)>,
-        stop: CancellationToken,
-    ) {
-        let mut batch = Vec::with_capacity(RELEASE_BATCH);
-        loop {
-            let first = tokio::select! {
-                () = stop.cancelled() => return,
-                first = pending.recv() => first,
-            };
-            let Some(first) = first else { return };
-            batch.push(first);
-            while batch.len() < RELEASE_BATCH {
-                match pending.try_recv() {
-                    Ok(next) => batch.push(next),
-                    Err(_) => break,
-                }
-            }
-            let mut pipe = redis::pipe();
-            for (keys, member) in batch.drain(..) {
-                pipe.zrem(&keys[0], &member)
-                    .ignore()
-                    .zrem(&keys[1], &member)
-                    .ignore();
-            }
-            let mut connection = self.redis.connection();
-            if let Err(err) = self
-                .redis
-                .run(pipe.query_async::<()>(&mut connection))
-                .await
-            {
-                tracing::warn!(error = %err, "lease release failed; the leases expire by themselves");
-            }
-        }
-    }
-
     fn lease_keys(&self, user: &str, server: &ServerId) -> [String; 2] {
         [
             self.redis
@@ -254,8 +248,8 @@ impl RedisLimits {
     ) -> Result<Lease, Refused> {
         let user_key = hashed(&[user]);
         let buckets = [
-            self.redis.key("rate-user", &user_key),
-            self.redis.key("rate-server", server.as_str()),
+            self.redis.key("bucket-user", &user_key),
+            self.redis.key("bucket-server", server.as_str()),
         ];
         let leases = self.lease_keys(user, server);
         let member = format!(
@@ -317,6 +311,40 @@ impl RedisLimits {
     }
 }
 
+/// Removes released leases, whatever gathered, in one pipeline.
+async fn release_all(
+    redis: Redis,
+    mut pending: mpsc::UnboundedReceiver<([String; 2], String)>,
+    stop: CancellationToken,
+) {
+    let mut batch = Vec::with_capacity(RELEASE_BATCH);
+    loop {
+        let first = tokio::select! {
+            () = stop.cancelled() => return,
+            first = pending.recv() => first,
+        };
+        let Some(first) = first else { return };
+        batch.push(first);
+        while batch.len() < RELEASE_BATCH {
+            match pending.try_recv() {
+                Ok(next) => batch.push(next),
+                Err(_) => break,
+            }
+        }
+        let mut pipe = redis::pipe();
+        for (keys, member) in batch.drain(..) {
+            pipe.zrem(&keys[0], &member)
+                .ignore()
+                .zrem(&keys[1], &member)
+                .ignore();
+        }
+        let mut connection = redis.connection();
+        if let Err(err) = redis.run(pipe.query_async::<()>(&mut connection)).await {
+            tracing::warn!(error = %err, "lease release failed; the leases expire by themselves");
+        }
+    }
+}
+
 /// A call's place in the shared concurrency caps: renewed while held, removed on drop.
 pub struct Lease {
     held: Arc<Held>,
@@ -332,8 +360,7 @@ impl Drop for Lease {
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&self.id);
         if let Some(lease) = taken {
-            // The releaser is gone only when the instance stops: the lease then expires.
-            let _ = self.held.releases.send(lease);
+            self.held.release(lease);
         }
     }
 }

@@ -3,8 +3,9 @@
 //! Redis `TIME`, never an instance's clock), MCP session records, change events, and the
 //! WebMCP pages' registry and call routing.
 //!
-//! One multiplexed connection per instance, reconnected by redis-rs's connection manager;
-//! every command has a deadline. A command whose outcome is unknown (the connection dropped
+//! One multiplexed connection per [lane](crate::lane) (and one for every other thread),
+//! each reconnected by redis-rs's connection manager and made on its lane, whose thread then
+//! drives it: a call's commands wake no other thread. Every command has a deadline. A command whose outcome is unknown (the connection dropped
 //! mid-command, a timeout) is an error, and for anything that grants an error refuses.
 //! Scripts touch several keys of one deployment, so Redis Cluster is not supported: use one
 //! primary (with replicas and Sentinel or a managed failover if wanted).
@@ -17,9 +18,11 @@ mod rounds;
 mod scripts;
 mod sessions;
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+use crate::lane::PerLane;
 
 pub use confirmations::RedisConfirmations;
 pub use events::{Event, Events};
@@ -34,7 +37,11 @@ use crate::config::{Secret, SharedConfig};
 /// A connection to the deployment's Redis, and the names of its keys.
 #[derive(Clone)]
 pub struct Redis {
+    /// The connection of every thread that is not a lane's.
     manager: ConnectionManager,
+    /// Each lane's own, made when the lane first asks.
+    lanes: Arc<PerLane<ConnectionManager>>,
+    config: ConnectionManagerConfig,
     client: redis::Client,
     prefix: String,
     instance: String,
@@ -91,17 +98,19 @@ impl Redis {
         let manager = if eager {
             tokio::time::timeout(
                 settings.connect_timeout,
-                ConnectionManager::new_with_config(client.clone(), config),
+                ConnectionManager::new_with_config(client.clone(), config.clone()),
             )
             .await
             .map_err(|_| StoreError::Unavailable("redis cannot be reached".to_owned()))?
             .map_err(|err| unavailable(&err))?
         } else {
-            ConnectionManager::new_lazy_with_config(client.clone(), config)
+            ConnectionManager::new_lazy_with_config(client.clone(), config.clone())
                 .map_err(|err| unavailable(&err))?
         };
         let redis = Redis {
             manager,
+            lanes: Arc::new(PerLane::new()),
+            config,
             client,
             prefix: settings.key_prefix.clone(),
             instance: settings.instance.clone(),
@@ -123,8 +132,19 @@ impl Redis {
         &self.instance
     }
 
+    /// The calling lane's connection (connected on its first command).
     pub(crate) fn connection(&self) -> ConnectionManager {
-        self.manager.clone()
+        if crate::lane::current() == 0 {
+            return self.manager.clone();
+        }
+        self.lanes
+            .get_or_init(|| {
+                // Made lazily, so this cannot fail for a URL `connect` took; if it did, the
+                // shared connection serves the lane.
+                ConnectionManager::new_lazy_with_config(self.client.clone(), self.config.clone())
+                    .unwrap_or_else(|_| self.manager.clone())
+            })
+            .clone()
     }
 
     pub(crate) fn client(&self) -> &redis::Client {
