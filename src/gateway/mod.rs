@@ -109,7 +109,7 @@ impl Stores {
     /// the audit log where configured, the embedded ones for the rest. Secrets in the URLs
     /// come from `env`.
     pub async fn open(config: &Config, env: &crate::config::Env) -> Result<Stores, StartError> {
-        let shared = SharedStores::open(&config.shared, config.audit.sync, env).await?;
+        let shared = SharedStores::open(&config.shared, env).await?;
         let needs_embedded = shared.redis.is_none() || shared.postgres.is_none();
         let mut stores = if needs_embedded {
             Stores::open_embedded(&config.state, config.audit.sync).await?
@@ -124,12 +124,11 @@ impl Stores {
             }
         };
         let instance = &config.shared.instance;
-        if let (Some(pool), Some(options)) = (&shared.postgres, &shared.audit) {
+        if let Some(pool) = &shared.postgres {
             // Users' connections are made on one instance and used on all.
             stores.oauth = Arc::new(crate::store::postgres::PgOAuth::new(pool.clone()));
             stores.audit = Arc::new(crate::store::postgres::PgAudit::new(
                 pool.clone(),
-                options.clone(),
                 instance,
                 config.shared.connect_timeout,
                 config.shared.command_timeout,

@@ -20,8 +20,6 @@ use crate::{
 pub struct SharedStores {
     pub redis: Option<Redis>,
     pub postgres: Option<PgPool>,
-    /// How the audit log's writers connect (their commits as `[audit] sync` says).
-    pub audit: Option<sqlx::postgres::PgConnectOptions>,
     pub limits: Option<RedisLimits>,
     pub events: Option<Events>,
     pub pins: Option<SharedPins>,
@@ -52,11 +50,7 @@ impl SharedStores {
     /// Connects to the configured stores. With `require_shared`, both must answer now;
     /// otherwise an unreachable store is connected to in the background, and everything that
     /// needs it fails closed until it answers.
-    pub async fn open(
-        settings: &SharedConfig,
-        audit_sync: crate::config::AuditSync,
-        env: &Env,
-    ) -> Result<SharedStores, SharedError> {
+    pub async fn open(settings: &SharedConfig, env: &Env) -> Result<SharedStores, SharedError> {
         let eager = settings.require_shared;
         let redis_url = resolve(&settings.redis, "redis", env)?;
         let postgres_url = resolve(&settings.postgres, "postgres", env)?;
@@ -69,7 +63,7 @@ impl SharedStores {
             ),
             None => None,
         };
-        let (postgres, audit) = match postgres_url {
+        let postgres = match postgres_url {
             Some(url) => {
                 let pool = crate::store::postgres::connect(&url, settings, eager)
                     .await
@@ -78,12 +72,9 @@ impl SharedStores {
                     let pool = pool.clone();
                     tokio::spawn(migrate_when_up(pool, stop.clone()));
                 }
-                let synchronous = audit_sync == crate::config::AuditSync::EveryCommit;
-                let audit = crate::store::postgres::audit_options(&url, synchronous)
-                    .map_err(SharedError::Required)?;
-                (Some(pool), Some(audit))
+                Some(pool)
             }
-            None => (None, None),
+            None => None,
         };
         let limits = redis
             .clone()
@@ -95,7 +86,6 @@ impl SharedStores {
         Ok(SharedStores {
             redis,
             postgres,
-            audit,
             limits,
             events,
             pins,

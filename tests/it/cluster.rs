@@ -4,7 +4,6 @@
 //! the upstream is the `slow` fixture over Streamable HTTP in this process, so every call the
 //! instances make is counted in one place.
 
-mod audit;
 mod chat;
 mod confirmations;
 mod limits;
@@ -115,8 +114,6 @@ pub struct PostgresServer {
     pub port: u16,
     data: PathBuf,
     socket: PathBuf,
-    /// Whether it flushes its WAL to disk (off, the tests' default, is faster).
-    fsync: bool,
 }
 
 fn pg_bin(name: &str) -> PathBuf {
@@ -150,11 +147,6 @@ fn hand_to_postgres(path: &Path) {
 
 impl PostgresServer {
     pub async fn start(dir: &Path) -> PostgresServer {
-        PostgresServer::start_with_fsync(dir, false).await
-    }
-
-    /// With `fsync`, it flushes its WAL to disk as a production server does.
-    pub async fn start_with_fsync(dir: &Path, fsync: bool) -> PostgresServer {
         let root = dir.join("pg");
         std::fs::create_dir_all(&root).expect("pg folder");
         hand_to_postgres(dir);
@@ -163,7 +155,6 @@ impl PostgresServer {
             port: free_port(),
             data: root.join("data"),
             socket: root.clone(),
-            fsync,
         };
         let mut initdb = Command::new(pg_bin("initdb"));
         initdb
@@ -199,10 +190,9 @@ impl PostgresServer {
     /// Starts it (again) on the same port.
     pub async fn run(&self) {
         let options = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync={} -c max_connections=60",
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=60",
             self.port,
-            self.socket.display(),
-            if self.fsync { "on" } else { "off" }
+            self.socket.display()
         );
         self.pg_ctl(&["-w", "-t", "60", "-o", &options, "start"])
             .await;

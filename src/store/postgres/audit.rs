@@ -52,18 +52,18 @@ pub struct PgAudit {
 }
 
 impl PgAudit {
-    /// Records tagged with `instance`, written over connections made with `options` (whose
-    /// `synchronous_commit` follows `[audit] sync`); `pool` serves queries and purges. A
-    /// connection is given `connect_timeout`, an insert `command_timeout`.
+    /// Records tagged with `instance`, written over connections made as `pool`'s are (each
+    /// commit waits for its WAL to reach the disk, whatever `[audit] sync` says for SQLite:
+    /// a record PostgreSQL acknowledged survives PostgreSQL's crash); `pool` serves queries
+    /// and purges. A connection is given `connect_timeout`, an insert `command_timeout`.
     pub fn new(
         pool: PgPool,
-        options: PgConnectOptions,
         instance: &str,
         connect_timeout: Duration,
         command_timeout: Duration,
     ) -> PgAudit {
         let target = Target {
-            options,
+            options: pool.connect_options().as_ref().clone(),
             instance: instance.to_owned(),
             connect_timeout,
             command_timeout,

@@ -134,31 +134,17 @@ pub async fn connect(
     settings: &SharedConfig,
     eager: bool,
 ) -> Result<PgPool, StoreError> {
-    let pool = pool_options(settings).connect_lazy_with(connect_options(url, true)?);
+    let pool = pool_options(settings).connect_lazy_with(connect_options(url)?);
     if eager {
         migrate(&pool).await?;
     }
     Ok(pool)
 }
 
-/// How the audit log's writers connect: as [`connect`]'s pool, but with `synchronous` false a
-/// commit returns before its WAL reaches the disk (`synchronous_commit = off`, PostgreSQL's
-/// own group flush within a few hundred ms), as `[audit] sync = "batched"` does for SQLite:
-/// a crash of PostgreSQL's machine may lose that much of the log, a crash of PostgreSQL
-/// alone loses nothing. Consumed tokens and pins always commit synchronously.
-pub fn audit_options(url: &Secret, synchronous: bool) -> Result<PgConnectOptions, StoreError> {
-    connect_options(url, synchronous)
-}
-
-fn connect_options(url: &Secret, synchronous: bool) -> Result<PgConnectOptions, StoreError> {
-    let options = PgConnectOptions::from_str(url.expose())
+fn connect_options(url: &Secret) -> Result<PgConnectOptions, StoreError> {
+    Ok(PgConnectOptions::from_str(url.expose())
         .map_err(|_| StoreError::Unavailable("the PostgreSQL URL is not usable".to_owned()))?
-        .application_name("mcpgate");
-    Ok(if synchronous {
-        options
-    } else {
-        options.options([("synchronous_commit", "off")])
-    })
+        .application_name("mcpgate"))
 }
 
 fn pool_options(settings: &SharedConfig) -> PgPoolOptions {
