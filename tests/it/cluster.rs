@@ -86,6 +86,17 @@ impl RedisServer {
         .await;
     }
 
+    /// Stops (`SIGSTOP`) or resumes (`SIGCONT`) it: a server that holds its connections
+    /// open and answers nothing.
+    pub fn hang(&self, hung: bool) {
+        let pid = self
+            .child
+            .as_ref()
+            .and_then(Child::id)
+            .expect("redis-server runs");
+        signal(pid, hung);
+    }
+
     /// Kills it: nothing is saved.
     pub async fn kill(&mut self) {
         if let Some(mut child) = self.child.take() {
@@ -198,6 +209,37 @@ impl PostgresServer {
             .await;
     }
 
+    /// Stops (`SIGSTOP`) or resumes (`SIGCONT`) the postmaster and every backend: a server
+    /// that holds its connections open and answers nothing.
+    pub fn hang(&self, hung: bool) {
+        let pid_file =
+            std::fs::read_to_string(self.data.join("postmaster.pid")).expect("postmaster.pid");
+        let postmaster: u32 = pid_file
+            .lines()
+            .next()
+            .and_then(|l| l.trim().parse().ok())
+            .expect("the postmaster's pid");
+        signal(postmaster, hung);
+        for entry in std::fs::read_dir("/proc").expect("/proc").flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let stat = std::fs::read_to_string(entry.path().join("stat")).unwrap_or_default();
+            // `pid (comm) state ppid ...`: the name may hold spaces, the fields after it not.
+            let parent = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<u32>().ok());
+            if parent == Some(postmaster) {
+                signal(pid, hung);
+            }
+        }
+    }
+
     /// Stops it at once (in-flight transactions are lost; committed ones are kept).
     pub async fn stop(&self) {
         self.pg_ctl(&["-w", "-m", "immediate", "stop"]).await;
@@ -234,6 +276,18 @@ impl Drop for PostgresServer {
         }
         let _ = command.status();
     }
+}
+
+/// `SIGSTOP` (`hung`) or `SIGCONT` to process `pid`.
+fn signal(pid: u32, hung: bool) {
+    use nix::sys::signal::{Signal, kill};
+    let signal = if hung {
+        Signal::SIGSTOP
+    } else {
+        Signal::SIGCONT
+    };
+    let pid = nix::unistd::Pid::from_raw(i32::try_from(pid).expect("a pid"));
+    kill(pid, signal).expect("signalled");
 }
 
 /// A fixture over Streamable HTTP, shared by every instance.

@@ -5,7 +5,7 @@ use reqwest::StatusCode;
 use serde_json::json;
 
 use super::{Cluster, token, wait_readyz};
-use crate::support::wait_for_async;
+use crate::support::{WAIT, wait_for_async};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_down_refuses_what_grants_and_recovers_without_a_restart() {
@@ -175,4 +175,42 @@ async fn config_check_reaches_the_shared_stores() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stdout).contains("redis: store unavailable"));
     postgres.stop().await;
+}
+
+/// A store that hangs (its process stopped, its connections open) fails a call within the
+/// command deadline (`command_timeout = "1s"` here), typed; resumed, calls go through again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_store_fails_calls_within_the_deadline_and_recovers() {
+    let cluster = Cluster::start().await;
+    let alice = token("acme", "alice");
+    let call = |i: usize| {
+        let cluster = &cluster;
+        let alice = &alice;
+        async move {
+            tokio::time::timeout(
+                WAIT,
+                cluster.call(i, alice, "reads.sleep", json!({ "ms": 1 }), None),
+            )
+            .await
+            .expect("answered within the wait: the deadline bounds a hung store")
+        }
+    };
+    for i in 0..3 {
+        assert_eq!(call(i).await.0, StatusCode::OK, "instance {i} before");
+    }
+    for (store, hang) in [
+        ("redis", &(|hung| cluster.redis.hang(hung)) as &dyn Fn(bool)),
+        ("postgres", &|hung| cluster.postgres.hang(hung)),
+    ] {
+        hang(true);
+        let (status, body) = call(1).await;
+        hang(false);
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{store}: {body}");
+        assert_eq!(body["code"], "store_unavailable", "{store}: {body}");
+        wait_for_async("calls to go through again", || async {
+            (call(1).await.0 == StatusCode::OK).then_some(())
+        })
+        .await;
+    }
+    cluster.stop().await;
 }
