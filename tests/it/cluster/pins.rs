@@ -92,3 +92,45 @@ async fn a_pin_accepted_on_one_instance_holds_on_all() {
     }
     cluster.stop().await;
 }
+
+/// After Redis restarts (forgetting every subscription), each instance subscribes again by
+/// itself, and a pin accepted on one reaches the others as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pins_reach_every_instance_after_redis_restarts() {
+    let mut cluster = Cluster::start().await;
+    let operator = token_with_roles("ops", "root", &["operator"]);
+    cluster.redis.kill().await;
+    cluster.redis.run().await;
+    wait_for_async("every instance to subscribe again", || async {
+        let answer: Vec<redis::Value> = cluster
+            .redis
+            .command(&["PUBSUB", "NUMSUB", "mcpgate:events:all"])
+            .await;
+        (answer.get(1) == Some(&redis::Value::Int(3))).then_some(())
+    })
+    .await;
+    let (status, review) = cluster
+        .get(2, "/api/v1/mcp/pins/changing.alpha", &operator)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{review}");
+    let fingerprint = review["live"]["fingerprint"].clone();
+    let (status, body) = cluster
+        .post(
+            2,
+            "/api/v1/mcp/pins/changing.alpha",
+            &operator,
+            json!({ "fingerprint": fingerprint }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    for i in 0..2 {
+        wait_for_async("the pin to reach the instance", || async {
+            let (_, review) = cluster
+                .get(i, "/api/v1/mcp/pins/changing.alpha", &operator)
+                .await;
+            (review["pinned"]["fingerprint"] == fingerprint).then_some(())
+        })
+        .await;
+    }
+    cluster.stop().await;
+}
