@@ -115,6 +115,7 @@ mod tests {
             server: "s".into(),
             content,
             structured: None,
+            meta: None,
             truncated: false,
         }
     }

@@ -252,6 +252,7 @@ impl Gateway {
             result,
             config.limits.max_result_bytes,
             limits,
+            tool.upstream.output_schema.is_some(),
         )?;
         attempt.result_bytes(size);
         Ok(output)

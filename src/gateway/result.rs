@@ -65,6 +65,9 @@ pub struct ToolOutput {
     pub server: String,
     pub content: Vec<Part>,
     pub structured: Option<Value>,
+    /// The upstream result's `_meta`, passed on to MCP clients as it came (an MCP App's
+    /// view data lives there); not part of the REST shape.
+    pub meta: Option<rmcp::model::MetaObject>,
     /// Whether parts were cut or left out to fit `max_result_bytes`.
     pub truncated: bool,
 }
@@ -127,12 +130,17 @@ struct DataJson<'a> {
 
 /// Shapes an upstream result under the result limits; returns it with its
 /// [`ToolOutput::size`] (measured once: a large result is not serialized again to learn it).
+///
+/// A result over the limit of a tool that declares an output schema is never cut, whatever
+/// `result_overflow` says: cutting drops its structured content, and a client holding the
+/// schema would take the rest for an invalid result. It is `result_too_large` instead.
 pub fn shape_sized(
     tool: &str,
     server: &str,
     result: CallToolResult,
     max_result_bytes: usize,
     limits: &CallLimits,
+    has_output_schema: bool,
 ) -> Result<(ToolOutput, usize), GatewayError> {
     if result.is_error == Some(true) {
         let message = text_of(&result.content);
@@ -150,6 +158,7 @@ pub fn shape_sized(
         server: server.to_owned(),
         content,
         structured: result.structured_content,
+        meta: result.meta,
         truncated: false,
     };
     let size = output.size();
@@ -157,6 +166,10 @@ pub fn shape_sized(
         return Ok((output, size));
     }
     match limits.result_overflow {
+        _ if has_output_schema => Err(GatewayError::ResultTooLarge {
+            size,
+            limit: max_result_bytes,
+        }),
         ResultOverflow::Error => Err(GatewayError::ResultTooLarge {
             size,
             limit: max_result_bytes,
@@ -363,7 +376,7 @@ mod tests {
         max_result_bytes: usize,
         limits: &CallLimits,
     ) -> Result<ToolOutput, GatewayError> {
-        let shaped = shape_sized(tool, server, result, max_result_bytes, limits);
+        let shaped = shape_sized(tool, server, result, max_result_bytes, limits, false);
         if let Ok((output, size)) = &shaped {
             assert_eq!(*size, output.size(), "the size returned is the output's");
         }
@@ -383,6 +396,7 @@ mod tests {
                     unsupported("content"),
                 ],
                 structured,
+                meta: None,
                 truncated: true,
             };
             let mut data = json!({
@@ -474,5 +488,28 @@ mod tests {
         assert!(!out.text().is_empty());
         assert!(text.starts_with(&out.text()));
         assert_eq!(out.to_json()["data"]["truncated"], true);
+    }
+
+    #[test]
+    fn a_tool_with_an_output_schema_is_refused_rather_than_cut() {
+        let mut big = result(vec![ContentBlock::text("x".repeat(1000))]);
+        big.structured_content = Some(json!({ "text": "x".repeat(1000) }));
+        let truncate = limits(ResultOverflow::Truncate);
+        let err = shape_sized("s.t", "s", big.clone(), 500, &truncate, true)
+            .expect_err("not cut: its structured content would go");
+        assert_eq!(err.code(), "result_too_large");
+        let (cut, _) = shape_sized("s.t", "s", big, 500, &truncate, false).expect("cut");
+        assert!(cut.truncated && cut.structured.is_none(), "{cut:?}");
+        // Within the limit, its structured content and `_meta` come through as they came.
+        let mut small = result(vec![ContentBlock::text("ok")]);
+        small.structured_content = Some(json!({ "n": 1 }));
+        small.meta = serde_json::from_value(json!({ "app": { "state": 2 } })).ok();
+        let (out, _) = shape_sized("s.t", "s", small.clone(), 500, &truncate, true).expect("fits");
+        assert_eq!(out.structured, small.structured_content);
+        assert_eq!(out.meta, small.meta);
+        assert!(
+            out.to_json().get("_meta").is_none(),
+            "not part of the REST shape"
+        );
     }
 }

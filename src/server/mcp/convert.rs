@@ -14,19 +14,23 @@ use crate::{
 const TRUNCATED_NOTE: &str = "[mcpgate: the result was truncated to fit the size limit]";
 
 /// A catalog tool as MCP clients see it: the function name, the repaired input schema, and
-/// the upstream's title, description and annotations.
-///
-/// The output schema is left out: the gateway drops structured content when it truncates a
-/// result, and a client holding an output schema would then reject the result as invalid.
-/// Structured content still comes through whenever it fits.
+/// the upstream's title, description, annotations, output schema, icons and `_meta` (where
+/// an MCP App names its view). A result the gateway would have to cut to fit the limits is
+/// refused rather than cut when the tool has an output schema (see
+/// [`crate::gateway::shape_sized`]), so a client holding the schema never receives a result
+/// that breaks it.
 pub fn tool(catalog_tool: &CatalogTool) -> Tool {
+    let upstream = &catalog_tool.upstream;
     let mut tool = Tool::new_with_raw(
         catalog_tool.function_name.clone(),
-        catalog_tool.upstream.description.clone(),
+        upstream.description.clone(),
         catalog_tool.input_schema.clone(),
     );
-    tool.title = catalog_tool.upstream.title.clone();
-    tool.annotations = catalog_tool.upstream.annotations.clone();
+    tool.title = upstream.title.clone();
+    tool.annotations = upstream.annotations.clone();
+    tool.output_schema = upstream.output_schema.clone();
+    tool.icons = upstream.icons.clone();
+    tool.meta = upstream.meta.clone();
     tool
 }
 
@@ -38,6 +42,7 @@ pub fn success(output: ToolOutput) -> CallToolResult {
     }
     let mut result = CallToolResult::success(content);
     result.structured_content = output.structured;
+    result.meta = output.meta;
     result
 }
 
@@ -150,11 +155,18 @@ mod tests {
                 },
             ],
             structured: Some(json!({ "sum": 3 })),
+            meta: serde_json::from_value(json!({ "ui": { "view": "chart" } })).ok(),
             truncated: true,
         };
         let result = success(output);
         assert_eq!(result.is_error, Some(false));
         assert_eq!(result.structured_content, Some(json!({ "sum": 3 })));
+        let meta = serde_json::to_value(&result.meta).expect("serializes");
+        assert_eq!(
+            meta,
+            json!({ "ui": { "view": "chart" } }),
+            "result _meta as it came"
+        );
         let wire = serde_json::to_value(&result.content).expect("serializes");
         assert_eq!(wire[0], json!({ "type": "text", "text": "hi" }));
         assert_eq!(wire[1]["type"], "image");

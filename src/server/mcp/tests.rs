@@ -3,6 +3,7 @@
 //! authentication, the Host check, list changes; and the session guards. Resources, prompts
 //! and completion are in `content`; log levels and resource subscriptions in `watch`.
 
+mod apps;
 mod content;
 mod direct;
 mod lanes;

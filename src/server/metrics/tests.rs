@@ -134,6 +134,7 @@ fn the_exposition_parses_and_counts_calls() {
         server: "demo".into(),
         content: vec![],
         structured: None,
+        meta: None,
         truncated: false,
     });
     timer(&metrics, Some("demo"), "demo.echo").finish(&ok);
@@ -286,6 +287,7 @@ fn series_past_the_cap_count_as_other() {
         server: "s".into(),
         content: vec![],
         structured: None,
+        meta: None,
         truncated: false,
     }));
     let series = metrics.lock();
