@@ -1,13 +1,15 @@
 //! What an MCP App's tool carries passes through both views as the upstream wrote it: the
-//! tool's `_meta` (its `ui.resourceUri` and `visibility`), output schema and icons, and the
-//! result's structured content and `_meta`.
+//! tool's `_meta` (its `ui.resourceUri` and `visibility`), output schema and icons, the
+//! result's structured content and `_meta`, and the view's `ui://` resource (MIME type,
+//! `_meta` with its CSP, a body of over 1 MiB) byte for byte.
 
 use rmcp::{
     ErrorData, RoleServer, ServerHandler,
     model::{
         CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Icon,
-        ListToolsResult, MetaObject, PaginatedRequestParams, ServerCapabilities, ServerConfig,
-        Tool,
+        ListResourcesResult, ListToolsResult, MetaObject, PaginatedRequestParams,
+        ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+        ResourceContents, ServerCapabilities, ServerConfig, Tool,
     },
     service::RequestContext,
 };
@@ -51,12 +53,63 @@ fn upstream_result() -> CallToolResult {
     result
 }
 
+const VIEW_URI: &str = "ui://apps/view.html";
+const APP_MIME: &str = "text/html;profile=mcp-app";
+
+fn view_meta() -> MetaObject {
+    MetaObject(object(json!({ "ui": {
+        "csp": { "connectDomains": ["https://api.example.test"] },
+        "prefersBorder": true
+    } })))
+}
+
+/// The view's resource as the upstream reads it: a page of over 1 MiB.
+fn upstream_view() -> ReadResourceResult {
+    let body = format!(
+        "<!doctype html><title>view</title><script>{}</script>",
+        "/* padding */ ".repeat(80_000)
+    );
+    assert!(body.len() > 1 << 20);
+    ReadResourceResult::new(vec![ResourceContents::TextResourceContents {
+        uri: VIEW_URI.to_owned(),
+        mime_type: Some(APP_MIME.to_owned()),
+        text: body,
+        meta: Some(view_meta()),
+    }])
+}
+
 #[derive(Clone)]
 struct AppServer;
 
 impl ServerHandler for AppServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_resources()
+            .build();
+        ServerConfig::new(capabilities)
+    }
+
+    async fn list_resources(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        let mut view = Resource::new(VIEW_URI, "view").with_mime_type(APP_MIME);
+        view.meta = Some(view_meta());
+        Ok(ListResourcesResult::with_all_items(vec![view]))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        if request.uri == VIEW_URI {
+            Ok(upstream_view().into())
+        } else {
+            Err(ErrorData::resource_not_found("no such resource", None))
+        }
     }
 
     async fn list_tools(
