@@ -7,14 +7,10 @@ use serde_json::json;
 use super::{Cluster, token, token_with_roles};
 use crate::support::wait_for_async;
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_pin_accepted_on_one_instance_holds_on_all() {
-    let cluster = Cluster::start().await;
-    let operator = token_with_roles("ops", "root", &["operator"]);
-    let alice = token("acme", "alice");
-    let (status, review) = cluster
-        .get(0, "/api/v1/mcp/pins/changing.alpha", &operator)
-        .await;
+/// Pins `tool`'s live definition on instance `i`, where nothing was pinned; its fingerprint.
+async fn pin(cluster: &Cluster, i: usize, tool: &str, operator: &str) -> String {
+    let path = format!("/api/v1/mcp/pins/{tool}");
+    let (status, review) = cluster.get(i, &path, operator).await;
     assert_eq!(status, StatusCode::OK, "{review}");
     assert!(review["pinned"].is_null(), "nothing pinned yet: {review}");
     let fingerprint = review["live"]["fingerprint"]
@@ -22,27 +18,20 @@ async fn a_pin_accepted_on_one_instance_holds_on_all() {
         .expect("fingerprint")
         .to_owned();
     let (status, body) = cluster
-        .post(
-            0,
-            "/api/v1/mcp/pins/changing.alpha",
-            &operator,
-            json!({ "fingerprint": fingerprint }),
-        )
+        .post(i, &path, operator, json!({ "fingerprint": fingerprint }))
         .await;
     assert_eq!(status, StatusCode::OK, "{body}");
+    fingerprint
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pin_accepted_on_one_instance_holds_on_all() {
+    let cluster = Cluster::start().await;
+    let operator = token_with_roles("ops", "root", &["operator"]);
+    let alice = token("acme", "alice");
+    let fingerprint = pin(&cluster, 0, "changing.alpha", &operator).await;
     // The tool that changes the others, pinned on another instance (both pins are kept).
-    let (_, review) = cluster
-        .get(1, "/api/v1/mcp/pins/changing.mutate", &operator)
-        .await;
-    let (status, body) = cluster
-        .post(
-            1,
-            "/api/v1/mcp/pins/changing.mutate",
-            &operator,
-            json!({ "fingerprint": review["live"]["fingerprint"] }),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
+    pin(&cluster, 1, "changing.mutate", &operator).await;
     for i in 1..3 {
         wait_for_async("the pin to reach every instance", || async {
             let (_, review) = cluster
@@ -109,26 +98,13 @@ async fn pins_reach_every_instance_after_redis_restarts() {
         (answer.get(1) == Some(&redis::Value::Int(3))).then_some(())
     })
     .await;
-    let (status, review) = cluster
-        .get(2, "/api/v1/mcp/pins/changing.alpha", &operator)
-        .await;
-    assert_eq!(status, StatusCode::OK, "{review}");
-    let fingerprint = review["live"]["fingerprint"].clone();
-    let (status, body) = cluster
-        .post(
-            2,
-            "/api/v1/mcp/pins/changing.alpha",
-            &operator,
-            json!({ "fingerprint": fingerprint }),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
+    let fingerprint = pin(&cluster, 2, "changing.alpha", &operator).await;
     for i in 0..2 {
         wait_for_async("the pin to reach the instance", || async {
             let (_, review) = cluster
                 .get(i, "/api/v1/mcp/pins/changing.alpha", &operator)
                 .await;
-            (review["pinned"]["fingerprint"] == fingerprint).then_some(())
+            (review["pinned"]["fingerprint"] == fingerprint.as_str()).then_some(())
         })
         .await;
     }
