@@ -90,6 +90,8 @@ impl Turn {
         } else {
             Vec::new()
         };
+        let (tools, apps_own): (Vec<_>, Vec<_>) =
+            tools.into_iter().partition(|t| for_the_model(&t.upstream));
         let definitions: Vec<Value> = tools.iter().map(definition).collect();
         let names: Vec<String> = tools.iter().map(|t| t.function_name.clone()).collect();
         let now = self.options.now.unwrap_or_else(SystemTime::now);
@@ -124,7 +126,7 @@ impl Turn {
             if completion.tool_calls.is_empty() {
                 return Ok(self.answer(completion));
             }
-            let (calls, echoed, invalid) = self.plan(&completion.tool_calls, &tools);
+            let (calls, echoed, invalid) = self.plan(&completion.tool_calls, &tools, &apps_own);
             if !invalid.is_empty() {
                 invalid_replies += 1;
                 self.report_invalid(&completion, &calls, &invalid).await;
@@ -267,6 +269,7 @@ impl Turn {
         &mut self,
         calls: &[ToolCall],
         tools: &[CatalogTool],
+        apps_own: &[CatalogTool],
     ) -> (Vec<PlannedCall>, Vec<ToolCall>, Vec<usize>) {
         let mut planned = Vec::with_capacity(calls.len());
         let mut echoed = Vec::with_capacity(calls.len());
@@ -288,12 +291,26 @@ impl Turn {
                     )
                 }
             };
-            let refused = (index >= MAX_CALLS_PER_ROUND).then(|| {
-                ToolFailure::new(
+            let refused = if index >= MAX_CALLS_PER_ROUND {
+                Some(ToolFailure::new(
                     "limit_exceeded",
                     format!("not run: at most {MAX_CALLS_PER_ROUND} tool calls run from one reply"),
+                ))
+            } else if resolved.is_none()
+                && apps_own
+                    .iter()
+                    .any(|t| t.function_name == call.name || t.canonical == call.name)
+            {
+                // As the gate answers a name it does not know: to the model it is none.
+                Some(
+                    crate::gateway::GatewayError::NotFound {
+                        name: call.name.clone(),
+                    }
+                    .into(),
                 )
-            });
+            } else {
+                None
+            };
             planned.push(PlannedCall {
                 call_id: call_id.clone(),
                 name: call.name.clone(),
@@ -400,6 +417,19 @@ fn invalid_note(completion: &Completion, calls: &[PlannedCall], invalid: &[usize
 }
 
 /// A catalog tool as the model is offered it (OpenAI's function shape).
+/// Whether a model may be offered `tool`: not when it is an MCP App's own (its
+/// `_meta.ui.visibility` names who may call it, and not `model`). `/mcp` lists such tools all
+/// the same: there the client is the App host, and its apps call them.
+fn for_the_model(tool: &rmcp::model::Tool) -> bool {
+    let visibility = tool
+        .meta
+        .as_ref()
+        .and_then(|meta| meta.0.get("ui"))
+        .and_then(|ui| ui.get("visibility"))
+        .and_then(Value::as_array);
+    visibility.is_none_or(|who| who.iter().any(|w| w == "model"))
+}
+
 fn definition(tool: &CatalogTool) -> Value {
     let mut function = json!({
         "name": tool.function_name,

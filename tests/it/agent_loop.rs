@@ -3,6 +3,7 @@
 //! Shared harness here; one submodule per concern.
 
 mod approvals;
+mod apps;
 mod bounds;
 mod calls;
 mod providers;
