@@ -106,6 +106,16 @@ impl Harness {
     }
 }
 
+/// The function names a model request offered.
+fn offered(request: &Value) -> Vec<&str> {
+    request["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .collect()
+}
+
 /// Every event left in `events`, bounded by [`WAIT`].
 async fn rest(events: &mut BoxStream<'static, AgentEvent>) -> Vec<AgentEvent> {
     let mut out = Vec::new();

@@ -11,8 +11,6 @@
 //! session. Nothing is stored, and two instances serving one session can never mistake each
 //! other's requests (rmcp numbers each from 0).
 
-use std::{borrow::Cow, sync::Arc};
-
 use rmcp::{
     RoleServer,
     model::{
@@ -24,6 +22,7 @@ use rmcp::{
     },
 };
 use serde::Deserialize;
+use std::{borrow::Cow, sync::Arc};
 
 /// The prefix of every request id a shared session sends.
 const PREFIX: &str = "mcpgate-";
@@ -72,6 +71,11 @@ pub fn foreign_tag(body: &[u8], own: &Tag) -> Option<String> {
         method: Option<serde::de::IgnoredAny>,
         result: Option<serde::de::IgnoredAny>,
         error: Option<serde::de::IgnoredAny>,
+    }
+    // Every POST of a shared session comes here: a body that cannot hold a tagged id (a
+    // call, most of all) is not parsed for it.
+    if !body.windows(PREFIX.len()).any(|w| w == PREFIX.as_bytes()) {
+        return None;
     }
     // Anything else (a number id, a batch, a request) is not an answer to a tagged request.
     let message: Message<'_> = serde_json::from_slice(body).ok()?;

@@ -132,7 +132,6 @@ pub enum Refused {
 /// The shared limits of one deployment.
 #[derive(Clone, Debug)]
 pub struct RedisLimits {
-    redis: Redis,
     lease_ttl: Duration,
     held: Arc<Held>,
 }
@@ -144,6 +143,9 @@ pub struct RedisLimits {
 struct Held {
     leases: Mutex<HashMap<u64, ([String; 2], String)>>,
     next: AtomicU64,
+    /// Random once per process: a lease's member is `<instance>:<nonce>:<id>`, unique among
+    /// instances (even two given one name) without a random draw per call.
+    nonce: String,
     releases: PerLane<mpsc::UnboundedSender<([String; 2], String)>>,
     redis: Redis,
     stop: CancellationToken,
@@ -173,11 +175,11 @@ impl RedisLimits {
     /// as lanes need them).
     pub fn new(redis: Redis, lease_ttl: Duration, stop: CancellationToken) -> RedisLimits {
         let limits = RedisLimits {
-            redis: redis.clone(),
             lease_ttl,
             held: Arc::new(Held {
                 leases: Mutex::default(),
                 next: AtomicU64::new(0),
+                nonce: crate::digest::random_hex(8),
                 releases: PerLane::new(),
                 redis,
                 stop: stop.clone(),
@@ -212,14 +214,14 @@ impl RedisLimits {
             for (keys, member) in &held {
                 pipe.invoke_script(RENEW.key(&keys[0]).key(&keys[1]).arg(member).arg(ttl_ms));
             }
-            let mut connection = self.redis.connection();
+            let mut connection = self.held.redis.connection();
             // A pipeline sends `EVALSHA` only: the script is loaded first (a Redis that
             // restarted has forgotten it). Once per renewal round, every `lease_ttl / 3`.
             let renewed = async {
                 RENEW.load_async(&mut connection).await?;
                 pipe.query_async::<Vec<i64>>(&mut connection).await
             };
-            match self.redis.run(renewed).await {
+            match self.held.redis.run(renewed).await {
                 Ok(kept) if kept.iter().all(|k| *k == 2) => {}
                 Ok(_) => tracing::warn!(
                     "a concurrency lease expired while its call ran (renewals were late); \
@@ -232,9 +234,10 @@ impl RedisLimits {
 
     fn lease_keys(&self, user: &str, server: &ServerId) -> [String; 2] {
         [
-            self.redis
+            self.held
+                .redis
                 .key("leases", &format!("{server}:{}", hashed(&[user]))),
-            self.redis.key("leases", server.as_str()),
+            self.held.redis.key("leases", server.as_str()),
         ]
     }
 
@@ -248,15 +251,12 @@ impl RedisLimits {
     ) -> Result<Lease, Refused> {
         let user_key = hashed(&[user]);
         let buckets = [
-            self.redis.key("bucket-user", &user_key),
-            self.redis.key("bucket-server", server.as_str()),
+            self.held.redis.key("bucket-user", &user_key),
+            self.held.redis.key("bucket-server", server.as_str()),
         ];
         let leases = self.lease_keys(user, server);
-        let member = format!(
-            "{}:{}",
-            self.redis.instance(),
-            crate::digest::random_hex(12)
-        );
+        let id = self.held.next.fetch_add(1, Ordering::Relaxed);
+        let member = format!("{}:{}:{id}", self.held.redis.instance(), self.held.nonce);
         let ttl_ms = u64::try_from(self.lease_ttl.as_millis()).unwrap_or(u64::MAX);
         let deadline = tokio::time::Instant::now() + limits.concurrency_wait;
         let mut take_rate = true;
@@ -274,15 +274,16 @@ impl RedisLimits {
                 .arg(limits.server_concurrency)
                 .arg(&member)
                 .arg(ttl_ms);
-            let mut connection = self.redis.connection();
+            let mut connection = self.held.redis.connection();
             let (answer, retry_ms): (String, u64) = self
+                .held
                 .redis
                 .run(invocation.invoke_async(&mut connection))
                 .await
                 .map_err(Refused::Store)?;
             let after = Duration::from_millis(retry_ms);
             let limit = match answer.as_str() {
-                "ok" => return Ok(self.hold(leases, member)),
+                "ok" => return Ok(self.hold(id, leases, member)),
                 "user_rate" => return Err(Refused::Limit(Limited::UserRate(after))),
                 "server_rate" => return Err(Refused::Limit(Limited::ServerRate(after))),
                 "user_concurrency" => Limited::UserConcurrency,
@@ -301,8 +302,7 @@ impl RedisLimits {
         }
     }
 
-    fn hold(&self, keys: [String; 2], member: String) -> Lease {
-        let id = self.held.next.fetch_add(1, Ordering::Relaxed);
+    fn hold(&self, id: u64, keys: [String; 2], member: String) -> Lease {
         self.leases().insert(id, (keys, member));
         Lease {
             held: self.held.clone(),

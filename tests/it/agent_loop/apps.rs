@@ -14,7 +14,7 @@ use rmcp::{
 };
 use serde_json::{Value, json};
 
-use super::{Harness, call_id, tool_error};
+use super::{Harness, call_id, offered, tool_error};
 use crate::scripted_llm::Reply;
 
 fn tool(name: &'static str, visibility: Value) -> Tool {
@@ -87,12 +87,7 @@ async fn an_apps_own_tools_are_never_offered_to_the_model() {
     .await;
     let events = harness.turn("what time is it?").await;
     let first = harness.request(0);
-    let offered: Vec<&str> = first["tools"]
-        .as_array()
-        .expect("tools")
-        .iter()
-        .filter_map(|t| t["function"]["name"].as_str())
-        .collect();
+    let offered = offered(&first);
     assert!(offered.contains(&"apps_get_time"), "{offered:?}");
     assert!(!offered.contains(&"apps_poll_stats"), "{offered:?}");
     let preamble = first["messages"][0]["content"].as_str().expect("text");

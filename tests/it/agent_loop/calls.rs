@@ -10,7 +10,7 @@ use mcpgate::{
 };
 use serde_json::json;
 
-use super::{Harness, answer, call_id, kinds, position, tool_error, tool_messages};
+use super::{Harness, answer, call_id, kinds, offered, position, tool_error, tool_messages};
 use crate::{scripted_llm::Reply, support::ctx};
 
 #[tokio::test]
@@ -91,12 +91,7 @@ async fn parallel_calls_report_in_completion_order_and_answer_in_call_order() {
         assert!(text.contains(name), "{name} in {text}");
     }
     assert_eq!(first["messages"][1]["content"], "sleep and echo");
-    let offered: Vec<&str> = first["tools"]
-        .as_array()
-        .expect("tools")
-        .iter()
-        .filter_map(|t| t["function"]["name"].as_str())
-        .collect();
+    let offered = offered(&first);
     assert!(offered.contains(&"slow_sleep") && offered.contains(&"demo_add_note"));
 
     // A tool called before has an expected duration.
