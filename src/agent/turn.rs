@@ -20,7 +20,7 @@ use super::{
     preprompt::preprompt,
     runner::{AgentError, Answer, Inner, ToolChoice, TurnOptions},
 };
-use crate::{catalog::CatalogTool, policy::CallContext};
+use crate::{catalog::CatalogTool, gateway::apps, policy::CallContext};
 
 /// Calls run from one model reply; more are answered with an error (the client bounds a
 /// reply's calls too; this keeps one round's concurrency modest).
@@ -90,8 +90,9 @@ impl Turn {
         } else {
             Vec::new()
         };
-        let (tools, apps_own): (Vec<_>, Vec<_>) =
-            tools.into_iter().partition(|t| for_the_model(&t.upstream));
+        let (tools, apps_own): (Vec<_>, Vec<_>) = tools
+            .into_iter()
+            .partition(|t| apps::visible_to(&t.upstream, apps::Caller::Model));
         let definitions: Vec<Value> = tools.iter().map(definition).collect();
         let names: Vec<String> = tools.iter().map(|t| t.function_name.clone()).collect();
         let now = self.options.now.unwrap_or_else(SystemTime::now);
@@ -417,19 +418,6 @@ fn invalid_note(completion: &Completion, calls: &[PlannedCall], invalid: &[usize
 }
 
 /// A catalog tool as the model is offered it (OpenAI's function shape).
-/// Whether a model may be offered `tool`: not when it is an MCP App's own (its
-/// `_meta.ui.visibility` names who may call it, and not `model`). `/mcp` lists such tools all
-/// the same: there the client is the App host, and its apps call them.
-fn for_the_model(tool: &rmcp::model::Tool) -> bool {
-    let visibility = tool
-        .meta
-        .as_ref()
-        .and_then(|meta| meta.0.get("ui"))
-        .and_then(|ui| ui.get("visibility"))
-        .and_then(Value::as_array);
-    visibility.is_none_or(|who| who.iter().any(|w| w == "model"))
-}
-
 fn definition(tool: &CatalogTool) -> Value {
     let mut function = json!({
         "name": tool.function_name,

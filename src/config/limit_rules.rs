@@ -67,6 +67,12 @@ pub(super) fn limits(raw: &RawLimits, report: &mut Report) -> Limits {
             &PAYLOAD_BYTES_RANGE,
             d.max_result_bytes,
         ),
+        max_view_bytes: size(
+            raw.max_view_bytes,
+            "max_view_bytes",
+            &PAYLOAD_BYTES_RANGE,
+            d.max_view_bytes,
+        ),
         max_line_bytes: size(
             raw.max_line_bytes,
             "max_line_bytes",

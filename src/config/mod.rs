@@ -146,6 +146,9 @@ pub struct Limits {
     pub call_timeout: Duration,
     /// Largest tool result passed on, in bytes of serialized JSON.
     pub max_result_bytes: usize,
+    /// Largest MCP Apps view (`ui://` resource) read, in bytes of serialized JSON: a view
+    /// goes to a host to render, not to a model, and bundled single-file apps are large.
+    pub max_view_bytes: usize,
     /// Longest line a stdio upstream may print; a child that writes without newlines is cut
     /// off instead of growing our memory.
     pub max_line_bytes: usize,
@@ -161,6 +164,7 @@ impl Default for Limits {
             connect_timeout: Duration::from_secs(30),
             call_timeout: Duration::from_secs(60),
             max_result_bytes: 1024 * 1024,
+            max_view_bytes: 4 * 1024 * 1024,
             max_line_bytes: 4 * 1024 * 1024,
             max_stderr_line_bytes: 4096,
             list_timeout: Duration::from_secs(10),

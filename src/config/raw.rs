@@ -11,6 +11,7 @@
 //! call_timeout = "60s"             # one tool call
 //! list_timeout = "10s"             # listing one upstream's tools during a refresh
 //! max_result_bytes = 1048576       # largest tool result passed on (1 KiB ..= 256 MiB)
+//! max_view_bytes = 4194304         # largest MCP Apps view (ui://) read (1 KiB ..= 256 MiB)
 //! max_line_bytes = 4194304         # longest line a stdio upstream may print (1 KiB ..= 256 MiB)
 //! max_stderr_line_bytes = 4096     # stderr kept per line in the log (64 B ..= 64 KiB)
 //! max_argument_bytes = 262144      # largest arguments object, JSON (1 KiB ..= 16 MiB)
@@ -344,6 +345,7 @@ pub struct RawLimits {
     pub call_timeout: Option<RawDuration>,
     pub list_timeout: Option<RawDuration>,
     pub max_result_bytes: Option<u64>,
+    pub max_view_bytes: Option<u64>,
     pub max_line_bytes: Option<u64>,
     pub max_stderr_line_bytes: Option<u64>,
     pub max_argument_bytes: Option<u64>,

@@ -332,6 +332,13 @@ impl Draft {
                  overlong line instead of as a too-large result",
             );
         }
+        if self.limits.max_line_bytes < self.limits.max_view_bytes {
+            report.warn(
+                "limits.max_line_bytes",
+                "is below max_view_bytes: a large MCP Apps view from a stdio server fails as \
+                 an overlong line instead of as a too-large result",
+            );
+        }
         let known = Known {
             servers: &self.servers,
             defined: &self.taken,

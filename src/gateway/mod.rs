@@ -1,5 +1,6 @@
 //! The gateway: the one gate every tool call passes, and the catalog it keeps fresh.
 
+pub mod apps;
 mod audit;
 mod call;
 mod confirm;
@@ -38,7 +39,7 @@ pub use crate::upstream::{
 
 use crate::{
     catalog::{Catalog, CatalogTool, Fingerprint, PinStatus, Pins, PinsError, ServerTools},
-    config::{AuditSync, Config, Env, StateConfig},
+    config::{AuditSync, Config, Env, ServerId, StateConfig},
     policy::{
         Access, Admin, CallContext, Clock, CompiledSchema, Limiter, classify, needs_confirmation,
     },
@@ -331,6 +332,24 @@ impl Gateway {
             .filter(|t| listings::in_view(&views, t))
             .cloned()
             .collect()
+    }
+
+    /// The settings of the MCP Apps extension as `scope`'s server declared it, or without a
+    /// scope, as the first configured server declaring it did: what an endpoint forwards to
+    /// its clients (the gateway passes no other extension's methods, so forwards no other).
+    pub fn apps_extension(&self, scope: Option<&ServerId>) -> Option<rmcp::model::JsonObject> {
+        let config = self.config();
+        config
+            .servers
+            .iter()
+            .map(|s| &s.id)
+            .filter(|id| scope.is_none_or(|only| only == *id))
+            .find_map(|id| {
+                self.inner
+                    .manager
+                    .server_extensions(id)?
+                    .remove(apps::EXTENSION)
+            })
     }
 
     /// The tools a model acting for `ctx` is offered: visible and usable.

@@ -10,12 +10,13 @@ use std::{
 };
 
 use rmcp::model::{
-    ErrorCode, ReadResourceRequestParams, ReadResourceResult, Resource, ResourceTemplate,
+    ErrorCode, ReadResourceRequestParams, ReadResourceResult, Resource, ResourceContents,
+    ResourceTemplate,
 };
 use serde::Serialize;
 
 use super::{
-    Gateway,
+    Gateway, apps,
     audit::{ABANDONED, abandoned_decision, append_detached, clean},
 };
 use crate::{
@@ -55,7 +56,7 @@ pub enum ContentError {
     /// The request's parameters are not acceptable (to the gateway or the upstream).
     #[error("invalid parameters: {reason}")]
     InvalidParams { reason: String },
-    /// The result is larger than `max_result_bytes`.
+    /// The result is larger than `max_result_bytes` (a view's, than `max_view_bytes`).
     #[error("the result is {size} bytes, over the {limit}-byte limit")]
     ResultTooLarge { size: usize, limit: usize },
     /// The upstream did not answer in time.
@@ -390,17 +391,29 @@ impl Gateway {
     }
 
     /// The resources `ctx` may see (of `scope` only, when given), URIs as the upstreams
-    /// list them. A URI listed by more than one server is left out (it cannot be routed).
+    /// list them, except MCP Apps views (`ui://`) in the merged view, under their server
+    /// (see [`super::apps`]); a view every tool naming which is hidden from `ctx` is left
+    /// out. A URI listed by more than one server is left out (it cannot be routed).
     pub async fn list_resources(
         &self,
         ctx: &CallContext,
         scope: Option<&ServerId>,
     ) -> Vec<Resource> {
-        let lists = self
+        let mut lists = self
             .per_server(ctx, scope, "resources", |m, id, user| async move {
                 m.list_resources(&id, user.as_ref()).await
             })
             .await;
+        let views = self.views(ctx).await;
+        for (server, items) in &mut lists {
+            let hidden = views.hidden(server);
+            items.retain(|r| !hidden.contains(&r.uri));
+            if scope.is_none() {
+                for resource in items.iter_mut() {
+                    resource.uri = apps::merged_uri(server, &resource.uri);
+                }
+            }
+        }
         let unique: HashSet<String> = owners(&lists, |r: &Resource| r.uri.as_str())
             .into_iter()
             .filter(|(_, servers)| servers.len() == 1)
@@ -420,7 +433,7 @@ impl Gateway {
     }
 
     /// The resource templates `ctx` may see (of `scope` only, when given), `uriTemplate` as
-    /// the upstreams list it.
+    /// the upstreams list it (a `ui://` one under its server in the merged view).
     pub async fn list_resource_templates(
         &self,
         ctx: &CallContext,
@@ -431,13 +444,56 @@ impl Gateway {
         })
         .await
         .into_iter()
-        .flat_map(|(_, items)| items)
+        .flat_map(|(server, items)| {
+            items.into_iter().map(move |mut template| {
+                if scope.is_none() {
+                    template.uri_template = apps::merged_uri(&server, &template.uri_template);
+                }
+                template
+            })
+        })
         .collect()
+    }
+
+    /// What decides which MCP Apps views `ctx` may see: the catalog's tools and `ctx`'s own.
+    async fn views(&self, ctx: &CallContext) -> Views {
+        Views {
+            visible: self.list_tools(ctx).await,
+            catalog: self.catalog(),
+        }
+    }
+
+    /// Where a read or watch of `uri` goes, and the URI the upstream knows: a merged view's
+    /// `ui://<server>/<rest>` to that server (when `ctx` sees it) as `ui://<rest>`, anything
+    /// else routed by listing and templates. A view hidden from `ctx` is not found.
+    async fn route_read(
+        &self,
+        ctx: &CallContext,
+        scope: Option<&ServerId>,
+        uri: &str,
+    ) -> Result<(ServerId, String), ContentError> {
+        let not_found = || ContentError::ResourceNotFound {
+            uri: clean(uri, MAX_FIELD_CHARS),
+        };
+        let (server, upstream) = match scope {
+            None if apps::is_view(uri) => {
+                let (server, upstream) = apps::from_merged(uri).ok_or_else(not_found)?;
+                if !self.content_servers(ctx, Some(&server)).contains(&server) {
+                    return Err(not_found());
+                }
+                (server, upstream)
+            }
+            _ => (self.route_uri(ctx, scope, uri).await?, uri.to_owned()),
+        };
+        if apps::is_view(&upstream) && self.views(ctx).await.hidden(&server).contains(&upstream) {
+            return Err(not_found());
+        }
+        Ok((server, upstream))
     }
 
     /// Reads `uri` from the one visible server (within `scope`, when given) that lists it,
     /// or else whose template matches it; audited as `server.resource:<uri>`, bounded by
-    /// `max_result_bytes`.
+    /// `max_result_bytes` (an MCP Apps view, `ui://`, by `max_view_bytes`).
     pub async fn read_resource(
         &self,
         ctx: &CallContext,
@@ -456,18 +512,18 @@ impl Gateway {
         uri: &str,
         attempt: &mut ContentAttempt,
     ) -> Result<(ReadResourceResult, usize), ContentError> {
-        let server = self.route_uri(ctx, scope, uri).await?;
-        attempt.routed(&server, format!("resource:{uri}"));
+        let (server, upstream) = self.route_read(ctx, scope, uri).await?;
+        attempt.routed(&server, format!("resource:{upstream}"));
         let not_found = || ContentError::ResourceNotFound {
             uri: clean(uri, MAX_FIELD_CHARS),
         };
         let user = self.content_user(ctx, &server).await?;
-        let result = self
+        let mut result = self
             .inner
             .manager
             .read_resource(
                 &server,
-                ReadResourceRequestParams::new(uri),
+                ReadResourceRequestParams::new(upstream.as_str()),
                 self.content_timeout(&server),
                 (
                     crate::upstream::Owner::caller(&ctx.tenant, &ctx.user),
@@ -476,7 +532,22 @@ impl Gateway {
             )
             .await
             .map_err(|e| ContentError::upstream(&server, e, not_found))?;
-        bounded(result, self.config().limits.max_result_bytes)
+        if scope.is_none() {
+            for contents in &mut result.contents {
+                if let ResourceContents::TextResourceContents { uri, .. }
+                | ResourceContents::BlobResourceContents { uri, .. } = contents
+                {
+                    *uri = apps::merged_uri(&server, uri);
+                }
+            }
+        }
+        let limits = &self.config().limits;
+        let limit = if apps::is_view(&upstream) {
+            limits.max_view_bytes
+        } else {
+            limits.max_result_bytes
+        };
+        bounded(result, limit)
     }
 
     /// Watches `uri` for `ctx`, its updates going to `sink`: routed like a read (visible
@@ -502,8 +573,8 @@ impl Gateway {
         sink: UpdateSink,
         attempt: &mut ContentAttempt,
     ) -> Result<(ResourceWatch, usize), ContentError> {
-        let server = self.route_uri(ctx, scope, uri).await?;
-        attempt.routed(&server, format!("subscribe:{uri}"));
+        let (server, upstream) = self.route_read(ctx, scope, uri).await?;
+        attempt.routed(&server, format!("subscribe:{upstream}"));
         let not_found = || ContentError::ResourceNotFound {
             uri: clean(uri, MAX_FIELD_CHARS),
         };
@@ -514,7 +585,7 @@ impl Gateway {
             .manager
             .watch_resource(
                 &server,
-                uri,
+                &upstream,
                 sink,
                 (self.content_timeout(&server), user.as_ref()),
             )
@@ -573,6 +644,19 @@ impl Gateway {
             }),
             servers => only(servers, uri),
         }
+    }
+}
+
+/// The catalog's tools and a caller's, which decide the MCP Apps views the caller may see.
+struct Views {
+    visible: Vec<crate::catalog::CatalogTool>,
+    catalog: Arc<crate::catalog::Catalog>,
+}
+
+impl Views {
+    /// The upstream URIs of `server`'s views hidden from the caller.
+    fn hidden(&self, server: &ServerId) -> HashSet<String> {
+        apps::hidden_views(server, self.catalog.tools(), &self.visible)
     }
 }
 

@@ -106,9 +106,11 @@ pub(super) async fn call_tool(
     })
 }
 
-/// What the caller can answer, as the server is told: sampling, elicitation and roots only.
+/// What the caller can answer, as the server is told: sampling, elicitation and roots only;
+/// and the MCP Apps extension, as on every connection.
 fn answerable(relay: Option<&Arc<dyn CallRelay>>) -> ClientCapabilities {
     let mut capabilities = ClientCapabilities::default();
+    capabilities.extensions = Some(crate::gateway::apps::client_extensions());
     if let Some(declared) = relay.map(|r| r.capabilities()) {
         capabilities.sampling = declared.sampling;
         capabilities.elicitation = declared.elicitation;

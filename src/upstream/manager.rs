@@ -739,6 +739,12 @@ impl Manager {
         Ok(((peer, USER_SESSION), Some(lease)))
     }
 
+    /// The `capabilities.extensions` `id` declared on its shared session, while connected.
+    pub fn server_extensions(&self, id: &ServerId) -> Option<rmcp::model::ExtensionCapabilities> {
+        let (peer, _) = self.peer(id).ok()?;
+        peer.peer_info()?.capabilities.extensions.clone()
+    }
+
     fn peer(&self, id: &ServerId) -> Result<(Peer<RoleClient>, u64), UpstreamError> {
         self.call_target(id)
             .map(|(peer, connection, _)| (peer, connection))

@@ -1,6 +1,7 @@
 //! The one integration-test binary (one link for all tests; see STYLE.md).
 
 mod agent_loop;
+mod apps;
 mod chat_api;
 mod chat_cli;
 mod cli;

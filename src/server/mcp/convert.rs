@@ -7,15 +7,16 @@ use rmcp::model::{CallToolResult, ContentBlock, Resource, ResourceContents, Tool
 
 use crate::{
     catalog::CatalogTool,
-    gateway::{GatewayError, Part, ToolOutput},
+    gateway::{GatewayError, Part, ToolOutput, apps},
 };
 
 /// Said after the parts when the gateway cut the result to fit `max_result_bytes`.
 const TRUNCATED_NOTE: &str = "[mcpgate: the result was truncated to fit the size limit]";
 
-/// A catalog tool as MCP clients see it: the function name, the repaired input schema, and
-/// the upstream's title, description, annotations, output schema, icons and `_meta` (where
-/// an MCP App names its view). A result the gateway would have to cut to fit the limits is
+/// A catalog tool as the merged view lists it: the function name, the repaired input schema,
+/// and the upstream's title, description, annotations, output schema, icons and `_meta`
+/// (where an MCP App names its view, rewritten to the merged view's `ui://<server>/...`,
+/// see [`crate::gateway::apps`]). A result the gateway would have to cut to fit the limits is
 /// refused rather than cut when the tool has an output schema (see
 /// [`crate::gateway::shape_sized`]), so a client holding the schema never receives a result
 /// that breaks it.
@@ -30,7 +31,10 @@ pub fn tool(catalog_tool: &CatalogTool) -> Tool {
     tool.annotations = upstream.annotations.clone();
     tool.output_schema = upstream.output_schema.clone();
     tool.icons = upstream.icons.clone();
-    tool.meta = upstream.meta.clone();
+    tool.meta = upstream
+        .meta
+        .as_ref()
+        .map(|meta| apps::merged_meta(&catalog_tool.server, meta));
     tool
 }
 

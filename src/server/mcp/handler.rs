@@ -261,19 +261,29 @@ fn authenticated(extensions: &Extensions) -> Result<CallContext, ErrorData> {
 
 impl ServerHandler for GatewayServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_logging()
-                .enable_tools()
-                .enable_tool_list_changed()
-                .enable_resources()
-                .enable_resources_subscribe()
-                .enable_prompts()
-                .enable_completions()
-                .build(),
-        )
-        .with_server_info(Implementation::new("mcpgate", env!("CARGO_PKG_VERSION")))
-        .with_instructions(scope::instructions(self.scope.as_ref()))
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_logging()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .enable_prompts()
+            .enable_completions()
+            .build();
+        // MCP Apps, as the upstream declared it (see `Gateway::apps_extension`).
+        if let Some(apps) = self
+            .state
+            .gateway
+            .current()
+            .apps_extension(self.scope.as_ref())
+        {
+            let mut extensions = rmcp::model::ExtensionCapabilities::new();
+            extensions.insert(crate::gateway::apps::EXTENSION.to_owned(), apps);
+            capabilities.extensions = Some(extensions);
+        }
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("mcpgate", env!("CARGO_PKG_VERSION")))
+            .with_instructions(scope::instructions(self.scope.as_ref()))
     }
 
     async fn initialize(

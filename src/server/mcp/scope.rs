@@ -19,8 +19,8 @@ pub fn instructions(scope: Option<&ServerId>) -> String {
     match scope {
         None => format!(
             "Tools and prompts of the MCP servers behind this mcpgate gateway, named \
-             `server_tool` and `server_prompt`, and their resources under their own URIs. \
-             {GATED}"
+             `server_tool` and `server_prompt`, and their resources under their own URIs \
+             (MCP Apps views, `ui://`, under `ui://server/`). {GATED}"
         ),
         Some(server) => format!(
             "Tools, prompts and resources of the MCP server `{server}` behind this mcpgate \
@@ -30,7 +30,8 @@ pub fn instructions(scope: Option<&ServerId>) -> String {
 }
 
 /// The tools an endpoint offers from `tools` (the caller's usable ones): all of them under
-/// their function names, or with a `scope`, that server's only, under their upstream names.
+/// their function names, or with a `scope`, that server's only, under their upstream names
+/// with their `_meta` as the upstream wrote it (views under the upstream's own URIs).
 pub fn tools(scope: Option<&ServerId>, tools: &[CatalogTool]) -> Vec<Tool> {
     match scope {
         None => tools.iter().map(convert::tool).collect(),
@@ -40,6 +41,7 @@ pub fn tools(scope: Option<&ServerId>, tools: &[CatalogTool]) -> Vec<Tool> {
             .map(|t| {
                 let mut tool = convert::tool(t);
                 tool.name = t.upstream.name.clone();
+                tool.meta = t.upstream.meta.clone();
                 tool
             })
             .collect(),
