@@ -13,16 +13,14 @@
 
 use std::collections::HashSet;
 
-use rmcp::model::{ExtensionCapabilities, MetaObject, Tool};
-use serde_json::{Value, json};
+use rmcp::model::{MetaObject, Tool};
+use serde_json::Value;
 
 use crate::{catalog::CatalogTool, config::ServerId};
 
-/// The extension's id in `capabilities.extensions`.
-pub const EXTENSION: &str = "io.modelcontextprotocol/ui";
-
-/// The MIME type of an app's HTML view.
-pub const APP_MIME: &str = "text/html;profile=mcp-app";
+pub use crate::upstream::extensions::{
+    APP_MIME, APPS_EXTENSION as EXTENSION, declared as client_extensions,
+};
 
 /// The scheme of views.
 const SCHEME: &str = "ui://";
@@ -43,26 +41,6 @@ impl Caller {
             Caller::Model => "model",
             Caller::App => "app",
         }
-    }
-}
-
-/// What the gateway declares to upstreams, on every connection: it renders MCP Apps views
-/// (its page is a host) and passes them through to its clients intact. Declared always, not
-/// only for clients that declared it: a connection is shared by all callers, and a client
-/// that renders no views ignores `_meta` as the extension requires of it.
-pub fn client_extensions() -> ExtensionCapabilities {
-    let mut extensions = ExtensionCapabilities::new();
-    extensions.insert(
-        EXTENSION.to_owned(),
-        object(json!({ "mimeTypes": [APP_MIME] })),
-    );
-    extensions
-}
-
-fn object(value: Value) -> serde_json::Map<String, Value> {
-    match value {
-        Value::Object(map) => map,
-        _ => serde_json::Map::new(),
     }
 }
 
@@ -155,6 +133,14 @@ pub fn hidden_views(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    fn object(value: Value) -> serde_json::Map<String, Value> {
+        match value {
+            Value::Object(map) => map,
+            other => panic!("not an object: {other}"),
+        }
+    }
 
     fn id(raw: &str) -> ServerId {
         ServerId::new(raw).expect("an id")

@@ -58,12 +58,12 @@ impl ClientHandler for UpstreamClient {
     fn get_info(&self) -> ClientConfig {
         // Sampling and elicitation are declared always: a request that no caller can answer
         // is refused with an error, which a server handles like a client saying no.
-        // MCP Apps views are declared too (see `gateway::apps::client_extensions`).
+        // MCP Apps views are declared too (see `extensions::declared`).
         let mut capabilities = ClientCapabilities::builder()
             .enable_sampling()
             .enable_elicitation()
             .build();
-        capabilities.extensions = Some(crate::gateway::apps::client_extensions());
+        capabilities.extensions = Some(super::extensions::declared());
         // `initialize` carries the newest version that still has it; 2026-07-28 is reached
         // through `server/discover` instead.
         ClientConfig::new(

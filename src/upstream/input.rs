@@ -110,7 +110,7 @@ pub(super) async fn call_tool(
 /// and the MCP Apps extension, as on every connection.
 fn answerable(relay: Option<&Arc<dyn CallRelay>>) -> ClientCapabilities {
     let mut capabilities = ClientCapabilities::default();
-    capabilities.extensions = Some(crate::gateway::apps::client_extensions());
+    capabilities.extensions = Some(super::extensions::declared());
     if let Some(declared) = relay.map(|r| r.capabilities()) {
         capabilities.sampling = declared.sampling;
         capabilities.elicitation = declared.elicitation;

@@ -3,6 +3,7 @@
 mod announcing;
 pub mod cache;
 mod connect;
+pub mod extensions;
 mod http_link;
 mod input;
 mod line_transport;
