@@ -37,6 +37,10 @@ pub enum AgentEvent {
         tool: String,
         server: Option<String>,
         arguments: Value,
+        /// The tool's MCP Apps view, as the merged view names it (`ui://<server>/…`): the
+        /// page renders it with the call's input and result.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        view: Option<String>,
     },
     /// How long the call is expected to take, from recent calls of the same tool.
     ToolEta { call_id: String, expected_ms: u64 },

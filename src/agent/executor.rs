@@ -51,6 +51,8 @@ pub(crate) struct PlannedCall {
     pub tool: String,
     pub server: Option<String>,
     pub arguments: Value,
+    /// The tool's MCP Apps view (merged-view URI), when it has one.
+    pub view: Option<String>,
     /// Answered without reaching the gate (e.g. over the per-round call limit).
     pub refused: Option<ToolFailure>,
 }

@@ -149,6 +149,7 @@ impl Turn {
                         tool: call.tool.clone(),
                         server: call.server.clone(),
                         arguments: call.arguments.clone(),
+                        view: call.view.clone(),
                     })
                     .await;
             }
@@ -317,6 +318,9 @@ impl Turn {
                 name: call.name.clone(),
                 tool: resolved.map_or_else(|| call.name.clone(), |t| t.canonical.clone()),
                 server: resolved.map(|t| t.server.to_string()),
+                view: resolved.and_then(|t| {
+                    apps::view_uri(&t.upstream).map(|uri| apps::merged_uri(&t.server, uri))
+                }),
                 arguments,
                 refused,
             });
@@ -365,6 +369,7 @@ impl Turn {
                     tool: call.tool.clone(),
                     server: call.server.clone(),
                     arguments: call.arguments.clone(),
+                    view: call.view.clone(),
                 })
                 .await;
             let message = if cut {

@@ -18,6 +18,7 @@ use mcpgate::{
         AppState,
         auth::Authenticator,
         reload::{ReloadError, ReloadSource, reload},
+        sandbox::Sandbox,
     },
 };
 use tokio::{
@@ -54,6 +55,17 @@ pub async fn run(
         .with_context(|| format!("cannot listen on {}", service.listen))?
         .into_std()?;
     let addr = listener.local_addr()?;
+    // The MCP Apps sandbox: another port, so another origin than the page's.
+    let apps_listen = service
+        .apps_listen
+        .unwrap_or_else(|| SocketAddr::new(addr.ip(), 0));
+    let sandbox_listener = TcpListener::bind(apps_listen)
+        .await
+        .with_context(|| format!("cannot listen on {apps_listen} for the apps sandbox"))?;
+    let sandbox = Sandbox {
+        port: sandbox_listener.local_addr()?.port(),
+        origin: service.apps_origin.clone(),
+    };
     let lanes = Lanes::start(service.threads).context("cannot start the serving threads")?;
     let options = GatewayOptions {
         env,
@@ -63,7 +75,15 @@ pub async fn run(
     let gateway = Gateway::start(config, options.clone()).await?;
     // Requests wait in the listen queue meanwhile: what the banner promises works at once.
     gateway.wait_ready(settle).await;
-    banner(addr, &service.auth, auth.dev_token(), gateway.config())?;
+    let apps_at = sandbox
+        .origin_for(Some(&addr.to_string()))
+        .unwrap_or_default();
+    banner(
+        (addr, &apps_at),
+        &service.auth,
+        auth.dev_token(),
+        gateway.config(),
+    )?;
     // Read again exactly as `super::load` read it.
     let source = ReloadSource {
         explicit: explicit.map(Path::to_path_buf),
@@ -73,7 +93,14 @@ pub async fn run(
         listen,
         options,
     };
-    let state = AppState::new(gateway, Arc::new(auth), service).with_reload(source);
+    let state = AppState::new(gateway, Arc::new(auth), service)
+        .with_reload(source)
+        .with_sandbox(sandbox);
+    let stop_sandbox = CancellationToken::new();
+    let sandbox_served = tokio::spawn(mcpgate::server::sandbox::serve(
+        sandbox_listener,
+        stop_sandbox.clone(),
+    ));
     let live = state.gateway.clone();
     let stop_reloads = CancellationToken::new();
     let reloads = tokio::spawn(reload_on_hangup(
@@ -88,6 +115,8 @@ pub async fn run(
     .await;
     stop_reloads.cancel();
     let _ = reloads.await;
+    stop_sandbox.cancel();
+    let _ = sandbox_served.await;
     live.shutdown().await;
     live.current().stores().shared.close();
     lanes.stop().await;
@@ -138,7 +167,7 @@ async fn reload_on_hangup(state: AppState, mut hangups: Signal, stop: Cancellati
 
 /// Tells a new user where the API is and which token to send.
 fn banner(
-    addr: SocketAddr,
+    (addr, apps_at): (SocketAddr, &str),
     auth: &AuthConfig,
     dev_token: Option<&str>,
     config: &mcpgate::config::Config,
@@ -157,6 +186,10 @@ fn banner(
         writeln!(out, "  servers    {}", servers.join(", "))?;
     }
     writeln!(out, "  page       {base}/")?;
+    writeln!(
+        out,
+        "  apps       {apps_at}   (the page's MCP Apps sandbox, another origin)"
+    )?;
     writeln!(out, "  REST API   {base}/api/v1/mcp/tools")?;
     writeln!(
         out,

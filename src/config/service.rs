@@ -31,6 +31,13 @@ pub struct ServiceConfig {
     pub log_json: bool,
     /// Threads that serve HTTP, each with a runtime of its own ([lanes](crate::lane)).
     pub threads: usize,
+    /// Where the MCP Apps sandbox listens: the page renders apps in frames of another origin
+    /// than its own (the MCP Apps spec requires it of web hosts), served by this listener
+    /// alone. `None`: the IP address of `listen` with a port the system picks.
+    pub apps_listen: Option<SocketAddr>,
+    /// The origin browsers reach the sandbox at (`https://apps.example.com`), when a proxy
+    /// stands in front of it; `None`: the page's own host name with the sandbox's port.
+    pub apps_origin: Option<String>,
 }
 
 impl Default for ServiceConfig {
@@ -48,6 +55,8 @@ impl Default for ServiceConfig {
             allowed_origins: Vec::new(),
             log_json: false,
             threads: default_threads(),
+            apps_listen: None,
+            apps_origin: None,
         }
     }
 }

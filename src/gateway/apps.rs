@@ -16,7 +16,8 @@ use std::collections::HashSet;
 use rmcp::model::{MetaObject, Tool};
 use serde_json::Value;
 
-use crate::{catalog::CatalogTool, config::ServerId};
+use super::{Gateway, GatewayError, ToolOutput, call::Call};
+use crate::{catalog::CatalogTool, config::ServerId, policy::CallContext};
 
 pub use crate::upstream::extensions::{
     APP_MIME, APPS_EXTENSION as EXTENSION, declared as client_extensions,
@@ -128,6 +129,37 @@ pub fn hidden_views(
         .into_iter()
         .filter(|uri| !shown.contains(uri))
         .collect()
+}
+
+impl Gateway {
+    /// A call an MCP App makes from inside its view: `view` is the view as the merged view
+    /// names it (`ui://<server>/…`, the one the page rendered), `tool` the tool's upstream
+    /// name, as the app knows it. Only tools of the view's own server whose visibility
+    /// includes `app` answer; anything else is `not_found`, as the gate answers any name a
+    /// caller may not see. Otherwise the one gate as for every call (access, pins, arguments,
+    /// a confirmation for writes, limits), audited with the view in the record's detail.
+    pub async fn call_tool_from_app(
+        &self,
+        ctx: &CallContext,
+        view: &str,
+        tool: &str,
+        arguments: Value,
+        confirmation: Option<&str>,
+    ) -> Result<ToolOutput, GatewayError> {
+        let Some((server, _)) = from_merged(view) else {
+            return Err(GatewayError::NotFound {
+                name: tool.to_owned(),
+            });
+        };
+        let name = format!("{server}.{tool}");
+        let call = Call {
+            name: &name,
+            confirmation,
+            relay: None,
+            app: Some((&server, view)),
+        };
+        self.call_gated(ctx, call, arguments).await.0
+    }
 }
 
 #[cfg(test)]

@@ -45,6 +45,8 @@ pub(super) struct Attempt {
     argument_bytes: u64,
     arguments: Option<String>,
     result_bytes: u64,
+    /// Where the call came from when the caller alone does not say it (an MCP App's view).
+    via: Option<String>,
     /// Time spent waiting for the upstream (not part of the gateway's overhead).
     upstream_time: std::time::Duration,
 }
@@ -67,6 +69,7 @@ impl Attempt {
             argument_bytes: 0,
             arguments: None,
             result_bytes: 0,
+            via: None,
             upstream_time: std::time::Duration::ZERO,
         }
     }
@@ -91,6 +94,12 @@ impl Attempt {
 
     pub fn allowed(&mut self) {
         self.allowed = true;
+    }
+
+    /// The call is an MCP App's, made from inside its view `view`: the record's detail
+    /// says so (`app ui://<server>/…`), so an operator tells it from the model's calls.
+    pub fn via_app(&mut self, view: &str) {
+        self.via = Some(clean(&format!("app {view}"), MAX_FIELD_CHARS));
     }
 
     pub fn confirmation(&mut self, id: &str) {
@@ -128,7 +137,8 @@ impl Attempt {
             Err(err) => err.code(),
         };
         let decision = decision(self.allowed, outcome);
-        self.record(decision, outcome_code, arguments, None)
+        let via = self.via.take();
+        self.record(decision, outcome_code, arguments, via)
     }
 
     /// The record of an attempt whose caller went away before it finished (its future was
@@ -136,7 +146,10 @@ impl Attempt {
     /// `abandoned`. Argument values are never kept here.
     pub fn abandoned(&mut self) -> AuditRecord {
         let decision = abandoned_decision(self.allowed);
-        let detail = "the caller went away before the call finished".to_owned();
+        let mut detail = "the caller went away before the call finished".to_owned();
+        if let Some(via) = self.via.take() {
+            detail = format!("{via}: {detail}");
+        }
         self.record(decision, ABANDONED, None, Some(detail))
     }
 

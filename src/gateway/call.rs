@@ -7,13 +7,13 @@ use rmcp::model::CallToolRequestParams;
 use serde_json::{Map, Value};
 
 use super::{
-    Gateway, GatewayError, ToolOutput,
+    Gateway, GatewayError, ToolOutput, apps,
     audit::{Attempt, append_detached},
     result::shape_sized,
 };
 use crate::{
     catalog::{CatalogTool, ToolStatus, args_hash},
-    config::{Config, ServerConfig},
+    config::{Config, ServerConfig, ServerId},
     policy::{CallContext, Effect, classify, needs_confirmation},
     store::{Approved, AuditRecord, Binding, Pending},
     upstream::{CallRelay, UpstreamError},
@@ -101,15 +101,26 @@ impl Gateway {
         confirmation: Option<&str>,
         relay: Option<Arc<dyn CallRelay>>,
     ) -> (Result<ToolOutput, GatewayError>, Duration) {
-        let mut running = Running {
-            gateway: self,
-            attempt: Attempt::start(ctx, name, self.inner.clock.now()),
-            finished: false,
-        };
         let call = Call {
             name,
             confirmation,
             relay,
+            app: None,
+        };
+        self.call_gated(ctx, call, arguments).await
+    }
+
+    /// The gate for `call`, audited whatever happens.
+    pub(super) async fn call_gated(
+        &self,
+        ctx: &CallContext,
+        call: Call<'_>,
+        arguments: Value,
+    ) -> (Result<ToolOutput, GatewayError>, Duration) {
+        let mut running = Running {
+            gateway: self,
+            attempt: Attempt::start(ctx, call.name, self.inner.clock.now()),
+            finished: false,
         };
         // Boxed: the gate's future is large (it holds the upstream call's), and the server
         // moves its handler's future several times before polling it.
@@ -140,6 +151,7 @@ impl Gateway {
             name,
             confirmation,
             relay,
+            app,
         } = call;
         let mut catalog = self.catalog();
         let not_found = || GatewayError::NotFound {
@@ -162,6 +174,14 @@ impl Gateway {
         }
         let tool = self.resolve(&catalog, ctx, name).ok_or_else(not_found)?;
         attempt.tool(tool);
+        // An App reaches only its own server's tools that are meant for apps; to it, nothing
+        // else exists.
+        if let Some((server, view)) = app {
+            attempt.via_app(view);
+            if &tool.server != server || !apps::visible_to(&tool.upstream, apps::Caller::App) {
+                return Err(not_found());
+            }
+        }
         let config = self.config();
         // A page's tool has no server configuration: `[webmcp]` says how it is treated.
         let server = match crate::webmcp::is_page(&tool.server) {
@@ -537,10 +557,12 @@ impl Gateway {
 }
 
 /// What the caller asked for, besides the arguments.
-struct Call<'a> {
-    name: &'a str,
-    confirmation: Option<&'a str>,
-    relay: Option<Arc<dyn CallRelay>>,
+pub(super) struct Call<'a> {
+    pub name: &'a str,
+    pub confirmation: Option<&'a str>,
+    pub relay: Option<Arc<dyn CallRelay>>,
+    /// An MCP App's call: the server whose view made it, and the view.
+    pub app: Option<(&'a ServerId, &'a str)>,
 }
 
 pub(super) fn limit_error(e: crate::policy::LimitExceeded) -> GatewayError {

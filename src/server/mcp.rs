@@ -25,6 +25,9 @@ mod changes;
 mod confirm;
 mod content;
 mod convert;
+
+/// A gateway result as an MCP `CallToolResult` (an App's calls from the page get this form).
+pub(super) use convert::success as call_result;
 mod direct;
 mod handler;
 mod relay;

@@ -2,6 +2,7 @@
 //! mapping. `app(state)` is the whole router (testable without sockets); `serve` runs it on a
 //! listener until a shutdown future resolves, and `serve_on` does so on [lanes](crate::lane).
 
+mod apps;
 pub mod auth;
 pub mod chat;
 mod connect;
@@ -14,6 +15,7 @@ mod oauth;
 pub mod openapi;
 pub mod reload;
 pub mod rest;
+pub mod sandbox;
 pub mod ui;
 pub mod webmcp;
 
@@ -78,6 +80,8 @@ pub struct Shared {
     pub metrics: Arc<Metrics>,
     /// Where a reload reads the configuration again; `None`: reloading is unavailable.
     pub reload: Option<Arc<ReloadSource>>,
+    /// Where the MCP Apps sandbox is served; `None`: the page renders no apps.
+    pub sandbox: Option<sandbox::Sandbox>,
 }
 
 impl std::ops::Deref for AppState {
@@ -101,7 +105,13 @@ impl AppState {
             shutdown: Arc::new(CancellationToken::new()),
             metrics: Arc::new(Metrics::default()),
             reload: None,
+            sandbox: None,
         }))
+    }
+
+    /// The page renders MCP Apps through the sandbox served as `sandbox` says.
+    pub fn with_sandbox(self, sandbox: sandbox::Sandbox) -> AppState {
+        self.with(|shared| shared.sandbox = Some(sandbox))
     }
 
     /// Enables `POST /api/v1/admin/reload` (and SIGHUP in `mcpgate serve`).
@@ -163,6 +173,7 @@ fn service(
         .merge(reload::routes())
         .merge(chat::routes())
         .merge(webmcp::routes())
+        .merge(apps::routes())
         .layer(middleware::from_fn_with_state(state.clone(), authenticate));
     let metrics =
         metrics::routes().route_layer(middleware::from_fn_with_state(state.clone(), authenticate));

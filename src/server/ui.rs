@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 
 use axum::{
     Router,
-    extract::Path,
+    extract::{Path, State},
     http::{HeaderMap, HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
     routing::get,
@@ -73,8 +73,20 @@ pub fn routes() -> Router<AppState> {
         .route("/ui/{file}", get(file))
 }
 
-async fn index(headers: HeaderMap) -> Response {
-    serve("index.html", &headers)
+/// The page; where the page hosts MCP Apps, its policy lets it frame the sandbox's origin
+/// and nothing else.
+async fn index(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    let mut response = serve("index.html", &headers);
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+    if let Some(origin) = state.sandbox.as_ref().and_then(|s| s.origin_for(host))
+        && let Ok(policy) =
+            HeaderValue::from_str(&format!("{CONTENT_SECURITY_POLICY}; frame-src {origin}"))
+    {
+        response
+            .headers_mut()
+            .insert(header::CONTENT_SECURITY_POLICY, policy);
+    }
+    response
 }
 
 async fn file(Path(name): Path<String>, headers: HeaderMap) -> Response {

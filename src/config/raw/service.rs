@@ -21,6 +21,10 @@ pub struct RawService {
     pub allowed_origins: Option<Vec<String>>,
     pub log_json: Option<bool>,
     pub threads: Option<u64>,
+    /// The MCP Apps sandbox's own listener, as text (see `listen`).
+    pub apps_listen: Option<String>,
+    /// The origin browsers reach that listener at, behind any proxy.
+    pub apps_origin: Option<String>,
     /// Kept apart from an empty section, although both mean the same: only `mode` selects.
     pub auth: Option<RawAuth>,
 }

@@ -72,6 +72,29 @@ pub(super) fn validate(
              address: list the names clients use to reach the gateway",
         );
     }
+    let apps_listen = raw
+        .apps_listen
+        .as_deref()
+        .and_then(|text| apps_listen(text, &auth, report));
+    let apps_origin = raw
+        .apps_origin
+        .as_deref()
+        .and_then(|text| match Url::parse(text) {
+            Ok(url) if is_origin(&url) => Some(url.origin().ascii_serialization()),
+            _ => {
+                report.problem("server.apps_origin", ORIGIN_FORM);
+                None
+            }
+        });
+    if let (Some(apps), Some(page)) = (&apps_origin, &public_url)
+        && *apps == page.origin().ascii_serialization()
+    {
+        report.problem(
+            "server.apps_origin",
+            "is the gateway's own origin (public_url): apps must run on another origin, or \
+             they could reach the page and its token",
+        );
+    }
     ServiceConfig {
         listen,
         public_url,
@@ -114,6 +137,8 @@ pub(super) fn validate(
             .threads
             .and_then(|n| count(n, &THREADS_RANGE, "server.threads", report))
             .unwrap_or(d.threads),
+        apps_listen,
+        apps_origin,
     }
 }
 
@@ -150,6 +175,25 @@ fn listen(raw: &RawService, env: &Env, report: &mut Report) -> (SocketAddr, &'st
             (ServiceConfig::default().listen, path)
         }
     }
+}
+
+/// `[server] apps_listen`: an IP address and port, loopback unless JWTs guard the gateway
+/// (the sandbox serves no data, but a page hosting apps is only useful where the page is).
+fn apps_listen(text: &str, auth: &AuthConfig, report: &mut Report) -> Option<SocketAddr> {
+    let at = "server.apps_listen";
+    let Ok(addr) = text.parse::<SocketAddr>() else {
+        report.problem(
+            at,
+            "must be an IP address and port, such as \"127.0.0.1:8081\" (port 0: the system \
+             picks one)",
+        );
+        return None;
+    };
+    if let Err(message) = loopback_only(auth, addr) {
+        report.problem(at, message);
+        return None;
+    }
+    Some(addr)
 }
 
 /// Dev mode prints its token to whoever reads the log, and mode none has no token at all:
