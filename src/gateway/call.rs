@@ -153,6 +153,9 @@ impl Gateway {
             relay,
             app,
         } = call;
+        if let Some((_, view)) = app {
+            attempt.via_app(view);
+        }
         let mut catalog = self.catalog();
         let not_found = || GatewayError::NotFound {
             name: name.to_owned(),
@@ -176,11 +179,10 @@ impl Gateway {
         attempt.tool(tool);
         // An App reaches only its own server's tools that are meant for apps; to it, nothing
         // else exists.
-        if let Some((server, view)) = app {
-            attempt.via_app(view);
-            if &tool.server != server || !apps::visible_to(&tool.upstream, apps::Caller::App) {
-                return Err(not_found());
-            }
+        if let Some((server, _)) = app
+            && (&tool.server != server || !apps::visible_to(&tool.upstream, apps::Caller::App))
+        {
+            return Err(not_found());
         }
         let config = self.config();
         // A page's tool has no server configuration: `[webmcp]` says how it is treated.

@@ -49,6 +49,7 @@ static ASSETS: &[Asset] = &[
     asset!("icon.svg", "image/svg+xml"),
     asset!("app.js", JS),
     asset!("api.js", JS),
+    asset!("apps.js", JS),
     asset!("audit.js", JS),
     asset!("catalog.js", JS),
     asset!("chat.js", JS),

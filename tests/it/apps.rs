@@ -43,7 +43,7 @@ impl ClientHandler for AppHost {
 type Client = RunningService<RoleClient, AppHost>;
 
 /// An app server's entry point.
-fn server_js(package: &str) -> String {
+pub(crate) fn server_js(package: &str) -> String {
     support::npm_package(&format!("@modelcontextprotocol/{package}"))
         .join("dist/index.js")
         .to_string_lossy()

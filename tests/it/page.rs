@@ -24,7 +24,7 @@ use mcpgate::{
         handler,
     },
     gateway::Gateway,
-    server::{AppState, auth::Authenticator, ui::CONTENT_SECURITY_POLICY},
+    server::{AppState, auth::Authenticator, sandbox::Sandbox, ui::CONTENT_SECURITY_POLICY},
 };
 use reqwest::StatusCode;
 use serde_json::json;
@@ -36,6 +36,7 @@ use tokio::{
 
 use crate::support::{self, in_process};
 
+mod apps;
 mod chat;
 mod poisoned;
 mod review;
@@ -52,6 +53,11 @@ struct PageService {
     base: String,
     gateway: Gateway,
     served: support::Served,
+    /// The MCP Apps sandbox, on a listener of its own.
+    sandbox: (
+        tokio_util::sync::CancellationToken,
+        tokio::task::JoinHandle<std::io::Result<()>>,
+    ),
 }
 
 impl PageService {
@@ -69,16 +75,31 @@ impl PageService {
             auth,
             ..ServiceConfig::default()
         });
-        let state = AppState::new(gateway.clone(), Arc::new(authenticator), service);
+        let sandbox_listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let sandbox = Sandbox {
+            port: sandbox_listener.local_addr().expect("addr").port(),
+            origin: None,
+        };
+        let stop_sandbox = tokio_util::sync::CancellationToken::new();
+        let sandbox_task = tokio::spawn(mcpgate::server::sandbox::serve(
+            sandbox_listener,
+            stop_sandbox.clone(),
+        ));
+        let state =
+            AppState::new(gateway.clone(), Arc::new(authenticator), service).with_sandbox(sandbox);
         let served = support::Served::spawn(listener, state);
         PageService {
             base: format!("http://{addr}"),
             gateway,
             served,
+            sandbox: (stop_sandbox, sandbox_task),
         }
     }
 
     async fn stop(self) {
+        let (stop_sandbox, sandbox_task) = self.sandbox;
+        stop_sandbox.cancel();
+        let _ = tokio::time::timeout(support::WAIT, sandbox_task).await;
         self.served.stop().await;
         self.gateway.shutdown().await;
     }
@@ -235,7 +256,17 @@ async fn assets_are_public_and_carry_security_headers() {
     assert_eq!(page.status(), StatusCode::OK);
     let headers = page.headers().clone();
     assert_eq!(headers["content-type"], "text/html; charset=utf-8");
-    assert_eq!(headers["content-security-policy"], CONTENT_SECURITY_POLICY);
+    // The page's own policy, and the one origin it may frame: the apps sandbox's.
+    let port = service.base.rsplit(':').next().expect("a port");
+    let policy = headers["content-security-policy"].to_str().expect("text");
+    let (own, frames) = policy
+        .split_once("; frame-src ")
+        .expect("the page may frame the sandbox");
+    assert_eq!(own, CONTENT_SECURITY_POLICY);
+    assert!(
+        frames.starts_with("http://127.0.0.1:") && !frames.ends_with(&format!(":{port}")),
+        "{frames}"
+    );
     assert_eq!(headers["x-content-type-options"], "nosniff");
     assert_eq!(headers["referrer-policy"], "no-referrer");
     assert_eq!(headers["cache-control"], "no-cache");

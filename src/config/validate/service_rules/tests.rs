@@ -75,6 +75,8 @@ fn every_field_is_read() {
         allowed_origins = ["HTTPS://App.Example.com:443/", "http://localhost:3000"]
         log_json = true
         threads = 3
+        apps_listen = "127.0.0.2:9001"
+        apps_origin = "HTTPS://Apps.Example.com/"
     "#);
     let want = ServiceConfig {
         listen: SocketAddr::from(([127, 0, 0, 2], 9000)),
@@ -96,8 +98,38 @@ fn every_field_is_read() {
         ],
         log_json: true,
         threads: 3,
+        apps_listen: Some(SocketAddr::from(([127, 0, 0, 2], 9001))),
+        apps_origin: Some("https://apps.example.com".to_owned()),
     };
     assert_eq!(service, want);
+}
+
+#[test]
+fn the_apps_sandbox_is_another_origin_and_faces_no_network_without_jwt() {
+    let found = problems(
+        r#"
+        [server]
+        public_url = "http://127.0.0.1:8080"
+        apps_origin = "http://127.0.0.1:8080/"
+        apps_listen = "0.0.0.0:8081"
+    "#,
+    );
+    let joined = found.join("\n");
+    assert!(
+        joined.contains("server.apps_origin: is the gateway's own origin"),
+        "{joined}"
+    );
+    assert!(
+        joined.contains("server.apps_listen: 0.0.0.0:8081 is not a loopback"),
+        "{joined}"
+    );
+    for bad in [
+        "apps_origin = \"https://apps.example.com/x\"",
+        "apps_listen = \"apps:80\"",
+    ] {
+        let found = problems(&format!("[server]\n{bad}\n"));
+        assert_eq!(found.len(), 1, "{bad}: {found:?}");
+    }
 }
 
 #[test]

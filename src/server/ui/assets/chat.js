@@ -4,6 +4,7 @@
 // the only markup this page ever inserts.
 
 import { ApiError, api, errorOf, rejected, send, session } from './api.js';
+import { teardownApps } from './apps.js';
 import { h, plural, replace, say } from './dom.js';
 import { sseEvents } from './sse.js';
 import { ToolCard } from './tool_card.js';
@@ -37,6 +38,12 @@ export class Chat {
     });
     this.stopButton.addEventListener('click', () => this.stop());
     root.querySelector('#new-chat').addEventListener('click', () => this.reset());
+    // An app proposes the next message: it waits in the composer for the user.
+    document.addEventListener('mcpgate:app-message', (event) => {
+      if (typeof event.detail !== 'string') return;
+      this.prompt.value = event.detail;
+      this.prompt.focus({ preventScroll: true });
+    });
   }
 
   show() {
@@ -72,6 +79,7 @@ export class Chat {
   /** Forgets the conversation (and stops a running turn). */
   reset() {
     this.turn?.controller.abort();
+    teardownApps();
     this.messages = [];
     sessionStorage.removeItem(SESSION_KEY);
     replace(this.conversation, emptyNote());
@@ -329,10 +337,12 @@ class Turn {
     else say(this.chat.status, '');
     const count = this.cards.size;
     if (count > 0) {
-      const cards = [...this.tools.children];
+      // Cards with an app stay where they are: moving a frame would load the app again.
+      const apps = new Set([...this.cards.values()].filter((c) => c.app).map((c) => c.element));
+      const cards = [...this.tools.children].filter((element) => !apps.has(element));
       // A call that waits for the user to connect an account stays in view with its button.
       const waiting = [...this.cards.values()].some((card) => card.needsConnection);
-      replace(this.tools, h('details', { class: 'fold used-tools', open: waiting },
+      this.tools.prepend(h('details', { class: 'fold used-tools', open: waiting },
         h('summary', {}, `Used ${plural(count, 'tool')}`), cards));
     }
     if (!this.answer.textContent && !this.answerText) this.answer.remove();

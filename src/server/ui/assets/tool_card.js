@@ -5,6 +5,7 @@
 import {
   clock, collapsible, duration, h, jsonBlock, localTime, pill, replace, uid,
 } from './dom.js';
+import { AppFrame } from './apps.js';
 import { connectButton } from './connect.js';
 import { renderResult } from './result.js';
 
@@ -59,6 +60,11 @@ export class ToolCard {
       this.pill, this.eta, this.elapsed),
     this.argumentsFold,
     this.progressBox, this.approvalBox, this.outcome);
+    // A tool with an MCP Apps view: the app renders under the call, with its input and result.
+    if (call.view) {
+      this.app = new AppFrame(call);
+      this.element.append(this.app.element);
+    }
     this.setState('calling');
     this.tick();
   }
@@ -178,6 +184,7 @@ export class ToolCard {
     this.progressBox.hidden = true;
     this.setState('done');
     replace(this.outcome, renderResult(event.result, nameImage));
+    this.app?.showResult(event.result);
     this.tick();
   }
 
@@ -192,6 +199,7 @@ export class ToolCard {
     this.disableApproval();
     replace(this.outcome, h('p', { class: `note ${state === 'cancelled' ? 'muted' : 'danger'}` },
       h('code', { class: 'error-code' }, event.code ?? 'error'), ' ', event.message ?? ''));
+    this.app?.cancelled(`${event.code ?? 'error'}: ${event.message ?? ''}`);
     // The server wants the user's own account: connect it from here, then ask again.
     if (event.code === 'authorization_required' && this.server) {
       this.needsConnection = true;
@@ -211,6 +219,7 @@ export class ToolCard {
     this.progressBox.hidden = true;
     this.setState('cancelled');
     this.disableApproval();
+    this.app?.cancelled('the turn ended before the call did');
     this.tick();
   }
 
