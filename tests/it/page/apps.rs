@@ -243,7 +243,11 @@ async fn apps_render_sandboxed_and_call_through_the_gate() {
         "hostile.echo",
         "hostile.demo.echo",
     ] {
-        assert_eq!(app_calls(&service, tool).await, [refused.clone()], "{tool}");
+        assert_eq!(
+            app_calls(&service, tool).await,
+            std::slice::from_ref(&refused),
+            "{tool}"
+        );
     }
     assert_eq!(
         recorded.load(Ordering::SeqCst),
