@@ -15,9 +15,14 @@ use axum::{
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{AppState, Overhead, errors::ApiError, mcp::call_result, rest::call_body};
+use super::{
+    AppState, Overhead,
+    errors::ApiError,
+    mcp::{call_failure, call_result},
+    rest::call_body,
+};
 use crate::{
-    gateway::{apps, resources::ContentError},
+    gateway::{GatewayError, apps, resources::ContentError},
     policy::CallContext,
 };
 
@@ -104,7 +109,12 @@ async fn call(
         .await;
     // The whole call counts as upstream time: an app's calls are not the gateway's overhead.
     overhead.exclude(started.elapsed());
-    let result = call_result(output?);
+    let result = match output {
+        Ok(output) => call_result(output),
+        // The tool itself reported the failure: the app reads it as MCP says, `isError`.
+        Err(err @ GatewayError::ToolError { .. }) => call_failure(&err),
+        Err(err) => return Err(err.into()),
+    };
     serde_json::to_value(result)
         .map(Json)
         .map_err(|_| ApiError::bad_request("the result cannot be encoded"))

@@ -27,7 +27,7 @@ mod content;
 mod convert;
 
 /// A gateway result as an MCP `CallToolResult` (an App's calls from the page get this form).
-pub(super) use convert::success as call_result;
+pub(super) use convert::{failure as call_failure, success as call_result};
 mod direct;
 mod handler;
 mod relay;

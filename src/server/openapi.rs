@@ -2,6 +2,7 @@
 //! (each status `errors.rs` and the middleware map to) and the bearer scheme; served at
 //! `GET /api/v1/openapi.json` without authentication (it names routes, never tools).
 
+mod apps;
 mod chat;
 mod routes;
 mod schemas;
@@ -142,7 +143,11 @@ fn operation(route: &Route) -> Value {
 /// The whole document.
 pub fn document() -> Value {
     let mut paths = Map::new();
-    for route in routes().into_iter().chain(chat::routes()) {
+    for route in routes()
+        .into_iter()
+        .chain(chat::routes())
+        .chain(apps::routes())
+    {
         let item = paths
             .entry(route.path)
             .or_insert_with(|| Value::Object(Map::new()));
@@ -175,6 +180,7 @@ fn all_schemas() -> Value {
     let mut all = schemas::schemas();
     if let Value::Object(map) = &mut all {
         map.extend(chat::schemas());
+        map.extend(apps::schemas());
     }
     all
 }

@@ -53,6 +53,8 @@ struct PageService {
     base: String,
     gateway: Gateway,
     served: support::Served,
+    /// The MCP Apps sandbox's address (`http://127.0.0.1:port`).
+    sandbox_base: String,
     /// The MCP Apps sandbox, on a listener of its own.
     sandbox: (
         tokio_util::sync::CancellationToken,
@@ -80,6 +82,7 @@ impl PageService {
             port: sandbox_listener.local_addr().expect("addr").port(),
             origin: None,
         };
+        let sandbox_base = format!("http://127.0.0.1:{}", sandbox.port);
         let stop_sandbox = tokio_util::sync::CancellationToken::new();
         let sandbox_task = tokio::spawn(mcpgate::server::sandbox::serve(
             sandbox_listener,
@@ -92,6 +95,7 @@ impl PageService {
             base: format!("http://{addr}"),
             gateway,
             served,
+            sandbox_base,
             sandbox: (stop_sandbox, sandbox_task),
         }
     }

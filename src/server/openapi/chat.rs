@@ -159,7 +159,9 @@ pub(super) fn schemas() -> Map<String, Value> {
     ));
     let (required, properties) = call(
         &["tool", "server", "arguments"],
-        json!({ "tool": string(), "server": { "type": ["string", "null"] }, "arguments": {} }),
+        json!({ "tool": string(), "server": { "type": ["string", "null"] }, "arguments": {},
+                "view": { "type": "string",
+                          "description": "The tool's MCP Apps view (`ui://<server>/…`), when it has one." } }),
     );
     events.push(event("tool_call", &required, properties));
     let (required, properties) = call(&["expectedMs"], json!({ "expectedMs": integer() }));

@@ -262,3 +262,85 @@ async fn apps_render_sandboxed_and_call_through_the_gate() {
     );
     service.stop().await;
 }
+
+/// The sandbox serves its proxy page alone, under the policy the view declared (never wider),
+/// framed only by the page that asked; the page learns its origin from the API.
+#[tokio::test]
+async fn the_sandbox_serves_only_the_proxy_under_the_views_policy() {
+    let gateway = support::gateway(support::config(super::servers())).await;
+    let service = PageService::start(gateway).await;
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("client");
+    let token = jwt("ada", &[]);
+    let told: Value = client
+        .get(format!("{}/api/v1/apps", service.base))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .expect("apps")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(told, json!({ "sandbox": service.sandbox_base }));
+
+    let csp = json!({ "connectDomains": ["https://api.example.com", "https://x.example.com; script-src *"] });
+    let at = |path: &str, query: &[(&str, &str)]| {
+        url::Url::parse_with_params(&format!("{}{path}", service.sandbox_base), query)
+            .expect("a URL")
+    };
+    let proxy = client
+        .get(at(
+            "/sandbox",
+            &[("host", service.base.as_str()), ("csp", &csp.to_string())],
+        ))
+        .send()
+        .await
+        .expect("proxy");
+    assert_eq!(proxy.status(), reqwest::StatusCode::OK);
+    let policy = proxy.headers()["content-security-policy"]
+        .to_str()
+        .expect("text")
+        .to_owned();
+    assert!(
+        policy.starts_with("default-src 'none'; script-src 'self' 'unsafe-inline';"),
+        "{policy}"
+    );
+    assert!(
+        policy.contains("connect-src 'self' https://api.example.com;"),
+        "{policy}"
+    );
+    assert!(
+        !policy.contains("x.example.com") && !policy.contains("script-src *"),
+        "{policy}"
+    );
+    assert!(
+        policy.ends_with(&format!("frame-ancestors {}", service.base)),
+        "{policy}"
+    );
+    assert_eq!(proxy.headers()["cache-control"], "no-store");
+    assert!(proxy.text().await.expect("body").contains("/sandbox.js"));
+
+    for (path, query, status) in [
+        ("/sandbox", vec![], 400),
+        ("/sandbox", vec![("host", "javascript:alert(1)")], 400),
+        (
+            "/sandbox",
+            vec![("host", service.base.as_str()), ("csp", "{")],
+            400,
+        ),
+        ("/", vec![], 404),
+        ("/api/v1/mcp/tools", vec![], 404),
+        ("/ui/app.js", vec![], 404),
+    ] {
+        let reply = client
+            .get(at(path, &query))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .expect("reply");
+        assert_eq!(reply.status().as_u16(), status, "{path} {query:?}");
+    }
+    service.stop().await;
+}
