@@ -28,6 +28,7 @@ pub use approvals::{ApprovalError, ApprovalPolicy, Approvals, Decision};
 pub use eta::Etas;
 pub use events::{AgentEvent, Usage};
 pub use executor::{CANCELLED, DENIED_BY_USER};
+pub use output::marked_app_context;
 pub use preprompt::{DEFAULT_PREPROMPT, preprompt};
 pub use runner::{Agent, AgentBuilder, AgentError, Answer, ToolChoice, TurnOptions};
 pub use time_zone::{TimeZoneError, UserTimeZone};

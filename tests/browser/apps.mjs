@@ -101,7 +101,7 @@ await withPage('apps', async (page) => {
     async () => {
       assert.equal(findings.initialized, true);
       assert.equal(findings.page, pageOrigin, 'it knows where the page is');
-      for (const name of ['topDocument', 'parentDocumentOfPage', 'topStorage']) {
+      for (const name of ['topDocument', 'parentDocumentOfPage', 'topStorage', 'topNavigation']) {
         assert.match(findings[name], /^blocked: SecurityError/, name);
       }
       assert.ok(!String(findings.ownStorage).includes(TOKEN), 'no token in its own storage');
@@ -110,7 +110,8 @@ await withPage('apps', async (page) => {
       const refused = findings.violations.join('\n');
       assert.match(refused, new RegExp(`connect-src ${pageOrigin}`));
       assert.match(refused, /connect-src https:\/\/undeclared\.example\.com/);
-      assert.equal(page.url().startsWith(BASE), true, 'the page is still the page');
+      assert.ok(page.url().startsWith(BASE) && !page.url().includes('pwned'),
+        `the page is still the page: ${page.url()}`);
     });
 
   await step('a hostile app cannot call another server\'s tool or a model-only tool', async () => {
@@ -119,4 +120,20 @@ await withPage('apps', async (page) => {
     }
     assert.match(findings.ownWrite, /^ok: .*record done/);
   });
+
+  await step('a link the app offers is shown, not opened; its message waits in the composer',
+    async () => {
+      assert.match(findings.scriptLink, /^refused: only http and https/);
+      assert.equal(findings.link, 'ok');
+      const link = hostileCard.locator('a.app-link');
+      assert.equal(await link.getAttribute('href'), 'https://example.com/docs');
+      assert.equal(await link.getAttribute('rel'), 'noopener noreferrer nofollow');
+      assert.equal(page.context().pages().length, 1, 'nothing was opened');
+      assert.equal(findings.message, 'ok');
+      assert.equal(await page.getByLabel('Message to the model').inputValue(), 'Proposed by the app');
+      assert.equal(findings.context, 'ok');
+    });
+
+  // The user asks something else; the app's context goes along, for the gateway to fence.
+  await ask(page, 'What does the app show?', 'It shows widgets.');
 });

@@ -235,6 +235,15 @@ pub(super) fn schemas() -> Map<String, Value> {
                              "properties": crate::server::chat::SAMPLING_OPTIONS.iter()
                                  .map(|o| ((*o).to_owned(), json!({})))
                                  .collect::<Map<String, Value>>() },
+                "appContext": { "type": "array", "maxItems": 8,
+                    "description": "What the MCP Apps in view asked to tell the model \
+                        (`ui/update-model-context`): each becomes data the model reads, fenced, \
+                        before the user's message.",
+                    "items": { "type": "object", "required": ["tool", "text"],
+                               "additionalProperties": false,
+                               "properties": {
+                                   "tool": { "type": "string", "pattern": "^[A-Za-z0-9._/:-]{1,200}$" },
+                                   "text": { "type": "string", "maxLength": 8000 } } } },
             },
         }),
     );

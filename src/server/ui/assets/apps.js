@@ -8,7 +8,7 @@
 // waits for the user's approval here, as the model's do.
 
 import { api, errorOf, send } from './api.js';
-import { h, jsonBlock, replace } from './dom.js';
+import { h, jsonBlock } from './dom.js';
 
 /** The MCP Apps protocol version this host speaks. */
 const PROTOCOL = '2026-01-26';
@@ -23,6 +23,10 @@ const FEATURES = {
   camera: 'camera', microphone: 'microphone', geolocation: 'geolocation',
   clipboardWrite: 'clipboard-write',
 };
+/** Notes kept under an app (links it offered, what it asked). */
+const MAX_NOTICES = 5;
+/** Characters of an app's model context sent (the gateway takes at most 8000). */
+const MAX_CONTEXT_CHARS = 8000;
 /** JSON-RPC error codes. */
 const METHOD_NOT_FOUND = -32601;
 const INVALID_PARAMS = -32602;
@@ -38,6 +42,16 @@ function sandbox() {
 
 /** Every app on the page, so a new conversation tears them all down. */
 const live = new Set();
+
+/**
+ * What the apps in view asked to tell the model (`ui/update-model-context`), the latest of
+ * each: sent with the next turns, where the gateway fences it as data.
+ */
+export function appContexts() {
+  return [...live].filter((app) => app.modelContext).map((app) => ({
+    tool: app.tool, text: app.modelContext,
+  }));
+}
 
 /** Tears down every app (a new conversation, sign-out). */
 export function teardownApps() {
@@ -237,8 +251,8 @@ export class AppFrame {
         this.offerMessage(params);
         return {};
       case 'ui/update-model-context':
-        this.modelContext = params;
-        this.notice('The app updated what it would tell the model.');
+        this.modelContext = contextText(params);
+        this.notice('The app updated what it tells the model with your next message.');
         return {};
       case 'ui/request-display-mode':
         return { mode: 'inline' };
@@ -351,11 +365,20 @@ export class AppFrame {
     this.notice('The app proposed a message: it is in the composer, to send or not.');
   }
 
-  /** Says something about the app under it (one line, the latest). */
+  /** Says something about the app under it; the latest few stay. */
   notice(...children) {
-    this.noticeLine ??= this.notices.appendChild(h('p', { class: 'app-notice note' }));
-    replace(this.noticeLine, ...children);
+    this.notices.append(h('p', { class: 'app-notice note' }, ...children));
+    const shown = this.notices.querySelectorAll('.app-notice');
+    if (shown.length > MAX_NOTICES) shown[0].remove();
   }
+}
+
+/** An app's model context as text: its text parts, then its structured content as JSON. */
+function contextText(params) {
+  const parts = (Array.isArray(params.content) ? params.content : [])
+    .filter((p) => p?.type === 'text' && typeof p.text === 'string').map((p) => p.text);
+  if (params.structuredContent !== undefined) parts.push(JSON.stringify(params.structuredContent));
+  return parts.join('\n').slice(0, MAX_CONTEXT_CHARS) || null;
 }
 
 function rpcError(code, message) {

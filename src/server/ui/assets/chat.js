@@ -4,7 +4,7 @@
 // the only markup this page ever inserts.
 
 import { ApiError, api, errorOf, rejected, send, session } from './api.js';
-import { teardownApps } from './apps.js';
+import { appContexts, teardownApps } from './apps.js';
 import { h, plural, replace, say } from './dom.js';
 import { sseEvents } from './sse.js';
 import { ToolCard } from './tool_card.js';
@@ -125,6 +125,7 @@ export class Chat {
           messages: this.messages,
           session: this.session,
           timeZone: Intl.DateTimeFormat().resolvedOptions().timeZone,
+          appContext: appContexts(),
         },
       });
       if (!response.ok) {
