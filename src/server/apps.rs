@@ -103,10 +103,16 @@ async fn call(
 ) -> Result<Json<Value>, ApiError> {
     let ([view, tool], arguments, token) = call_body(&state, &body, ["view", "tool"])?;
     let gateway = state.gateway.current();
+    // Counted under the tool's canonical id when the view names a server (any other name
+    // counts as the metrics' "other", as unknown names do).
+    let canonical =
+        apps::from_merged(&view).map_or_else(String::new, |(s, _)| format!("{s}.{tool}"));
+    let timer = state.metrics.start_call(&gateway, &canonical);
     let started = std::time::Instant::now();
     let output = gateway
         .call_tool_from_app(&ctx, &view, &tool, arguments, token.as_deref())
         .await;
+    timer.finish(&output);
     // The whole call counts as upstream time: an app's calls are not the gateway's overhead.
     overhead.exclude(started.elapsed());
     let result = match output {

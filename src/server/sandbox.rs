@@ -8,7 +8,7 @@
 use axum::{
     Router,
     extract::Query,
-    http::{HeaderMap, HeaderValue, StatusCode, header},
+    http::{HeaderValue, StatusCode, header},
     response::{IntoResponse, Response},
     routing::get,
 };
@@ -91,48 +91,50 @@ async fn proxy_page(
         Some(Err(_)) => return plain(StatusCode::BAD_REQUEST, "csp must be JSON"),
     };
     let policy = format!("{}; frame-ancestors {host}", view_policy(&declared));
-    let mut response = PROXY_HTML.into_response();
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/html; charset=utf-8"),
-    );
     match HeaderValue::from_str(&policy) {
-        Ok(value) => headers.insert(header::CONTENT_SECURITY_POLICY, value),
-        Err(_) => return plain(StatusCode::BAD_REQUEST, "unusable csp"),
-    };
-    common(headers);
-    response
+        Ok(policy) => respond(
+            StatusCode::OK,
+            PROXY_HTML,
+            "text/html; charset=utf-8",
+            policy,
+        ),
+        Err(_) => plain(StatusCode::BAD_REQUEST, "unusable csp"),
+    }
 }
 
 async fn proxy_script() -> Response {
-    let mut response = PROXY_JS.into_response();
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/javascript; charset=utf-8"),
-    );
-    headers.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static("default-src 'none'"),
-    );
-    common(headers);
-    response
+    respond(
+        StatusCode::OK,
+        PROXY_JS,
+        "text/javascript; charset=utf-8",
+        HeaderValue::from_static(NOTHING),
+    )
 }
 
 fn plain(status: StatusCode, text: &'static str) -> Response {
-    let mut response = (status, text).into_response();
-    response.headers_mut().insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static("default-src 'none'"),
-    );
-    common(response.headers_mut());
-    response
+    respond(
+        status,
+        text,
+        "text/plain; charset=utf-8",
+        HeaderValue::from_static(NOTHING),
+    )
 }
 
-/// Headers of every sandbox response: never cached (the policy depends on the query), no
-/// sniffing, no referrer.
-fn common(headers: &mut HeaderMap) {
+/// The policy of what runs nothing: the script, errors.
+const NOTHING: &str = "default-src 'none'";
+
+/// `body` with its type and policy, never cached (the policy depends on the query), not
+/// sniffed, sending no referrer.
+fn respond(
+    status: StatusCode,
+    body: &'static str,
+    content_type: &'static str,
+    policy: HeaderValue,
+) -> Response {
+    let mut response = (status, body).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    headers.insert(header::CONTENT_SECURITY_POLICY, policy);
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     headers.insert(
         header::X_CONTENT_TYPE_OPTIONS,
@@ -142,6 +144,7 @@ fn common(headers: &mut HeaderMap) {
         header::REFERRER_POLICY,
         HeaderValue::from_static("no-referrer"),
     );
+    response
 }
 
 /// The Content-Security-Policy of a view that declared `csp` (its `_meta.ui.csp`), after the
