@@ -1,20 +1,38 @@
-//! Poisoning scan: static checks on a tool definition's text (name, title, description and
-//! every description or title nested in its schemas) for hidden or manipulative content.
+//! Poisoning scan: static checks on every string of a tool definition that reaches a model
+//! or a client (name, title, description, annotations, every string and property name of its
+//! schemas at any depth), read as the model reads it: NFKC-normalized, invisible characters
+//! reported and dropped, hidden parts (comments, hidden elements, terminal escapes, tag
+//! characters) reported and read, encoded runs (base64, hex, percent, rot13) decoded. The
+//! instruction families (override, concealment, exfiltration, secret access) are word
+//! patterns in English and rules kept as data in six languages (`rules.rs`). What needs the
+//! whole catalog (shadowing, impersonation) is in `cross.rs`.
 
+mod cross;
+mod decode;
+mod hidden;
 mod phrases;
+mod rules;
 mod unicode;
 
-use std::fmt;
+use std::{
+    collections::HashMap,
+    fmt,
+    sync::{LazyLock, Mutex},
+};
 
 use rmcp::model::{JsonObject, Tool};
 use serde_json::Value;
+use unicode_normalization::UnicodeNormalization as _;
 
+pub use cross::cross_catalog;
 use phrases::{Normalized, OwnNames};
+use rules::Family;
 pub(super) use unicode::{escaped, is_invisible};
 
-/// Longest top-level description: generous for honest tools (the longest seen in popular
-/// servers is about 1,500 characters), while a longer one is mostly room to hide things.
-const MAX_DESCRIPTION_CHARS: usize = 2_000;
+/// Longest top-level description before it is noted as long: generous for honest tools (the
+/// longest seen in popular servers are near 3,000 characters); a longer one is mostly room to
+/// hide things, so it is noted (low severity: length alone is no poisoning).
+const MAX_DESCRIPTION_CHARS: usize = 6_000;
 
 /// Longest nested description or title (schema properties, `$defs`, the tool title): these
 /// describe one parameter and need far less room than the tool itself.
@@ -37,6 +55,22 @@ const MAX_EXCERPT_CHARS: usize = 40;
 /// Schema keys whose string values are text shown to the model.
 const TEXT_KEYS: &[&str] = &["description", "title", "markdownDescription"];
 
+/// Schema keys whose string values are structure, not text: never scanned as text (their
+/// values are names, types and patterns the validator reads).
+const STRUCTURAL_KEYS: &[&str] = &[
+    "type",
+    "format",
+    "$ref",
+    "$schema",
+    "$id",
+    "$anchor",
+    "$dynamicRef",
+    "$dynamicAnchor",
+    "pattern",
+    "contentEncoding",
+    "contentMediaType",
+];
+
 /// Schema keys whose values are arrays of such text.
 const TEXT_ARRAY_KEYS: &[&str] = &["enumDescriptions", "markdownEnumDescriptions", "enumNames"];
 
@@ -46,12 +80,25 @@ pub enum FindingCode {
     /// Format characters (zero-width, BOM, soft hyphen), bidi controls, tags, blank fillers,
     /// or variation selectors out of context.
     InvisibleUnicode,
-    /// Privileged-instruction markup or an "ignore previous instructions" phrase.
+    /// Text hidden from a person and read by the model: comments, hidden elements, terminal
+    /// escape sequences, tag characters.
+    HiddenText,
+    /// Privileged-instruction markup, or a phrase that overrides earlier instructions.
     HiddenInstructions,
-    /// A credential path or phrase (`~/.ssh`, `.env`, `/etc/passwd`, "private key").
+    /// A credential path or phrase (`~/.ssh`, `.env`, `/etc/passwd`, "private key"), or a
+    /// request for secrets.
     SecretAccess,
     /// Asking the model to keep something from the user.
     Concealment,
+    /// Sending data out (URLs, images, commands) or asking for the conversation or the
+    /// model's own instructions.
+    Exfiltration,
+    /// An encoded run (base64, hex, percent, rot13) that decodes to text.
+    EncodedPayload,
+    /// An instruction about how another server's tool must be used.
+    Shadowing,
+    /// A name that imitates another tool's (mixed scripts, confusable letters, one edit away).
+    Impersonation,
     /// An instruction about how to use other tools.
     CrossToolInstruction,
     /// A whitespace run long enough to push text out of view.
@@ -62,18 +109,61 @@ pub enum FindingCode {
     SchemaTooDeep,
 }
 
+/// How much a finding weighs: `scan = "block"` quarantines tools with a high one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Severity {
+    Low,
+    Medium,
+    High,
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Low => "low",
+            Severity::Medium => "medium",
+            Severity::High => "high",
+        }
+    }
+}
+
 impl FindingCode {
     /// Stable snake_case code for logs, APIs and config.
     pub fn as_str(self) -> &'static str {
         match self {
             FindingCode::InvisibleUnicode => "invisible_unicode",
+            FindingCode::HiddenText => "hidden_text",
             FindingCode::HiddenInstructions => "hidden_instructions",
             FindingCode::SecretAccess => "secret_access",
             FindingCode::Concealment => "concealment",
+            FindingCode::Exfiltration => "exfiltration",
+            FindingCode::EncodedPayload => "encoded_payload",
+            FindingCode::Shadowing => "shadowing",
+            FindingCode::Impersonation => "impersonation",
             FindingCode::CrossToolInstruction => "cross_tool_instruction",
             FindingCode::WhitespaceRun => "whitespace_run",
             FindingCode::OversizeDescription => "oversize_description",
             FindingCode::SchemaTooDeep => "schema_too_deep",
+        }
+    }
+
+    /// The weight of a finding of this code (an encoded run that reads as plain text, not
+    /// as an instruction, weighs less: see [`Finding::severity`]).
+    pub fn severity(self) -> Severity {
+        match self {
+            FindingCode::InvisibleUnicode
+            | FindingCode::HiddenText
+            | FindingCode::HiddenInstructions
+            | FindingCode::SecretAccess
+            | FindingCode::Concealment
+            | FindingCode::Exfiltration
+            | FindingCode::EncodedPayload
+            | FindingCode::Shadowing
+            | FindingCode::Impersonation => Severity::High,
+            FindingCode::CrossToolInstruction
+            | FindingCode::WhitespaceRun
+            | FindingCode::SchemaTooDeep => Severity::Medium,
+            FindingCode::OversizeDescription => Severity::Low,
         }
     }
 }
@@ -88,6 +178,7 @@ impl fmt::Display for FindingCode {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finding {
     pub code: FindingCode,
+    pub severity: Severity,
     /// Where: `name`, `title`, `description`, `annotations.title`, or a schema path such as
     /// `inputSchema.properties.path.description` (keys escaped and cut like `detail`).
     pub location: String,
@@ -100,6 +191,46 @@ impl fmt::Display for Finding {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}: {}: {}", self.location, self.code, self.detail)
     }
+}
+
+/// Findings of definitions scanned before, by fingerprint (and `_meta`, which the
+/// fingerprint leaves out): a refresh rescans only what changed. Bounded; when full, it
+/// starts again.
+static SCANNED: LazyLock<Mutex<HashMap<String, Vec<Finding>>>> =
+    LazyLock::new(|| Mutex::new(HashMap::new()));
+
+/// Definitions whose findings are kept: a gateway's whole catalog many times over.
+const MAX_SCANNED: usize = 100_000;
+
+/// [`scan_tool`], from the findings of an earlier scan of the same definition when there is
+/// one (`fingerprint` is the definition's).
+pub fn scan_tool_cached(fingerprint: &str, tool: &Tool) -> Vec<Finding> {
+    let key = match &tool.meta {
+        Some(meta) => format!(
+            "{fingerprint}:{}",
+            crate::digest::sha256_hex(
+                serde_json::to_string(&meta.0)
+                    .unwrap_or_default()
+                    .as_bytes()
+            )
+        ),
+        None => fingerprint.to_owned(),
+    };
+    if let Some(found) = SCANNED
+        .lock()
+        .ok()
+        .and_then(|cache| cache.get(&key).cloned())
+    {
+        return found;
+    }
+    let found = scan_tool(tool);
+    if let Ok(mut cache) = SCANNED.lock() {
+        if cache.len() >= MAX_SCANNED {
+            cache.clear();
+        }
+        cache.insert(key, found.clone());
+    }
+    found
 }
 
 /// Every finding in `tool`, sorted by location, then code. The same tool always gives the
@@ -133,6 +264,10 @@ pub fn scan_tool(tool: &Tool) -> Vec<Finding> {
     if let Some(output) = &tool.output_schema {
         scan.schema("outputSchema", output);
     }
+    // Clients read `_meta` (an MCP App's view and its policy live there).
+    if let Some(meta) = &tool.meta {
+        scan.schema("_meta", &meta.0);
+    }
     let mut findings = scan.findings;
     findings.sort_by(|a, b| (&a.location, a.code).cmp(&(&b.location, b.code)));
     findings
@@ -144,9 +279,28 @@ struct Scan<'a> {
 }
 
 impl Scan<'_> {
+    /// Records a finding at its code's severity, once per code and location.
     fn push(&mut self, code: FindingCode, location: &str, detail: String) {
+        self.push_weighed(code, code.severity(), location, detail);
+    }
+
+    fn push_weighed(
+        &mut self,
+        code: FindingCode,
+        severity: Severity,
+        location: &str,
+        detail: String,
+    ) {
+        if self
+            .findings
+            .iter()
+            .any(|f| f.code == code && f.location == location)
+        {
+            return;
+        }
         self.findings.push(Finding {
             code,
+            severity,
             location: location.to_owned(),
             detail,
         });
@@ -173,25 +327,29 @@ impl Scan<'_> {
     /// Runs every text check on `text`; `max_chars` is its length limit, if any.
     fn text(&mut self, location: &str, text: &str, max_chars: Option<usize>) {
         self.invisible(location, text);
-        let normalized = Normalized::new(text);
-        let phrase_checks = [
-            (
-                FindingCode::HiddenInstructions,
-                phrases::hidden_instructions(&normalized),
-            ),
-            (
-                FindingCode::SecretAccess,
-                phrases::secret_access(&normalized),
-            ),
-            (FindingCode::Concealment, phrases::concealment(&normalized)),
+        let folded: String = text.nfkc().collect();
+        let normalized = Normalized::new(&folded);
+        for (code, detail) in instructions(&normalized) {
+            self.push(code, location, detail);
+        }
+        let layout_checks = [
             (
                 FindingCode::CrossToolInstruction,
-                phrases::cross_tool_instruction(text, &self.own),
+                phrases::cross_tool_instruction(&folded, &self.own),
             ),
             (FindingCode::WhitespaceRun, whitespace_run(text)),
         ];
-        for (code, detail) in phrase_checks {
+        for (code, detail) in layout_checks {
             if let Some(detail) = detail {
+                self.push(code, location, detail);
+            }
+        }
+        self.hidden(location, text);
+        self.encoded(location, &folded);
+        // One token (`accurate_and_attach_the_key_file`, an enum value): read as words too.
+        if !text.trim().contains(char::is_whitespace) && text.len() > 1 {
+            let words = Normalized::new(&phrases::split_identifier(&folded));
+            for (code, detail) in instructions(&words) {
                 self.push(code, location, detail);
             }
         }
@@ -201,6 +359,69 @@ impl Scan<'_> {
                 let detail = format!("{len} characters, limit {max}");
                 self.push(FindingCode::OversizeDescription, location, detail);
             }
+        }
+    }
+
+    /// A property name or other key: read as the words it is made of.
+    fn name(&mut self, location: &str, name: &str) {
+        self.invisible(location, name);
+        let words = Normalized::new(&phrases::split_identifier(&name.nfkc().collect::<String>()));
+        for (code, detail) in instructions(&words) {
+            self.push(code, location, detail);
+        }
+    }
+
+    /// Text hidden from a person: reported, and what it says is read too (tag characters
+    /// spell text that is nowhere else in plain form).
+    fn hidden(&mut self, location: &str, text: &str) {
+        for part in hidden::hidden_parts(text) {
+            let detail = format!(
+                "{}: \"{}\"",
+                part.how,
+                escaped(&part.text, MAX_EXCERPT_CHARS)
+            );
+            self.push(FindingCode::HiddenText, location, detail);
+            let said = Normalized::new(&part.text.nfkc().collect::<String>());
+            for (code, detail) in instructions(&said) {
+                self.push(code, location, format!("{} ({})", detail, part.how));
+            }
+        }
+    }
+
+    /// Encoded runs that decode to text, and the text read as rot13: an instruction inside
+    /// weighs high; plain text, medium.
+    fn encoded(&mut self, location: &str, folded: &str) {
+        for run in decode::decoded_runs(folded) {
+            let said = Normalized::new(&run.text);
+            let found = instructions(&said);
+            let severity = if found.is_empty() {
+                Severity::Medium
+            } else {
+                Severity::High
+            };
+            let detail = format!(
+                "{} at byte {} decodes to \"{}\"",
+                run.encoding,
+                run.start,
+                escaped(&run.text, MAX_EXCERPT_CHARS)
+            );
+            self.push_weighed(FindingCode::EncodedPayload, severity, location, detail);
+        }
+        // English sentences in rot13: an instruction inside weighs high, anything else
+        // medium.
+        let rotated = decode::rot13_sentences(folded);
+        if let Some(first) = rotated.first() {
+            let said = Normalized::new(&rotated.join(". "));
+            let severity = if instructions(&said).is_empty() {
+                Severity::Medium
+            } else {
+                Severity::High
+            };
+            let detail = format!(
+                "rot13 reads \"{}\"",
+                escaped(first.trim(), MAX_EXCERPT_CHARS)
+            );
+            self.push_weighed(FindingCode::EncodedPayload, severity, location, detail);
         }
     }
 
@@ -217,8 +438,8 @@ impl Scan<'_> {
             let len = path.len();
             path.push('.');
             path.push_str(&escaped(key, MAX_EXCERPT_CHARS));
-            // Property names reach the model too; only invisible characters matter in them.
-            self.invisible(path, key);
+            // Property names and every other key reach the model too.
+            self.name(path, key);
             match value {
                 Value::String(text) if TEXT_KEYS.contains(&key.as_str()) => {
                     self.text(path, text, Some(MAX_NESTED_TEXT_CHARS));
@@ -231,6 +452,8 @@ impl Scan<'_> {
                         }
                     }
                 }
+                // Structure (types, references, patterns) is the validator's, not text.
+                Value::String(_) if STRUCTURAL_KEYS.contains(&key.as_str()) => {}
                 _ => self.value(value, path, depth + 1, deep),
             }
             path.truncate(len);
@@ -258,9 +481,42 @@ impl Scan<'_> {
                     path.truncate(len);
                 }
             }
+            // Defaults, enum values, examples, constants and any other string a model reads.
+            Value::String(text) => self.text(path, text, None),
             _ => {}
         }
     }
+}
+
+/// The instruction families found in `n`: English word patterns, then the rules of every
+/// language; at most one finding per family.
+fn instructions(n: &Normalized) -> Vec<(FindingCode, String)> {
+    let matched = rules::matches(n.text());
+    let rule = |family: Family| {
+        matched
+            .iter()
+            .find(|(f, ..)| *f == family)
+            .map(|(_, language, start)| format!("matched ({language}) {}", n.excerpt(*start)))
+    };
+    let checks = [
+        (
+            FindingCode::HiddenInstructions,
+            phrases::hidden_instructions(n).or_else(|| rule(Family::Override)),
+        ),
+        (
+            FindingCode::SecretAccess,
+            phrases::secret_access(n).or_else(|| rule(Family::SecretAccess)),
+        ),
+        (
+            FindingCode::Concealment,
+            phrases::concealment(n).or_else(|| rule(Family::Concealment)),
+        ),
+        (FindingCode::Exfiltration, rule(Family::Exfiltration)),
+    ];
+    checks
+        .into_iter()
+        .filter_map(|(code, detail)| detail.map(|d| (code, d)))
+        .collect()
 }
 
 /// A run of whitespace (invisible characters count as part of it) at least

@@ -15,7 +15,7 @@ use super::{
     fingerprint::Fingerprint,
     naming::{canonical_id, function_names},
     pins,
-    scan::scan_tool,
+    scan::{Severity, cross_catalog, scan_tool_cached},
     schema::sanitize_input_schema,
 };
 
@@ -166,14 +166,23 @@ impl Catalog {
             .map(|(server, tool, ..)| (server.clone(), tool.name.to_string()))
             .collect();
         let names = function_names(&ids);
+        // What only the whole catalog shows (shadowing, impersonation), for every tool.
+        let everyone: Vec<(&ServerId, &Tool)> = entries
+            .iter()
+            .map(|(server, tool, ..)| (server, tool))
+            .collect();
+        let cross = cross_catalog(&everyone);
         let tools: Vec<CatalogTool> = entries
             .into_iter()
             .zip(names)
+            .zip(cross)
             .map(
-                |((server, upstream, stale, on_change, scan), function_name)| {
+                |(((server, upstream, stale, on_change, scan), function_name), cross)| {
                     let fingerprint = Fingerprint::of(&upstream);
                     let pin = pins::status(pins, &server, &upstream.name, &fingerprint);
-                    let findings = scan_tool(&upstream);
+                    let mut findings = scan_tool_cached(fingerprint.as_str(), &upstream);
+                    findings.extend(cross);
+                    findings.sort_by(|a, b| (&a.location, a.code).cmp(&(&b.location, b.code)));
                     let status = status_of(&pin, &findings, stale, on_change, scan);
                     CatalogTool {
                         canonical: canonical_id(&server, &upstream.name),
@@ -252,8 +261,13 @@ fn status_of(
     on_change: OnChange,
     scan: ScanMode,
 ) -> ToolStatus {
-    if scan == ScanMode::Block && !findings.is_empty() {
-        let codes: Vec<&str> = findings.iter().map(|f| f.code.as_str()).collect();
+    let high: Vec<&Finding> = findings
+        .iter()
+        .filter(|f| f.severity == Severity::High)
+        .collect();
+    if scan == ScanMode::Block && !high.is_empty() {
+        let mut codes: Vec<&str> = high.iter().map(|f| f.code.as_str()).collect();
+        codes.dedup();
         return ToolStatus::Quarantined {
             reason: format!("the poisoning scan found: {}", codes.join(", ")),
         };

@@ -26,6 +26,7 @@ impl Gateway {
             },
             "findings": tool.findings.iter().map(|f| json!({
                 "code": f.code.as_str(),
+                "severity": f.severity.as_str(),
                 "location": f.location,
                 "detail": f.detail,
             })).collect::<Vec<_>>(),

@@ -24,6 +24,7 @@ mod page;
 mod peers;
 mod processes;
 mod sandbox;
+mod scan_corpus;
 mod scripted_llm;
 mod server;
 mod service_extras;

@@ -7,7 +7,27 @@ use super::{
 };
 
 /// Tag names that mark text as privileged instructions in known poisoning examples.
-const MARKUP_TAGS: &[&str] = &["important", "system", "instructions", "instruction", "sys"];
+const MARKUP_TAGS: &[&str] = &[
+    "important",
+    "system",
+    "instructions",
+    "instruction",
+    "sys",
+    "hidden",
+    "secret",
+    "admin",
+    "assistant",
+    "context",
+    "critical",
+    "override",
+    "priority",
+    "mandatory",
+    "directive",
+    "directives",
+    "rules",
+    "policy",
+    "prompt",
+];
 
 /// Longest name between `<|` and `|>` taken for a chat-template special token
 /// (`<|im_start|>`, `<|eot_id|>`); longer runs are ordinary text.
@@ -201,7 +221,12 @@ impl Normalized {
         self.words.iter().map(|&(s, e)| &self.text[s..e]).collect()
     }
 
-    fn excerpt(&self, start: usize) -> String {
+    /// The normalized text: lowercase, whitespace folded, invisible characters dropped.
+    pub(super) fn text(&self) -> &str {
+        &self.text
+    }
+
+    pub(super) fn excerpt(&self, start: usize) -> String {
         format!("\"{}\"", escaped(&self.text[start..], MAX_EXCERPT_CHARS))
     }
 
@@ -358,7 +383,7 @@ pub(super) fn cross_tool_instruction(raw: &str, own: &OwnNames<'_>) -> Option<St
     None
 }
 
-fn sentences(text: &str) -> Vec<&str> {
+pub(super) fn sentences(text: &str) -> Vec<&str> {
     let mut out = Vec::new();
     let mut start = 0;
     let mut chars = text.char_indices().peekable();
@@ -378,7 +403,7 @@ fn sentences(text: &str) -> Vec<&str> {
 }
 
 /// Tool-like names in `sentence`: `backticked` names, snake_case and lowerCamelCase words.
-fn identifiers(sentence: &str) -> Vec<&str> {
+pub(super) fn identifiers(sentence: &str) -> Vec<&str> {
     let pieces: Vec<&str> = sentence.split('`').collect();
     // Odd pieces lie between backticks; the last one only if a backtick closes it.
     let mut out: Vec<&str> = pieces[..pieces.len().saturating_sub(1)]
@@ -404,5 +429,25 @@ fn identifiers(sentence: &str) -> Vec<&str> {
             snake || camel
         });
     out.extend(words);
+    out
+}
+
+/// An identifier read as words: `_`, `-` and `.` become spaces and camelCase splits
+/// (`readSshKey` reads "read ssh key").
+pub(super) fn split_identifier(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 8);
+    let mut previous_lower = false;
+    for c in name.chars() {
+        if matches!(c, '_' | '-' | '.') {
+            out.push(' ');
+            previous_lower = false;
+            continue;
+        }
+        if c.is_uppercase() && previous_lower {
+            out.push(' ');
+        }
+        previous_lower = c.is_lowercase() || c.is_ascii_digit();
+        out.push(c);
+    }
     out
 }

@@ -252,12 +252,13 @@ fn whitespace_runs() {
 
 #[test]
 fn oversize_text() {
-    let at_limit = "x".repeat(2_000);
+    let at_limit = "x".repeat(6_000);
     assert_passes(FindingCode::OversizeDescription, &[&at_limit]);
     let findings = scan_tool(&tool(&format!("{at_limit}é")));
     assert_eq!(findings.len(), 1);
     assert_eq!(findings[0].code, FindingCode::OversizeDescription);
-    assert_eq!(findings[0].detail, "2001 characters, limit 2000");
+    assert_eq!(findings[0].severity, Severity::Low);
+    assert_eq!(findings[0].detail, "6001 characters, limit 6000");
 
     let mut t = tool("ok");
     t.title = Some("t".repeat(1_001));

@@ -198,8 +198,9 @@ function toolEntry(tool, reload) {
   if (findings.length > 0) {
     body.append(h('div', { class: 'findings' },
       h('h4', {}, 'Scan findings'),
-      h('ul', {}, findings.map((f) => h('li', {},
-        h('code', {}, f.code ?? ''), ` in ${f.location ?? '?'}`, f.detail ? `: ${f.detail}` : '')))));
+      h('ul', {}, findings.map((f) => h('li', { dataset: { severity: f.severity ?? '' } },
+        h('code', {}, f.code ?? ''), f.severity ? ` (${f.severity})` : '',
+        ` in ${f.location ?? '?'}`, f.detail ? `: ${f.detail}` : '')))));
   }
   body.append(collapsible('Input schema', jsonBlock(tool.inputSchema ?? {}, `Input schema of ${tool.name}`)));
   body.append(tryIt(tool, write));
