@@ -9,6 +9,7 @@ mod chat;
 #[cfg(feature = "testkit")]
 mod conformance;
 mod pin;
+mod scan;
 mod serve;
 mod tools;
 
@@ -81,6 +82,9 @@ enum Command {
     },
     /// Show the audit log: who called what, with whose approval.
     Audit(audit::AuditArgs),
+    /// Scan tool definitions for poisoning: a file of definitions, or `--server ID`'s live
+    /// tools. Exit 1 when any has a high-severity finding.
+    Scan(scan::ScanArgs),
     /// Configuration commands.
     Config {
         #[command(subcommand)]
@@ -328,6 +332,18 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let loaded = load(cli.config.as_deref())?;
             audit::run(&loaded.config, args).await
         }
+        Command::Scan(args) => match &args.server {
+            None => scan::scan_file(&args),
+            Some(server) => {
+                let (gateway, settle) = start(cli.config.as_deref()).await?;
+                let server = server.clone();
+                let work = async {
+                    gateway.wait_ready(settle).await;
+                    scan::scan_server(&gateway, &server, args.json)
+                };
+                until_signal(&gateway, work).await
+            }
+        },
         Command::Supervise { .. } => Ok(ExitCode::SUCCESS),
     }
 }

@@ -50,11 +50,17 @@ pub fn cross_catalog(tools: &[(&ServerId, &Tool)]) -> Vec<Vec<Finding>> {
             .or_default()
             .insert(*server);
     }
+    let near = NearIndex::new(
+        WELL_KNOWN
+            .iter()
+            .map(|name| (*name).to_owned())
+            .chain(owners.keys().cloned()),
+    );
     tools
         .iter()
         .map(|(server, tool)| {
             let mut findings = Vec::new();
-            if let Some(finding) = impersonation(server, tool, &owners) {
+            if let Some(finding) = impersonation(server, tool, (&owners, &near)) {
                 findings.push(finding);
             }
             findings.extend(shadowing(server, tool, &owners));
@@ -203,7 +209,7 @@ fn schema_texts(
 fn impersonation(
     server: &ServerId,
     tool: &Tool,
-    owners: &HashMap<String, HashSet<&ServerId>>,
+    (owners, near): (&HashMap<String, HashSet<&ServerId>>, &NearIndex),
 ) -> Option<Finding> {
     let name = tool.name.as_ref();
     let skeleton = skeleton(name);
@@ -226,25 +232,23 @@ fn impersonation(
             detail,
         ));
     }
-    if skeleton.chars().count() < MIN_NEAR_MISS_LEN
-        || WELL_KNOWN.contains(skeleton.as_str())
-        || is_known_elsewhere(server, &skeleton, owners)
-    {
+    if skeleton.chars().count() < MIN_NEAR_MISS_LEN || WELL_KNOWN.contains(skeleton.as_str()) {
         return None;
     }
-    let others = owners
-        .iter()
-        .filter(|(_, servers)| servers.iter().any(|s| *s != server))
-        .map(|(name, _)| name.as_str());
-    let imitated = WELL_KNOWN
-        .iter()
-        .copied()
-        .chain(others)
+    let imitated = near
+        .candidates(&skeleton)
+        .into_iter()
+        .filter(|known| {
+            WELL_KNOWN.contains(known.as_str())
+                || owners
+                    .get(known.as_str())
+                    .is_some_and(|servers| servers.iter().any(|s| *s != server))
+        })
         .find(|known| one_edit_apart(&skeleton, known))?;
     let detail = format!(
         "`{}` is one letter from `{}`",
         escaped(name, MAX_EXCERPT_CHARS),
-        escaped(imitated, MAX_EXCERPT_CHARS)
+        escaped(&imitated, MAX_EXCERPT_CHARS)
     );
     Some(finding(
         FindingCode::Impersonation,
@@ -254,16 +258,60 @@ fn impersonation(
     ))
 }
 
-/// Whether another server offers exactly `name` too (then it is a shared name, not a
-/// near miss).
-fn is_known_elsewhere(
-    server: &ServerId,
-    name: &str,
-    owners: &HashMap<String, HashSet<&ServerId>>,
-) -> bool {
-    owners
-        .get(name)
-        .is_some_and(|servers| servers.iter().any(|s| *s != server))
+/// Names by each of their one-letter deletions (and themselves): two names one edit apart
+/// share an entry (symmetric deletion), so near misses are found without comparing every
+/// name with every other.
+struct NearIndex {
+    by_variant: HashMap<String, Vec<String>>,
+}
+
+impl NearIndex {
+    fn new(names: impl Iterator<Item = String>) -> NearIndex {
+        let mut by_variant: HashMap<String, Vec<String>> = HashMap::new();
+        for name in names {
+            if name.chars().count() < MIN_NEAR_MISS_LEN - 1 {
+                continue;
+            }
+            for variant in variants(&name) {
+                let entry = by_variant.entry(variant).or_default();
+                if !entry.contains(&name) {
+                    entry.push(name.clone());
+                }
+            }
+        }
+        NearIndex { by_variant }
+    }
+
+    /// Names that may be one edit from `name` (to be checked with [`one_edit_apart`]).
+    fn candidates(&self, name: &str) -> Vec<String> {
+        let mut found: Vec<String> = variants(name)
+            .iter()
+            .filter_map(|variant| self.by_variant.get(variant))
+            .flatten()
+            .cloned()
+            .collect();
+        found.sort();
+        found.dedup();
+        found
+    }
+}
+
+/// `name` and each way of deleting one of its characters.
+fn variants(name: &str) -> Vec<String> {
+    let chars: Vec<char> = name.chars().collect();
+    let mut out = Vec::with_capacity(chars.len() + 1);
+    out.push(name.to_owned());
+    for skip in 0..chars.len() {
+        out.push(
+            chars
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| i != skip)
+                .map(|(_, c)| c)
+                .collect(),
+        );
+    }
+    out
 }
 
 /// `name` as it reads: NFKC, lowercase, and letters of other scripts that look Latin mapped
