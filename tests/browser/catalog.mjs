@@ -47,7 +47,7 @@ await withPage('catalog', async (page) => {
     const entry = page.locator(tool('odd.weather'));
     assert.match(await text(page, `${tool('odd.weather')} summary`), /\d+ findings?/);
     await entry.locator('summary').first().click();
-    assert.match(await entry.locator('.findings').innerText(), /hidden_instructions in description/);
+    assert.match(await entry.locator('.findings').innerText(), /hidden_instructions \(high\) in description/);
     assert.match(await entry.locator('.description').textContent(), /<IMPORTANT>.*<img src=x/);
     assert.equal(await entry.locator('.description img, .description important').count(), 0);
     assert.equal(await page.evaluate(() => window.__xss), undefined);
