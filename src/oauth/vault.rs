@@ -190,37 +190,11 @@ fn decode_key(text: &str) -> Result<Zeroizing<Vec<u8>>, VaultError> {
             .map_err(|_| VaultError::BadKey)?;
         return Ok(Zeroizing::new(bytes));
     }
-    let bytes = Zeroizing::new(base64_decode(text).ok_or(VaultError::BadKey)?);
+    let bytes = Zeroizing::new(crate::digest::base64_decode(text).ok_or(VaultError::BadKey)?);
     if bytes.len() != KEY_BYTES {
         return Err(VaultError::BadKey);
     }
     Ok(bytes)
-}
-
-/// Base64, either alphabet, padding optional.
-fn base64_decode(text: &str) -> Option<Vec<u8>> {
-    let text = text.trim_end_matches('=');
-    let mut out = Vec::with_capacity(text.len() * 3 / 4);
-    let mut acc = 0u32;
-    let mut bits = 0u32;
-    for byte in text.bytes() {
-        let value = match byte {
-            b'A'..=b'Z' => byte - b'A',
-            b'a'..=b'z' => byte - b'a' + 26,
-            b'0'..=b'9' => byte - b'0' + 52,
-            b'+' | b'-' => 62,
-            b'/' | b'_' => 63,
-            _ => return None,
-        };
-        acc = (acc << 6) | u32::from(value);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push((acc >> bits) as u8);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    Some(out)
 }
 
 fn key_id(key: &[u8]) -> String {

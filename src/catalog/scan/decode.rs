@@ -142,7 +142,7 @@ fn readable(bytes: Vec<u8>) -> Option<String> {
 /// Base64, and once more when what it decodes to is itself one base64 run (a second layer
 /// is a common way around a scanner; a third is not followed).
 fn base64_twice(run: &str) -> Option<Vec<u8>> {
-    let once = base64(run)?;
+    let once = crate::digest::base64_decode(run)?;
     let again = std::str::from_utf8(&once)
         .ok()
         .map(str::trim)
@@ -152,7 +152,7 @@ fn base64_twice(run: &str) -> Option<Vec<u8>> {
                 .find(inner)
                 .is_some_and(|m| m.len() == inner.len())
         })
-        .and_then(base64);
+        .and_then(crate::digest::base64_decode);
     Some(again.unwrap_or(once))
 }
 
@@ -164,30 +164,6 @@ fn unicode_escapes(run: &str) -> Option<Vec<u8>> {
         .map(|unit| u16::from_str_radix(unit.get(..4)?, 16).ok())
         .collect::<Option<_>>()?;
     String::from_utf16(&units).ok().map(String::into_bytes)
-}
-
-fn base64(run: &str) -> Option<Vec<u8>> {
-    let run = run.trim_end_matches('=');
-    let mut out = Vec::with_capacity(run.len() * 3 / 4);
-    let (mut acc, mut bits) = (0u32, 0u32);
-    for byte in run.bytes() {
-        let value = match byte {
-            b'A'..=b'Z' => byte - b'A',
-            b'a'..=b'z' => byte - b'a' + 26,
-            b'0'..=b'9' => byte - b'0' + 52,
-            b'+' | b'-' => 62,
-            b'/' | b'_' => 63,
-            _ => return None,
-        };
-        acc = (acc << 6) | u32::from(value);
-        bits += 6;
-        if bits >= 8 {
-            bits -= 8;
-            out.push(u8::try_from(acc >> bits).ok()?);
-            acc &= (1 << bits) - 1;
-        }
-    }
-    Some(out)
 }
 
 fn hex(run: &str) -> Option<Vec<u8>> {
