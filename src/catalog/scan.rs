@@ -55,6 +55,65 @@ const MAX_EXCERPT_CHARS: usize = 40;
 /// Schema keys whose string values are text shown to the model.
 const TEXT_KEYS: &[&str] = &["description", "title", "markdownDescription"];
 
+/// JSON Schema's keywords: keys that are fixed words, never an upstream's text.
+const SCHEMA_KEYWORDS: &[&str] = &[
+    "type",
+    "properties",
+    "required",
+    "items",
+    "description",
+    "title",
+    "enum",
+    "default",
+    "examples",
+    "const",
+    "format",
+    "pattern",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "minLength",
+    "maxLength",
+    "minItems",
+    "maxItems",
+    "uniqueItems",
+    "minProperties",
+    "maxProperties",
+    "multipleOf",
+    "additionalProperties",
+    "patternProperties",
+    "propertyNames",
+    "$schema",
+    "$ref",
+    "$defs",
+    "definitions",
+    "$id",
+    "$anchor",
+    "$comment",
+    "anyOf",
+    "oneOf",
+    "allOf",
+    "not",
+    "if",
+    "then",
+    "else",
+    "contains",
+    "prefixItems",
+    "dependentRequired",
+    "dependentSchemas",
+    "unevaluatedProperties",
+    "unevaluatedItems",
+    "readOnly",
+    "writeOnly",
+    "deprecated",
+    "nullable",
+    "contentEncoding",
+    "contentMediaType",
+    "markdownDescription",
+    "enumDescriptions",
+];
+
 /// Schema keys whose string values are structure, not text: never scanned as text (their
 /// values are names, types and patterns the validator reads).
 const STRUCTURAL_KEYS: &[&str] = &[
@@ -347,11 +406,8 @@ impl Scan<'_> {
         self.hidden(location, text);
         self.encoded(location, &folded);
         // One token (`accurate_and_attach_the_key_file`, an enum value): read as words too.
-        if !text.trim().contains(char::is_whitespace) && text.len() > 1 {
-            let words = Normalized::new(&phrases::split_identifier(&folded));
-            for (code, detail) in instructions(&words) {
-                self.push(code, location, detail);
-            }
+        if !text.trim().contains(char::is_whitespace) {
+            self.identifier_words(location, &folded);
         }
         if let Some(max) = max_chars {
             let len = text.chars().count();
@@ -363,10 +419,27 @@ impl Scan<'_> {
     }
 
     /// A property name or other key: read as the words it is made of.
+    /// JSON Schema's own keywords are fixed words and are not read again.
     fn name(&mut self, location: &str, name: &str) {
+        if SCHEMA_KEYWORDS.contains(&name) {
+            return;
+        }
         self.invisible(location, name);
-        let words = Normalized::new(&phrases::split_identifier(&name.nfkc().collect::<String>()));
-        for (code, detail) in instructions(&words) {
+        let folded: String = name.nfkc().collect();
+        for (code, detail) in instructions(&Normalized::new(&folded)) {
+            self.push(code, location, detail);
+        }
+        self.identifier_words(location, &folded);
+    }
+
+    /// An identifier read as the words it is made of (`readSshKey`, `id_of_the_user`), when
+    /// that differs from reading it whole.
+    fn identifier_words(&mut self, location: &str, folded: &str) {
+        let split = phrases::split_identifier(folded);
+        if split == folded {
+            return;
+        }
+        for (code, detail) in instructions(&Normalized::new(&split)) {
             self.push(code, location, detail);
         }
     }

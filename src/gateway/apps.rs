@@ -132,33 +132,29 @@ pub fn hidden_views(
 }
 
 impl Gateway {
-    /// A call an MCP App makes from inside its view: `view` is the view as the merged view
-    /// names it (`ui://<server>/…`, the one the page rendered), `tool` the tool's upstream
-    /// name, as the app knows it. Only tools of the view's own server whose visibility
-    /// includes `app` answer; anything else is `not_found`, as the gate answers any name a
-    /// caller may not see. Otherwise the one gate as for every call (access, pins, arguments,
-    /// a confirmation for writes, limits), audited with the view in the record's detail.
+    /// A call an MCP App makes from inside its view `view` of `server` (the view as the
+    /// merged view names it, `ui://<server>/…`, the one the page rendered; see
+    /// [`from_merged`]), `tool` by its upstream name, as the app knows it. Only tools of that
+    /// server whose visibility includes `app` answer; anything else is `not_found`, as the
+    /// gate answers any name a caller may not see. Otherwise the one gate as for every call
+    /// (access, pins, arguments, a confirmation for writes, limits), audited with the view in
+    /// the record's detail. Also returns the time spent waiting for the upstream.
     pub async fn call_tool_from_app(
         &self,
         ctx: &CallContext,
-        view: &str,
+        (server, view): (&ServerId, &str),
         tool: &str,
         arguments: Value,
         confirmation: Option<&str>,
-    ) -> Result<ToolOutput, GatewayError> {
-        let Some((server, _)) = from_merged(view) else {
-            return Err(GatewayError::NotFound {
-                name: tool.to_owned(),
-            });
-        };
+    ) -> (Result<ToolOutput, GatewayError>, std::time::Duration) {
         let name = format!("{server}.{tool}");
         let call = Call {
             name: &name,
             confirmation,
             relay: None,
-            app: Some((&server, view)),
+            app: Some((server, view)),
         };
-        self.call_gated(ctx, call, arguments).await.0
+        self.call_gated(ctx, call, arguments).await
     }
 }
 

@@ -102,19 +102,17 @@ async fn call(
     body: Bytes,
 ) -> Result<Json<Value>, ApiError> {
     let ([view, tool], arguments, token) = call_body(&state, &body, ["view", "tool"])?;
+    let (server, _) = apps::from_merged(&view)
+        .ok_or_else(|| ApiError::bad_request("`view` must be a view `ui://<server>/…`"))?;
     let gateway = state.gateway.current();
-    // Counted under the tool's canonical id when the view names a server (any other name
-    // counts as the metrics' "other", as unknown names do).
-    let canonical =
-        apps::from_merged(&view).map_or_else(String::new, |(s, _)| format!("{s}.{tool}"));
-    let timer = state.metrics.start_call(&gateway, &canonical);
-    let started = std::time::Instant::now();
-    let output = gateway
-        .call_tool_from_app(&ctx, &view, &tool, arguments, token.as_deref())
+    let timer = state
+        .metrics
+        .start_call(&gateway, &format!("{server}.{tool}"));
+    let (output, upstream) = gateway
+        .call_tool_from_app(&ctx, (&server, &view), &tool, arguments, token.as_deref())
         .await;
     timer.finish(&output);
-    // The whole call counts as upstream time: an app's calls are not the gateway's overhead.
-    overhead.exclude(started.elapsed());
+    overhead.exclude(upstream);
     let result = match output {
         Ok(output) => call_result(output),
         // The tool itself reported the failure: the app reads it as MCP says, `isError`.

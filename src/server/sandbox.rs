@@ -133,17 +133,11 @@ fn respond(
 ) -> Response {
     let mut response = (status, body).into_response();
     let headers = response.headers_mut();
+    // The page's own security headers, then this response's policy in place of the page's.
+    super::ui::secure(headers);
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
     headers.insert(header::CONTENT_SECURITY_POLICY, policy);
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    headers.insert(
-        header::X_CONTENT_TYPE_OPTIONS,
-        HeaderValue::from_static("nosniff"),
-    );
-    headers.insert(
-        header::REFERRER_POLICY,
-        HeaderValue::from_static("no-referrer"),
-    );
     response
 }
 

@@ -119,6 +119,9 @@ await withPage('apps', async (page) => {
       assert.match(findings[name], /^refused: not_found/, name);
     }
     assert.match(findings.ownWrite, /^ok: .*record done/);
+    // Reads: its own server's resources only (the other server's is unknown to it).
+    assert.equal(findings.ownRead, 'ok: text/html;profile=mcp-app');
+    assert.match(findings.otherRead, /^refused: resource_not_found/);
   });
 
   await step('a link the app offers is shown, not opened; its message waits in the composer',

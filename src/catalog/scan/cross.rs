@@ -127,7 +127,7 @@ fn shadowing(
             let named = phrases::identifiers(sentence)
                 .into_iter()
                 .find_map(&foreign)
-                .or_else(|| called_by_word(sentence).find_map(&foreign));
+                .or_else(|| called_by_word(sentence).into_iter().find_map(&foreign));
             if let Some(name) = named {
                 let detail = format!(
                     "an instruction about `{}`, another server's tool: \"{}\"",
@@ -149,14 +149,14 @@ fn shadowing(
 
 /// Words and hyphenated names a sentence uses as a tool's name: `API-post-page`, or a plain
 /// word next to "tool" ("the echo tool") or after a verb of use ("when you use query").
-fn called_by_word(sentence: &str) -> impl Iterator<Item = &str> {
+fn called_by_word(sentence: &str) -> Vec<&str> {
     let words: Vec<&str> = sentence
         .split(|c: char| !(c.is_alphanumeric() || matches!(c, '_' | '-' | '.')))
         .map(|w| w.trim_matches(|c: char| c == '.' || c == '-'))
         .filter(|w| !w.is_empty())
         .collect();
     let lower: Vec<String> = words.iter().map(|w| w.to_lowercase()).collect();
-    let named: Vec<&str> = (0..words.len())
+    (0..words.len())
         .filter(|&i| {
             let hyphenated = words[i].contains('-') && words[i].chars().any(char::is_alphabetic);
             let before_tool = lower.get(i + 1).is_some_and(|next| next == "tool");
@@ -168,8 +168,7 @@ fn called_by_word(sentence: &str) -> impl Iterator<Item = &str> {
             hyphenated || before_tool || after_verb
         })
         .map(|i| words[i])
-        .collect();
-    named.into_iter()
+        .collect()
 }
 
 /// The descriptions and titles nested in a schema, with their paths.

@@ -91,7 +91,9 @@ impl ServerHandler for HostileApp {
         _: Option<PaginatedRequestParams>,
         _: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
-        Ok(ListResourcesResult::with_all_items(vec![]))
+        // Listed, as Apps servers list their views: the app reads it back by this URI.
+        let view = rmcp::model::Resource::new(VIEW_URI, "view").with_mime_type(APP_MIME);
+        Ok(ListResourcesResult::with_all_items(vec![view]))
     }
 
     async fn read_resource(
@@ -336,6 +338,34 @@ async fn the_sandbox_serves_only_the_proxy_under_the_views_policy() {
     );
     assert_eq!(proxy.headers()["cache-control"], "no-store");
     assert!(proxy.text().await.expect("body").contains("/sandbox.js"));
+
+    // The page's view route: a view of a server the caller cannot see is unknown; a URI
+    // that is no view is refused.
+    for (uri, status) in [
+        ("ui://hostile/view.html", 404),
+        ("https://example.com/x", 400),
+    ] {
+        let url = url::Url::parse_with_params(
+            &format!("{}/api/v1/apps/view", service.base),
+            &[("uri", uri)],
+        )
+        .expect("a URL");
+        let reply = client
+            .get(url)
+            .bearer_auth(&token)
+            .send()
+            .await
+            .expect("view");
+        assert_eq!(reply.status().as_u16(), status, "{uri}");
+    }
+    let call = client
+        .post(format!("{}/api/v1/apps/call", service.base))
+        .bearer_auth(&token)
+        .json(&json!({ "view": "https://example.com/x", "tool": "echo" }))
+        .send()
+        .await
+        .expect("call");
+    assert_eq!(call.status().as_u16(), 400, "a view that names no server");
 
     for (path, query, status) in [
         ("/sandbox", vec![], 400),
