@@ -5,6 +5,7 @@
 mod canonical;
 mod fingerprint;
 mod naming;
+mod parallel;
 mod pins;
 mod scan;
 mod schema;

@@ -15,6 +15,7 @@ mod rules;
 mod unicode;
 
 use std::{
+    borrow::Cow,
     collections::HashMap,
     fmt,
     sync::{LazyLock, Mutex},
@@ -22,7 +23,7 @@ use std::{
 
 use rmcp::model::{JsonObject, Tool};
 use serde_json::Value;
-use unicode_normalization::UnicodeNormalization as _;
+use unicode_normalization::{IsNormalized, UnicodeNormalization as _};
 
 pub use cross::cross_catalog;
 use phrases::{Normalized, OwnNames};
@@ -386,7 +387,7 @@ impl Scan<'_> {
     /// Runs every text check on `text`; `max_chars` is its length limit, if any.
     fn text(&mut self, location: &str, text: &str, max_chars: Option<usize>) {
         self.invisible(location, text);
-        let folded: String = text.nfkc().collect();
+        let folded = nfkc(text);
         let normalized = Normalized::new(&folded);
         for (code, detail) in instructions(&normalized) {
             self.push(code, location, detail);
@@ -425,7 +426,7 @@ impl Scan<'_> {
             return;
         }
         self.invisible(location, name);
-        let folded: String = name.nfkc().collect();
+        let folded = nfkc(name);
         for (code, detail) in instructions(&Normalized::new(&folded)) {
             self.push(code, location, detail);
         }
@@ -454,7 +455,7 @@ impl Scan<'_> {
                 escaped(&part.text, MAX_EXCERPT_CHARS)
             );
             self.push(FindingCode::HiddenText, location, detail);
-            let said = Normalized::new(&part.text.nfkc().collect::<String>());
+            let said = Normalized::new(&nfkc(&part.text));
             for (code, detail) in instructions(&said) {
                 self.push(code, location, format!("{} ({})", detail, part.how));
             }
@@ -558,6 +559,16 @@ impl Scan<'_> {
             Value::String(text) => self.text(path, text, None),
             _ => {}
         }
+    }
+}
+
+/// `text` in Unicode's compatibility composition (NFKC: full-width and styled letters read as
+/// plain ones), borrowed when it already is (all ASCII text, most text).
+pub(super) fn nfkc(text: &str) -> Cow<'_, str> {
+    if text.is_ascii() || unicode_normalization::is_nfkc_quick(text.chars()) == IsNormalized::Yes {
+        Cow::Borrowed(text)
+    } else {
+        Cow::Owned(text.nfkc().collect())
     }
 }
 

@@ -14,7 +14,7 @@ use super::{
     Finding, PinStatus, Pins,
     fingerprint::Fingerprint,
     naming::{canonical_id, function_names},
-    pins,
+    parallel, pins,
     scan::{Severity, cross_catalog, scan_tool_cached},
     schema::sanitize_input_schema,
 };
@@ -172,33 +172,30 @@ impl Catalog {
             .map(|(server, tool, ..)| (server, tool))
             .collect();
         let cross = cross_catalog(&everyone);
-        let tools: Vec<CatalogTool> = entries
-            .into_iter()
-            .zip(names)
-            .zip(cross)
-            .map(
-                |(((server, upstream, stale, on_change, scan), function_name), cross)| {
-                    let fingerprint = Fingerprint::of(&upstream);
-                    let pin = pins::status(pins, &server, &upstream.name, &fingerprint);
-                    let mut findings = scan_tool_cached(fingerprint.as_str(), &upstream);
-                    findings.extend(cross);
-                    findings.sort_by(|a, b| (&a.location, a.code).cmp(&(&b.location, b.code)));
-                    let status = status_of(&pin, &findings, stale, on_change, scan);
-                    CatalogTool {
-                        canonical: canonical_id(&server, &upstream.name),
-                        input_schema: Arc::new(sanitize_input_schema(&upstream.input_schema)),
-                        fingerprint,
-                        server,
-                        function_name,
-                        upstream,
-                        stale,
-                        pin,
-                        findings,
-                        status,
-                    }
-                },
-            )
-            .collect();
+        let entries: Vec<_> = entries.into_iter().zip(names).zip(cross).collect();
+        let tools: Vec<CatalogTool> = parallel::map(
+            entries,
+            |(((server, upstream, stale, on_change, scan), function_name), cross)| {
+                let fingerprint = Fingerprint::of(&upstream);
+                let pin = pins::status(pins, &server, &upstream.name, &fingerprint);
+                let mut findings = scan_tool_cached(fingerprint.as_str(), &upstream);
+                findings.extend(cross);
+                findings.sort_by(|a, b| (&a.location, a.code).cmp(&(&b.location, b.code)));
+                let status = status_of(&pin, &findings, stale, on_change, scan);
+                CatalogTool {
+                    canonical: canonical_id(&server, &upstream.name),
+                    input_schema: Arc::new(sanitize_input_schema(&upstream.input_schema)),
+                    fingerprint,
+                    server,
+                    function_name,
+                    upstream,
+                    stale,
+                    pin,
+                    findings,
+                    status,
+                }
+            },
+        );
 
         let by_canonical = tools
             .iter()

@@ -17,7 +17,7 @@ use super::{
     Finding, FindingCode, MAX_EXCERPT_CHARS, MAX_SCHEMA_DEPTH, Severity, TEXT_KEYS, escaped,
     phrases,
 };
-use crate::config::ServerId;
+use crate::{catalog::parallel, config::ServerId};
 
 /// Names of widely used servers' tools (`rules/well_known_tools.txt`).
 static WELL_KNOWN: LazyLock<HashSet<&'static str>> = LazyLock::new(|| {
@@ -56,17 +56,14 @@ pub fn cross_catalog(tools: &[(&ServerId, &Tool)]) -> Vec<Vec<Finding>> {
             .map(|name| (*name).to_owned())
             .chain(owners.keys().cloned()),
     );
-    tools
-        .iter()
-        .map(|(server, tool)| {
-            let mut findings = Vec::new();
-            if let Some(finding) = impersonation(server, tool, (&owners, &near)) {
-                findings.push(finding);
-            }
-            findings.extend(shadowing(server, tool, &owners));
-            findings
-        })
-        .collect()
+    parallel::map(tools.iter().collect(), |(server, tool)| {
+        let mut findings = Vec::new();
+        if let Some(finding) = impersonation(server, tool, (&owners, &near)) {
+            findings.push(finding);
+        }
+        findings.extend(shadowing(server, tool, &owners));
+        findings
+    })
 }
 
 fn finding(code: FindingCode, severity: Severity, location: &str, detail: String) -> Finding {
@@ -114,7 +111,7 @@ fn shadowing(
     schema_texts(&tool.input_schema, &mut path, 0, &mut texts);
     let mut findings = Vec::new();
     for (location, text) in texts {
-        let folded: String = text.nfkc().collect();
+        let folded = super::nfkc(&text);
         for sentence in phrases::sentences(&folded) {
             let lower = sentence.to_lowercase();
             let cued = !lower.is_ascii()

@@ -1,6 +1,10 @@
 //! Phrase checks over one piece of tool text: hidden instructions, secret access, concealment
 //! and instructions about other tools. Word and substring scans, linear in the text.
 
+use std::{collections::HashSet, sync::LazyLock};
+
+use regex::Regex;
+
 use super::{
     MAX_EXCERPT_CHARS,
     unicode::{escaped, is_invisible},
@@ -56,6 +60,12 @@ const SECRET_NEEDLES: &[&str] = &[
     "private key",
     "private_key",
 ];
+
+/// All of [`SECRET_NEEDLES`] in one automaton: the leftmost match is the earliest needle.
+static SECRET_NEEDLE: LazyLock<Regex> = LazyLock::new(|| {
+    let alternatives: Vec<String> = SECRET_NEEDLES.iter().map(|s| regex::escape(s)).collect();
+    Regex::new(&alternatives.join("|")).expect("escaped literals always compile")
+});
 
 // Word patterns: each slot lists alternatives of one or more words; "" makes a slot optional.
 const NEGATION: &[&str] = &[
@@ -276,9 +286,57 @@ fn match_at(words: &[&str], at: usize, pattern: &[&[&str]]) -> Option<usize> {
     })
 }
 
+/// Word patterns with the words any of them can start with, so most positions are passed
+/// over with one lookup.
+struct Patterns {
+    all: &'static [Pattern],
+    first: LazyLock<HashSet<&'static str>>,
+}
+
+macro_rules! patterns {
+    ($all:expr) => {
+        Patterns {
+            all: $all,
+            first: LazyLock::new(|| {
+                let mut first = HashSet::new();
+                for pattern in $all {
+                    first_words(pattern, &mut first);
+                }
+                first
+            }),
+        }
+    };
+}
+
+static OVERRIDE: Patterns = patterns!(OVERRIDE_PATTERNS);
+static CONCEALMENT: Patterns = patterns!(CONCEALMENT_PATTERNS);
+static ANY_OTHER_TOOL: Patterns = patterns!(&[OTHER_TOOLS]);
+
+/// The words a match of `pattern` can start with (an optional slot lets the next one start).
+fn first_words(pattern: &[&[&'static str]], into: &mut HashSet<&'static str>) {
+    let Some((slot, rest)) = pattern.split_first() else {
+        return;
+    };
+    for alternative in *slot {
+        match alternative.split_whitespace().next() {
+            Some(word) => {
+                into.insert(word);
+            }
+            None => first_words(rest, into),
+        }
+    }
+}
+
 /// The first word at which any of `patterns` matches.
-fn find_patterns(words: &[&str], patterns: &[Pattern]) -> Option<usize> {
-    (0..words.len()).find(|&at| patterns.iter().any(|p| match_at(words, at, p).is_some()))
+fn find_patterns(words: &[&str], patterns: &Patterns) -> Option<usize> {
+    (0..words.len())
+        .filter(|&at| patterns.first.contains(words[at]))
+        .find(|&at| {
+            patterns
+                .all
+                .iter()
+                .any(|p| match_at(words, at, p).is_some())
+        })
 }
 
 /// Privileged-instruction markup (`<IMPORTANT>`, `</system>`, `<|im_start|>`, `[INST]`) or
@@ -286,7 +344,7 @@ fn find_patterns(words: &[&str], patterns: &[Pattern]) -> Option<usize> {
 pub(super) fn hidden_instructions(n: &Normalized) -> Option<String> {
     let markup = markup_start(&n.text);
     let template = TEMPLATE_MARKERS.iter().filter_map(|m| n.text.find(m)).min();
-    let phrase = find_patterns(&n.word_list(), OVERRIDE_PATTERNS).map(|i| n.word_start(i));
+    let phrase = find_patterns(&n.word_list(), &OVERRIDE).map(|i| n.word_start(i));
     let start = [markup, template, phrase].into_iter().flatten().min()?;
     Some(format!("matched {}", n.excerpt(start)))
 }
@@ -316,7 +374,7 @@ fn markup_start(text: &str) -> Option<usize> {
 /// A path or phrase naming credentials (SSH keys, cloud and package-registry credentials,
 /// `.env`, `/etc/passwd`, "private key").
 pub(super) fn secret_access(n: &Normalized) -> Option<String> {
-    let needle = SECRET_NEEDLES.iter().filter_map(|s| n.text.find(s)).min();
+    let needle = SECRET_NEEDLE.find(&n.text).map(|m| m.start());
     let start = [needle, dot_env(&n.text)].into_iter().flatten().min()?;
     Some(format!("mentions {}", n.excerpt(start)))
 }
@@ -334,7 +392,7 @@ fn dot_env(text: &str) -> Option<usize> {
 /// Asking the model to keep something from the user ("do not tell the user", "without
 /// telling", "hide this from", "the user must not know").
 pub(super) fn concealment(n: &Normalized) -> Option<String> {
-    let at = find_patterns(&n.word_list(), CONCEALMENT_PATTERNS)?;
+    let at = find_patterns(&n.word_list(), &CONCEALMENT)?;
     Some(format!("matched {}", n.excerpt(n.word_start(at))))
 }
 
@@ -366,7 +424,7 @@ pub(super) fn cross_tool_instruction(raw: &str, own: &OwnNames<'_>) -> Option<St
             continue;
         }
         let shown = escaped(sentence.trim(), MAX_EXCERPT_CHARS);
-        if find_patterns(&words, &[OTHER_TOOLS]).is_some() {
+        if find_patterns(&words, &ANY_OTHER_TOOL).is_some() {
             return Some(format!("refers to other tools: \"{shown}\""));
         }
         let mentions_tool = words.iter().any(|w| matches!(*w, "tool" | "tools"));

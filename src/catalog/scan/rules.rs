@@ -60,7 +60,14 @@ struct Rule {
 }
 
 /// Every rule, compiled once, and all of them as one set: one pass over a text tells which
-/// rules match (most texts match none), and only those are run again for where.
+/// rules may match (most texts match none), and only those are run again, whole, for
+/// whether and where.
+///
+/// The set is built from the rules [widened]: without their word boundaries (`\b`), since a
+/// Unicode word boundary keeps the regex engine's lazy DFA off any text that is not ASCII (it
+/// falls back to an NFA simulation, tens of times slower over hundreds of rules), and with
+/// their bounded repetitions unbounded. Both only widen what a rule matches, so the set is a
+/// prefilter that never misses, and the exact rule decides.
 struct Rules {
     each: Vec<Rule>,
     all: RegexSet,
@@ -85,13 +92,59 @@ static RULES: LazyLock<Rules> = LazyLock::new(|| {
             })
         })
         .collect();
-    let all = RegexSetBuilder::new(each.iter().map(|rule| rule.pattern.as_str()))
+    let all = RegexSetBuilder::new(each.iter().map(|rule| widened(rule.pattern.as_str())))
         .size_limit(MAX_RULE_BYTES * 64)
         .dfa_size_limit(DFA_CACHE_BYTES)
         .build()
         .unwrap_or_else(|_| RegexSet::empty());
     Rules { each, all }
 });
+
+/// What the set matches for `pattern`: the pattern without its word-boundary assertions
+/// (`\b`) and with its bounded repetitions unbounded (`{0,40}` read as `{0,}`), every other
+/// escape kept. Each change only widens what it matches, and the counting that bounded
+/// repetitions need is what makes a lazy DFA over hundreds of rules build state after state.
+fn widened(pattern: &str) -> String {
+    let mut out = String::with_capacity(pattern.len());
+    let mut chars = pattern.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => match chars.next() {
+                Some('b') => {}
+                Some(escaped) => {
+                    out.push(c);
+                    out.push(escaped);
+                }
+                None => out.push(c),
+            },
+            '{' => {
+                // `{m,n}` becomes `{m,}`; anything else is copied as it is.
+                let mut inner = String::new();
+                while let Some(&next) = chars.peek() {
+                    if next == '}' || !(next.is_ascii_digit() || next == ',') {
+                        break;
+                    }
+                    inner.push(next);
+                    chars.next();
+                }
+                let closed = chars.peek() == Some(&'}');
+                match inner.split_once(',') {
+                    Some((least, most)) if closed && !least.is_empty() && !most.is_empty() => {
+                        out.push('{');
+                        out.push_str(least);
+                        out.push(',');
+                    }
+                    _ => {
+                        out.push('{');
+                        out.push_str(&inner);
+                    }
+                }
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
 
 /// The rule lines of a file: not blank, not a `#` comment.
 fn lines(text: &str) -> impl Iterator<Item = &str> {
@@ -105,6 +158,11 @@ fn lines(text: &str) -> impl Iterator<Item = &str> {
 pub(super) fn matches(normalized: &str) -> Vec<(Family, &'static str, usize)> {
     let rules = &*RULES;
     let mut found: Vec<(Family, &'static str, usize)> = Vec::new();
+    // Most texts match no rule: finding that out stops at the first match and needs no
+    // overlapping search.
+    if !rules.all.is_match(normalized) {
+        return found;
+    }
     for index in rules.all.matches(normalized).iter() {
         let rule = &rules.each[index];
         let Some(m) = rule.pattern.find(normalized) else {
@@ -303,6 +361,25 @@ mod tests {
                 file.language
             );
         }
+    }
+
+    /// The set matches without word boundaries; the rule itself still needs them, on ASCII
+    /// text and on text that is not (where the engine reads `\b` as Unicode's).
+    #[test]
+    fn word_boundaries_hold_whatever_the_text() {
+        assert_eq!(widened(r"\bkey\b\\b\.x\s"), r"key\\b\.x\s");
+        assert_eq!(
+            widened(r"a[^.]{0,40}b.{2,}c{3}d\{1,2\}e{1,2"),
+            r"a[^.]{0,}b.{2,}c{3}d\{1,2\}e{1,2"
+        );
+        for text in ["the monkeyringtone app", "l'app café monkeyringtone"] {
+            assert_eq!(first_match(Family::SecretAccess, text), None, "{text}");
+        }
+        for text in ["read the keyring", "lis le keyring du café"] {
+            assert!(first_match(Family::SecretAccess, text).is_some(), "{text}");
+        }
+        let french = "ne le dis jamais à l'utilisateur, même après coup";
+        assert_eq!(first_match(Family::Concealment, french), Some(("fr", 0)));
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! Invisible characters: which ones hide text from a reviewer, and escaping them for display.
 
+use std::fmt::Write as _;
+
 /// Unicode general category Cf (format characters, Unicode 16), listed by hand so no table
 /// crate is needed: these render as nothing, reorder text (bidi controls) or smuggle data
 /// (tags), which is how instructions are hidden from a person reading a tool description.
@@ -116,24 +118,52 @@ pub(super) fn suspicious_invisible(text: &str) -> (usize, Option<(usize, char)>)
 /// and `\` and `"` are escaped so the result can be quoted without ambiguity. Escapes count
 /// toward the limit, so text made of invisible characters cannot inflate the output.
 pub(in crate::catalog) fn escaped(text: &str, max_chars: usize) -> String {
-    let mut out = String::new();
+    let mut out = String::with_capacity(text.len().min(4 * max_chars) + 3);
     let mut used = 0;
     for c in text.chars() {
-        let piece = match c {
-            '\\' => "\\\\".to_owned(),
-            '"' => "\\\"".to_owned(),
-            c if c.is_control() || is_invisible(c) || (c.is_whitespace() && c != ' ') => {
-                format!("\\u{{{:x}}}", u32::from(c))
-            }
-            c => c.to_string(),
+        let code = u32::from(c);
+        let hidden = c.is_control() || is_invisible(c) || (c.is_whitespace() && c != ' ');
+        let len = match c {
+            '\\' | '"' => 2,
+            // `\u{` and `}` around the code's hex digits.
+            _ if hidden => 4 + (32 - code.leading_zeros()).div_ceil(4).max(1) as usize,
+            _ => 1,
         };
-        let len = piece.chars().count();
         if used + len > max_chars {
             out.push('…');
             break;
         }
         used += len;
-        out.push_str(&piece);
+        match c {
+            '\\' | '"' => {
+                out.push('\\');
+                out.push(c);
+            }
+            _ if hidden => {
+                let _ = write!(out, "\\u{{{code:x}}}");
+            }
+            _ => out.push(c),
+        }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::escaped;
+
+    #[test]
+    fn escaping_shows_what_is_hidden_and_stops_at_the_limit() {
+        assert_eq!(
+            escaped("a\"b\\c\u{200B}d\n\u{E0041}", 80),
+            "a\\\"b\\\\c\\u{200b}d\\u{a}\\u{e0041}"
+        );
+        assert_eq!(escaped("abcdef", 3), "abc…");
+        assert_eq!(escaped("abcdef", 6), "abcdef");
+        // An escape is counted whole: it is never cut in the middle.
+        assert_eq!(escaped("ab\u{200B}", 9), "ab…");
+        assert_eq!(escaped("ab\u{200B}", 10), "ab\\u{200b}");
+        assert_eq!(escaped("\u{0}", 5), "\\u{0}");
+        assert_eq!(escaped("", 5), "");
+    }
 }
