@@ -1,7 +1,7 @@
 //! Phrase checks over one piece of tool text: hidden instructions, secret access, concealment
 //! and instructions about other tools. Word and substring scans, linear in the text.
 
-use std::{collections::HashSet, sync::LazyLock};
+use std::sync::LazyLock;
 
 use regex::Regex;
 
@@ -290,7 +290,8 @@ fn match_at(words: &[&str], at: usize, pattern: &[&[&str]]) -> Option<usize> {
 /// over with one lookup.
 struct Patterns {
     all: &'static [Pattern],
-    first: LazyLock<HashSet<&'static str>>,
+    /// Sorted, without repeats.
+    first: LazyLock<Vec<&'static str>>,
 }
 
 macro_rules! patterns {
@@ -298,10 +299,12 @@ macro_rules! patterns {
         Patterns {
             all: $all,
             first: LazyLock::new(|| {
-                let mut first = HashSet::new();
+                let mut first = Vec::new();
                 for pattern in $all {
                     first_words(pattern, &mut first);
                 }
+                first.sort_unstable();
+                first.dedup();
                 first
             }),
         }
@@ -313,15 +316,13 @@ static CONCEALMENT: Patterns = patterns!(CONCEALMENT_PATTERNS);
 static ANY_OTHER_TOOL: Patterns = patterns!(&[OTHER_TOOLS]);
 
 /// The words a match of `pattern` can start with (an optional slot lets the next one start).
-fn first_words(pattern: &[&[&'static str]], into: &mut HashSet<&'static str>) {
+fn first_words(pattern: &[&[&'static str]], into: &mut Vec<&'static str>) {
     let Some((slot, rest)) = pattern.split_first() else {
         return;
     };
     for alternative in *slot {
         match alternative.split_whitespace().next() {
-            Some(word) => {
-                into.insert(word);
-            }
+            Some(word) => into.push(word),
             None => first_words(rest, into),
         }
     }
@@ -330,7 +331,7 @@ fn first_words(pattern: &[&[&'static str]], into: &mut HashSet<&'static str>) {
 /// The first word at which any of `patterns` matches.
 fn find_patterns(words: &[&str], patterns: &Patterns) -> Option<usize> {
     (0..words.len())
-        .filter(|&at| patterns.first.contains(words[at]))
+        .filter(|&at| patterns.first.binary_search(&words[at]).is_ok())
         .find(|&at| {
             patterns
                 .all

@@ -59,6 +59,11 @@ pub(super) fn is_variation_selector(c: char) -> bool {
 
 /// Renders as nothing, whatever its context.
 pub(in crate::catalog) fn is_invisible(c: char) -> bool {
+    // Below U+00AD (the first format character) nothing is invisible in this sense; most
+    // text is there.
+    if u32::from(c) < 0xAD {
+        return false;
+    }
     in_ranges(c, FORMAT_RANGES) || BLANK_LOOKALIKES.contains(&c) || is_variation_selector(c)
 }
 
