@@ -329,8 +329,67 @@ pub fn scan_tool(tool: &Tool) -> Vec<Finding> {
         scan.schema("_meta", &meta.0);
     }
     let mut findings = scan.findings;
+    // A tool whose name says it handles secrets (`ssh_key_manager`, `manage_dotenv`) names
+    // them in its own name, description and values as a matter of course: that alone is no
+    // finding. Secrets asked for in a parameter's description still are, and anything else
+    // of weight keeps them all.
+    if about_secrets(&tool.name)
+        && findings
+            .iter()
+            .all(|f| f.code == FindingCode::SecretAccess || f.severity < Severity::High)
+    {
+        findings.retain(|f| f.code != FindingCode::SecretAccess || !states_purpose(&f.location));
+    }
     findings.sort_by(|a, b| (&a.location, a.code).cmp(&(&b.location, b.code)));
     findings
+}
+
+/// Words of a tool name that say the tool's job is secrets.
+const SECRET_PURPOSES: &[&str] = &[
+    "auth",
+    "cert",
+    "certificate",
+    "certificates",
+    "certs",
+    "credential",
+    "credentials",
+    "dotenv",
+    "env",
+    "gpg",
+    "key",
+    "keychain",
+    "keyring",
+    "keys",
+    "oauth",
+    "passkey",
+    "password",
+    "passwords",
+    "pgp",
+    "secret",
+    "secrets",
+    "ssh",
+    "token",
+    "tokens",
+    "vault",
+];
+
+/// Where a tool says what it is for: its name, titles and description, and the values its
+/// parameters take (a default `.env` for a tool about `.env` files).
+fn states_purpose(location: &str) -> bool {
+    matches!(
+        location,
+        "name" | "title" | "description" | "annotations.title"
+    ) || [".default", ".enum", ".examples", ".const"]
+        .iter()
+        .any(|end| location.ends_with(end) || location.contains(&format!("{end}[")))
+}
+
+/// Whether `name` says its tool's job is secrets (see [`SECRET_PURPOSES`]).
+fn about_secrets(name: &str) -> bool {
+    phrases::split_identifier(name)
+        .to_lowercase()
+        .split(|c: char| !c.is_ascii_alphanumeric())
+        .any(|word| SECRET_PURPOSES.contains(&word))
 }
 
 struct Scan<'a> {
@@ -481,18 +540,24 @@ impl Scan<'_> {
             );
             self.push_weighed(FindingCode::EncodedPayload, severity, location, detail);
         }
-        // English sentences in rot13: an instruction inside weighs high, anything else
-        // medium.
-        let rotated = decode::rot13_sentences(folded);
-        if let Some(first) = rotated.first() {
-            let said = Normalized::new(&rotated.join(". "));
+        // English sentences in rot13 or written backwards: an instruction inside weighs
+        // high, anything else medium.
+        let transformed = [
+            ("rot13", decode::rot13_sentences(folded)),
+            ("backwards", decode::reversed_sentences(folded)),
+        ];
+        for (how, sentences) in transformed {
+            let Some(first) = sentences.first() else {
+                continue;
+            };
+            let said = Normalized::new(&sentences.join(". "));
             let severity = if instructions(&said).is_empty() {
                 Severity::Medium
             } else {
                 Severity::High
             };
             let detail = format!(
-                "rot13 reads \"{}\"",
+                "{how} reads \"{}\"",
                 escaped(first.trim(), MAX_EXCERPT_CHARS)
             );
             self.push_weighed(FindingCode::EncodedPayload, severity, location, detail);

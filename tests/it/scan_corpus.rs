@@ -22,20 +22,34 @@ const MIN_DETECTED: &[(&str, usize)] = &[
     ("paraphrase", 21),
     ("shadowing", 22),
     ("exfiltration", 22),
-    ("impersonation", 11),
-    ("heldout classic", 9),
+    ("impersonation", 12),
+    ("heldout classic", 10),
     ("heldout schema_strings", 5),
     ("heldout hidden_text", 10),
-    ("heldout encoded", 7),
+    ("heldout encoded", 10),
     ("heldout multilingual", 7),
-    ("heldout paraphrase", 6),
+    ("heldout paraphrase", 7),
     ("heldout shadowing", 10),
-    ("heldout exfiltration", 9),
-    ("heldout impersonation", 9),
+    ("heldout exfiltration", 10),
+    ("heldout impersonation", 10),
+    ("heldout2 classic", 12),
+    ("heldout2 schema_strings", 12),
+    ("heldout2 hidden_text", 12),
+    ("heldout2 encoded", 12),
+    ("heldout2 multilingual", 11),
+    ("heldout2 paraphrase", 11),
+    ("heldout2 shadowing", 12),
+    ("heldout2 exfiltration", 12),
+    ("heldout2 impersonation", 12),
 ];
 
 /// Benign tools with any finding, at most.
 const MAX_FALSE_POSITIVES: usize = 0;
+
+/// Hard benign tools (`benign_hard.jsonl`: long, security-minded descriptions written to
+/// trip a scanner) with any finding, at most: a shell runner that forbids `curl | sh` and
+/// printing the environment still reads as asking for them.
+const MAX_HARD_FALSE_POSITIVES: usize = 1;
 
 struct Entry {
     id: String,
@@ -57,9 +71,15 @@ fn corpus(file: &str) -> Vec<Entry> {
             let id = entry["id"].as_str().expect("an id").to_owned();
             // Each poisoned definition stands on a server of its own, so every other tool is
             // another server's to it.
-            let server = entry["server"]
-                .as_str()
-                .map_or_else(|| format!("suspect-{i}"), str::to_owned);
+            let server = entry["server"].as_str().map_or_else(
+                || {
+                    format!(
+                        "suspect-{}-{i}",
+                        file.trim_end_matches(".jsonl").replace('_', "-")
+                    )
+                },
+                str::to_owned,
+            );
             Entry {
                 id,
                 kind: entry["kind"].as_str().unwrap_or("benign").to_owned(),
@@ -121,13 +141,16 @@ fn detection_and_false_positives_hold_on_the_corpus() {
 
     // Detection: the poisoned definitions beside the benign catalog; the held-out set was
     // written apart from the rules and never used to tune them.
-    let heldout = corpus("heldout.jsonl");
+    let held_out = |file: &str, label: &'static str| {
+        corpus(file).into_iter().map(move |mut e| {
+            e.kind = format!("{label} {}", e.kind);
+            e
+        })
+    };
     let poisoned: Vec<Entry> = poisoned
         .into_iter()
-        .chain(heldout.into_iter().map(|mut e| {
-            e.kind = format!("heldout {}", e.kind);
-            e
-        }))
+        .chain(held_out("heldout.jsonl", "heldout"))
+        .chain(held_out("heldout2.jsonl", "heldout2"))
         .collect();
     let mixed: Vec<&Entry> = benign.iter().chain(&poisoned).collect();
     let all = findings(&mixed);
@@ -165,6 +188,32 @@ fn detection_and_false_positives_hold_on_the_corpus() {
             println!("  missed {line}");
         }
     }
+    // Hard benign tools, beside the real ones.
+    let hard = corpus("benign_hard.jsonl");
+    let with_hard: Vec<&Entry> = benign.iter().chain(&hard).collect();
+    let hard_flagged: Vec<String> = with_hard
+        .iter()
+        .zip(findings(&with_hard))
+        .skip(benign.len())
+        .filter(|(_, found)| !found.is_empty())
+        .map(|(entry, found)| format!("{} {}: {}", entry.id, entry.tool.name, shown(&found)))
+        .collect();
+    if report {
+        println!(
+            "hard benign with any finding: {} of {}",
+            hard_flagged.len(),
+            hard.len()
+        );
+        for line in &hard_flagged {
+            println!("  hard fp {line}");
+        }
+    }
+    assert!(
+        hard_flagged.len() <= MAX_HARD_FALSE_POSITIVES,
+        "{} hard benign tools flagged, at most {MAX_HARD_FALSE_POSITIVES} before:\n{}",
+        hard_flagged.len(),
+        hard_flagged.join("\n")
+    );
     for (kind, least) in MIN_DETECTED {
         let (found, of) = kinds.get(kind).copied().unwrap_or_default();
         assert!(

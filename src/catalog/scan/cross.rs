@@ -107,8 +107,24 @@ fn shadowing(
     if let Some(description) = &tool.description {
         texts.push(("description".to_owned(), description.to_string()));
     }
+    let titles = [
+        ("title", tool.title.as_deref()),
+        (
+            "annotations.title",
+            tool.annotations.as_ref().and_then(|a| a.title.as_deref()),
+        ),
+    ];
+    for (location, title) in titles {
+        if let Some(title) = title {
+            texts.push((location.to_owned(), title.to_owned()));
+        }
+    }
     let mut path = "inputSchema".to_owned();
     schema_texts(&tool.input_schema, &mut path, 0, &mut texts);
+    if let Some(output) = &tool.output_schema {
+        let mut path = "outputSchema".to_owned();
+        schema_texts(output, &mut path, 0, &mut texts);
+    }
     let mut findings = Vec::new();
     for (location, text) in texts {
         let folded = super::nfkc(&text);
@@ -215,7 +231,24 @@ fn impersonation(
         && (name.chars().any(|c| c.is_ascii_alphabetic())
             || WELL_KNOWN.contains(skeleton.as_str())
             || owners.contains_key(&skeleton));
-    if disguised {
+    // Digits for letters (`execute_sq1`, `g1t_c0mmit`) count only when they spell a name
+    // that exists: `get_v1` is an ordinary name.
+    let spelled = ['l', 'i'].map(|one| -> String {
+        skeleton
+            .chars()
+            .map(|c| match c {
+                '0' => 'o',
+                '1' => one,
+                c => c,
+            })
+            .collect()
+    });
+    let known = spelled.into_iter().find(|read| {
+        *read != skeleton && (WELL_KNOWN.contains(read.as_str()) || owners.contains_key(read))
+    });
+    let by_digits = known.is_some();
+    let skeleton = known.unwrap_or(skeleton);
+    if disguised || by_digits {
         let detail = format!(
             "`{}` reads as `{}` (letters of another script or form)",
             escaped(name, MAX_EXCERPT_CHARS),
@@ -468,6 +501,18 @@ mod tests {
         assert_eq!(found[1], [(FindingCode::Impersonation, Severity::Medium)]);
         assert_eq!(found[2], [(FindingCode::Impersonation, Severity::High)]);
         for quiet in &found[3..] {
+            assert!(quiet.is_empty(), "{found:?}");
+        }
+        // Digits for letters, when they spell a name that exists.
+        let found = codes(&[
+            ("db", tool("execute_sq1", "Runs SQL.")),
+            ("git", tool("g1t_c0mmit", "Commits.")),
+            ("api", tool("get_v1", "Version one.")),
+            ("api", tool("list_10_items", "Ten items.")),
+        ]);
+        assert_eq!(found[0], [(FindingCode::Impersonation, Severity::High)]);
+        assert_eq!(found[1], [(FindingCode::Impersonation, Severity::High)]);
+        for quiet in &found[2..] {
             assert!(quiet.is_empty(), "{found:?}");
         }
     }

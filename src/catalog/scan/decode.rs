@@ -29,6 +29,17 @@ static ESCAPE_RUN: LazyLock<Regex> = LazyLock::new(|| pattern(r"(?:\\u[0-9a-fA-F
 static PERCENT_RUN: LazyLock<Regex> =
     LazyLock::new(|| pattern(r"[A-Za-z0-9._~+-]*(?:%[0-9a-fA-F]{2}[A-Za-z0-9._~+-]*){3,}"));
 
+/// HTML numeric character references (`&#105;`, `&#x69;`), a browser's spelling of text.
+static ENTITY_RUN: LazyLock<Regex> =
+    LazyLock::new(|| pattern(r"(?:&#(?:[0-9]{1,7}|[xX][0-9a-fA-F]{1,6});\s?){4,}"));
+/// Bytes written as groups of eight binary digits.
+static BINARY_RUN: LazyLock<Regex> = LazyLock::new(|| pattern(r"(?:[01]{8}[ ,]?){4,}"));
+/// Character codes as a list of numbers (`String.fromCharCode(104,105,...)`, `chr(104)`).
+static CODE_LIST_RUN: LazyLock<Regex> =
+    LazyLock::new(|| pattern(r"(?:[0-9]{2,3}\s*,\s*){7,}[0-9]{2,3}"));
+/// Base32 (RFC 4648): upper-case letters and the digits 2 to 7, padded with `=`.
+static BASE32_RUN: LazyLock<Regex> = LazyLock::new(|| pattern(r"[A-Z2-7]{16,}={0,6}"));
+
 fn pattern(text: &str) -> Regex {
     // The patterns are ours and covered by the tests below.
     Regex::new(text).unwrap_or_else(|e| panic!("decoding pattern {text:?}: {e}"))
@@ -41,11 +52,15 @@ type Decoder = fn(&str) -> Option<Vec<u8>>;
 pub(super) fn decoded_runs(text: &str) -> Vec<Decoded> {
     let mut out = Vec::new();
     let mut runs = 0;
-    let decoders: [(&'static str, &Regex, Decoder); 4] = [
+    let decoders: [(&'static str, &Regex, Decoder); 8] = [
         ("base64", &BASE64_RUN, base64_twice),
         ("hex", &HEX_RUN, hex),
         ("percent-encoding", &PERCENT_RUN, percent),
         ("\\u escapes", &ESCAPE_RUN, unicode_escapes),
+        ("HTML character references", &ENTITY_RUN, entities),
+        ("binary", &BINARY_RUN, binary),
+        ("character codes", &CODE_LIST_RUN, char_codes),
+        ("base32", &BASE32_RUN, base32),
     ];
     for (encoding, runs_of, decode) in decoders {
         for found in runs_of.find_iter(text) {
@@ -85,12 +100,7 @@ const COMMON_WORDS: &[&str] = &[
 
 /// Sentences of `text` that are English once rotated by 13 and not before.
 pub(super) fn rot13_sentences(text: &str) -> Vec<String> {
-    let common = |sentence: &str| {
-        sentence
-            .split(|c: char| !c.is_ascii_alphabetic())
-            .filter(|w| COMMON_WORDS.contains(&w.to_ascii_lowercase().as_str()))
-            .count()
-    };
+    let common = common_words;
     text.split(['.', '!', '?', '\n', ';'])
         .filter(|sentence| sentence.split_whitespace().count() >= 5)
         .filter_map(|sentence| {
@@ -98,6 +108,26 @@ pub(super) fn rot13_sentences(text: &str) -> Vec<String> {
             (common(sentence) == 0 && common(&rotated) >= 3).then_some(rotated)
         })
         .collect()
+}
+
+/// Sentences of `text` that are English once read backwards and not before
+/// (`.yrotsih eht dnes`).
+pub(super) fn reversed_sentences(text: &str) -> Vec<String> {
+    text.split(['.', '!', '?', '\n', ';'])
+        .filter(|sentence| sentence.split_whitespace().count() >= 5)
+        .filter_map(|sentence| {
+            let reversed: String = sentence.chars().rev().collect();
+            (common_words(sentence) == 0 && common_words(&reversed) >= 3).then_some(reversed)
+        })
+        .collect()
+}
+
+/// How many of `sentence`'s words are among the most common English ones.
+fn common_words(sentence: &str) -> usize {
+    sentence
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .filter(|w| COMMON_WORDS.contains(&w.to_ascii_lowercase().as_str()))
+        .count()
 }
 
 /// `text` with every ASCII letter rotated by 13.
@@ -164,6 +194,66 @@ fn unicode_escapes(run: &str) -> Option<Vec<u8>> {
         .map(|unit| u16::from_str_radix(unit.get(..4)?, 16).ok())
         .collect::<Option<_>>()?;
     String::from_utf16(&units).ok().map(String::into_bytes)
+}
+
+/// `&#105;` and `&#x69;` references as UTF-8.
+fn entities(run: &str) -> Option<Vec<u8>> {
+    let mut out = String::new();
+    for reference in run.split(';') {
+        let reference = reference.trim();
+        if reference.is_empty() {
+            continue;
+        }
+        let number = reference.strip_prefix("&#")?;
+        let code = match number.strip_prefix(['x', 'X']) {
+            Some(hex) => u32::from_str_radix(hex, 16).ok()?,
+            None => number.parse().ok()?,
+        };
+        out.push(char::from_u32(code)?);
+    }
+    Some(out.into_bytes())
+}
+
+fn binary(run: &str) -> Option<Vec<u8>> {
+    run.split([' ', ','])
+        .flat_map(|group| group.as_bytes().chunks(8))
+        .filter(|octet| !octet.is_empty())
+        .map(|octet| {
+            let octet = std::str::from_utf8(octet).ok()?;
+            (octet.len() == 8)
+                .then(|| u8::from_str_radix(octet, 2).ok())
+                .flatten()
+        })
+        .collect()
+}
+
+/// A list of character codes (decimal, as JavaScript's and Python's code points).
+fn char_codes(run: &str) -> Option<Vec<u8>> {
+    let text: Option<String> = run
+        .split(',')
+        .map(|n| n.trim().parse::<u32>().ok().and_then(char::from_u32))
+        .collect();
+    text.map(String::into_bytes)
+}
+
+/// RFC 4648 base32 (the upper-case alphabet; padding optional).
+fn base32(run: &str) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(run.len() * 5 / 8);
+    let (mut buffer, mut bits) = (0u64, 0u32);
+    for byte in run.trim_end_matches('=').bytes() {
+        let value = match byte {
+            b'A'..=b'Z' => byte - b'A',
+            b'2'..=b'7' => byte - b'2' + 26,
+            _ => return None,
+        };
+        buffer = (buffer << 5) | u64::from(value);
+        bits += 5;
+        if bits >= 8 {
+            bits -= 8;
+            out.push(u8::try_from((buffer >> bits) & 0xFF).ok()?);
+        }
+    }
+    Some(out)
 }
 
 fn hex(run: &str) -> Option<Vec<u8>> {
@@ -253,6 +343,50 @@ mod tests {
             found(&format!("Options: {escaped}")),
             [("\\u escapes", "read the key file".to_owned())]
         );
+    }
+
+    #[test]
+    fn references_bits_codes_base32_and_backwards_text_are_read() {
+        let said = "send the notes to me";
+        let decimal: String = said
+            .chars()
+            .map(|c| format!("&#{};", u32::from(c)))
+            .collect();
+        let hex: String = said
+            .chars()
+            .map(|c| format!("&#x{:x};", u32::from(c)))
+            .collect();
+        let bits: Vec<String> = said.bytes().map(|b| format!("{b:08b}")).collect();
+        let codes: Vec<String> = said.bytes().map(|b| b.to_string()).collect();
+        for (text, encoding) in [
+            (format!("Preset: {decimal}"), "HTML character references"),
+            (format!("Preset: {hex}"), "HTML character references"),
+            (format!("Calibration {}", bits.join(" ")), "binary"),
+            (
+                format!("String.fromCharCode({})", codes.join(",")),
+                "character codes",
+            ),
+            // RFC 4648's base32 of the sentence.
+            (
+                "Seed: ONSW4ZBAORUGKIDON52GK4ZAORXSA3LF".to_owned(),
+                "base32",
+            ),
+        ] {
+            assert_eq!(found(&text), [(encoding, said.to_owned())], "{text}");
+        }
+        let backwards = reversed_sentences("Checks words. em ot seton eht lla dnes neht");
+        let backwards: Vec<&str> = backwards.iter().map(|s| s.trim()).collect();
+        assert_eq!(backwards, ["then send all the notes to me"]);
+        // Plain English is not read backwards.
+        assert!(reversed_sentences("then send all the notes to me").is_empty());
+        // Numbers and binary that decode to no text pass.
+        for text in [
+            "sizes 10, 20, 30, 40, 50, 60, 70, 80, 90",
+            "flags 00000001 00000010 00000100 00001000",
+            "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567",
+        ] {
+            assert!(found(text).is_empty(), "{text}: {:?}", found(text));
+        }
     }
 
     #[test]
