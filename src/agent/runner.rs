@@ -16,7 +16,11 @@ use super::{
     time_zone::UserTimeZone,
     turn::Turn,
 };
-use crate::{config::AgentConfig, gateway::Gateway, policy::CallContext};
+use crate::{
+    config::{AgentConfig, ServerId},
+    gateway::Gateway,
+    policy::CallContext,
+};
 
 /// Runs chat turns: the model picks tools, every call goes through the gateway's gate as
 /// the turn's caller. Cheap to clone.
@@ -121,6 +125,10 @@ pub struct TurnOptions {
     /// Cancels the turn: the model request stops, running tool calls are cancelled upstream,
     /// and the turn ends with a `cancelled` error.
     pub cancel: CancellationToken,
+    /// Only these servers' tools are offered to the model (and callable by it); `None`:
+    /// every tool the caller may use. Check the ids with
+    /// [`Gateway::selectable_servers`](crate::gateway::Gateway::selectable_servers).
+    pub servers: Option<Vec<ServerId>>,
 }
 
 impl Default for TurnOptions {
@@ -132,6 +140,7 @@ impl Default for TurnOptions {
             tool_choice: ToolChoice::Auto,
             approvals: ApprovalPolicy::Ask,
             cancel: CancellationToken::new(),
+            servers: None,
         }
     }
 }

@@ -90,9 +90,18 @@ impl Turn {
         } else {
             Vec::new()
         };
-        let (tools, apps_own): (Vec<_>, Vec<_>) = tools
+        // Offered: what the model may call. Withheld: tools the caller may use that this
+        // turn does not offer (an MCP App's own tools, servers the conversation left out);
+        // a call naming one is answered as the gate answers a name it does not know.
+        let selected = |t: &CatalogTool| {
+            self.options
+                .servers
+                .as_ref()
+                .is_none_or(|only| only.contains(&t.server))
+        };
+        let (tools, withheld): (Vec<_>, Vec<_>) = tools
             .into_iter()
-            .partition(|t| apps::visible_to(&t.upstream, apps::Caller::Model));
+            .partition(|t| selected(t) && apps::visible_to(&t.upstream, apps::Caller::Model));
         let definitions: Vec<Value> = tools.iter().map(definition).collect();
         let names: Vec<String> = tools.iter().map(|t| t.function_name.clone()).collect();
         let now = self.options.now.unwrap_or_else(SystemTime::now);
@@ -127,7 +136,7 @@ impl Turn {
             if completion.tool_calls.is_empty() {
                 return Ok(self.answer(completion));
             }
-            let (calls, echoed, invalid) = self.plan(&completion.tool_calls, &tools, &apps_own);
+            let (calls, echoed, invalid) = self.plan(&completion.tool_calls, &tools, &withheld);
             if !invalid.is_empty() {
                 invalid_replies += 1;
                 self.report_invalid(&completion, &calls, &invalid).await;
@@ -271,7 +280,7 @@ impl Turn {
         &mut self,
         calls: &[ToolCall],
         tools: &[CatalogTool],
-        apps_own: &[CatalogTool],
+        withheld: &[CatalogTool],
     ) -> (Vec<PlannedCall>, Vec<ToolCall>, Vec<usize>) {
         let mut planned = Vec::with_capacity(calls.len());
         let mut echoed = Vec::with_capacity(calls.len());
@@ -299,7 +308,7 @@ impl Turn {
                     format!("not run: at most {MAX_CALLS_PER_ROUND} tool calls run from one reply"),
                 ))
             } else if resolved.is_none()
-                && apps_own
+                && withheld
                     .iter()
                     .any(|t| t.function_name == call.name || t.canonical == call.name)
             {

@@ -48,6 +48,9 @@ pub struct ChatArgs {
     /// The time zone the model is told (IANA name or offset); default: this machine's.
     #[arg(long, value_name = "ZONE")]
     time_zone: Option<String>,
+    /// Offer the model only this server's tools (repeatable); default: every server's.
+    #[arg(long = "server", value_name = "ID")]
+    servers: Vec<String>,
 }
 
 pub async fn run(gateway: &Gateway, settle: Duration, args: ChatArgs) -> anyhow::Result<ExitCode> {
@@ -67,7 +70,13 @@ pub async fn run(gateway: &Gateway, settle: Duration, args: ChatArgs) -> anyhow:
         .tools_supported(llm.tools)
         .build();
     let ctx = CallContext::local();
+    let servers = if args.servers.is_empty() {
+        None
+    } else {
+        Some(gateway.selectable_servers(&ctx, &args.servers)?)
+    };
     let options = TurnOptions {
+        servers,
         time_zone,
         tool_choice: args
             .tool_choice

@@ -10,6 +10,7 @@ mod pins;
 mod prompts;
 pub mod resources;
 mod result;
+mod selection;
 mod shared;
 mod view;
 
@@ -27,6 +28,7 @@ pub use confirm::Approval;
 pub use error::GatewayError;
 pub use pins::{AcceptedPin, PinError, PinReview};
 pub use result::{Part, ToolOutput};
+pub use selection::{MAX_SELECTED_SERVERS, SelectionError};
 pub use shared::{SharedError, SharedStores, StoreHealth};
 // The vocabulary the gateway's callers speak of what happens below it: a call's relay (what
 // an upstream sends during it, and the caller's answers), resource watches, server states and

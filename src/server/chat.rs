@@ -187,6 +187,8 @@ struct ChatBody {
     /// What the MCP Apps in the conversation asked the host to tell the model
     /// (`ui/update-model-context`), the latest of each app.
     app_context: Option<Vec<AppContext>>,
+    /// The servers whose tools the turn offers (ids the caller may use); absent: all.
+    servers: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -363,6 +365,13 @@ async fn start_turn(
         }
     };
     let sampling = sampling(body.options)?;
+    let servers =
+        match &body.servers {
+            Some(ids) => Some(gateway.selectable_servers(&ctx, ids).map_err(|err| {
+                ApiError::new(StatusCode::BAD_REQUEST, err.code(), err.to_string())
+            })?),
+            None => None,
+        };
     let session = match body.session {
         Some(session) => {
             valid_session(&session)?;
@@ -409,6 +418,7 @@ async fn start_turn(
         tool_choice: ToolChoice::Auto,
         approvals: ApprovalPolicy::Ask,
         cancel,
+        servers,
         ..TurnOptions::default()
     };
     let events = agent.run_stream(ctx, messages, options);

@@ -397,6 +397,77 @@ async fn cancel_and_disconnect_both_cancel_the_upstream_call() {
     chat.stop().await;
 }
 
+#[tokio::test]
+async fn a_conversation_offers_the_model_only_the_servers_it_selects() {
+    let chat = Chat::start(
+        vec![
+            // The model names a tool of a server left out: it is not found, and never runs.
+            Reply::tool_calls(&[("demo_add_note", json!({ "text": "left out" }))]),
+            Reply::text("done"),
+            Reply::text("all of them"),
+        ],
+        |_| {},
+    )
+    .await;
+    let mut body = user("add a note");
+    body["servers"] = json!(["slow"]);
+    let response = chat.post("/chat", &body).await;
+    assert_eq!(response.status(), StatusCode::OK);
+    let events = Events::new(response.bytes_stream().boxed()).rest().await;
+    let failed = find(&events, "tool_error");
+    assert_eq!(failed["code"], "not_found", "{failed}");
+
+    let requests = chat.llm.requests();
+    let offered: Vec<&str> = requests[0]["tools"]
+        .as_array()
+        .expect("tools offered")
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .collect();
+    assert!(!offered.is_empty(), "{offered:?}");
+    assert!(
+        offered.iter().all(|name| name.starts_with("slow_")),
+        "only the selected server's tools: {offered:?}"
+    );
+    let preamble = requests[0]["messages"][0]["content"]
+        .as_str()
+        .expect("text");
+    assert!(
+        preamble.contains("slow_echo") && !preamble.contains("demo_"),
+        "{preamble}"
+    );
+    let notes = chat
+        .gateway
+        .call_tool(&ctx(), "demo.list_notes", json!({}), None)
+        .await
+        .expect("notes");
+    assert!(!format!("{notes:?}").contains("left out"), "{notes:?}");
+
+    // Without `servers`, every server's tools.
+    let all = Events::new(chat.post("/chat", &user("hi")).await.bytes_stream().boxed())
+        .rest()
+        .await;
+    find(&all, "done");
+    let requests = chat.llm.requests();
+    let offered = requests.last().expect("a request")["tools"].to_string();
+    assert!(
+        offered.contains("demo_") && offered.contains("slow_"),
+        "{offered}"
+    );
+
+    // A server the caller cannot use is a typed refusal, not dropped.
+    for servers in [json!(["slow", "nope"]), json!(["Slow"]), json!("slow")] {
+        let mut body = user("hi");
+        body["servers"] = servers.clone();
+        let (status, error) = refused(&chat, &body).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{servers}: {error}");
+        if servers.is_array() {
+            assert_eq!(error["code"], "unknown_server", "{servers}: {error}");
+        }
+    }
+    chat.stop().await;
+}
+
 async fn refused(chat: &Chat, body: &Value) -> (StatusCode, Value) {
     let response = chat.post("/chat", body).await;
     let status = response.status();

@@ -207,6 +207,28 @@ async fn failures_have_exit_codes() {
     );
 }
 
+#[tokio::test]
+async fn server_offers_only_the_servers_named() {
+    let llm = ScriptedLlm::start(vec![Reply::text("ok")]).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let out = run(chat(dir.path(), &llm, &["--server", "slow", "hi"])).await;
+    assert!(out.success, "{}", out.stderr);
+    let offered = llm.requests()[0]["tools"].to_string();
+    assert!(
+        offered.contains("slow_echo") && !offered.contains("demo_"),
+        "{offered}"
+    );
+
+    let out = run(chat(dir.path(), &llm, &["--server", "nope", "hi"])).await;
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("no server `nope` is available to you"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(llm.requests().len(), 1, "no turn started");
+}
+
 /// Single-quoted for `sh`.
 fn quoted(text: &str) -> String {
     format!("'{}'", text.replace('\'', r"'\''"))

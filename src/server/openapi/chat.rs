@@ -235,6 +235,11 @@ pub(super) fn schemas() -> Map<String, Value> {
                              "properties": crate::server::chat::SAMPLING_OPTIONS.iter()
                                  .map(|o| ((*o).to_owned(), json!({})))
                                  .collect::<Map<String, Value>>() },
+                "servers": { "type": "array", "maxItems": crate::gateway::MAX_SELECTED_SERVERS,
+                    "items": { "type": "string" },
+                    "description": "Only these servers' tools are offered to the model (ids \
+                        the caller may use; an unknown or hidden one is 400 `unknown_server`). \
+                        Absent: every tool the caller may use." },
                 "appContext": { "type": "array", "maxItems": 8,
                     "description": "What the MCP Apps in view asked to tell the model \
                         (`ui/update-model-context`): each becomes data the model reads, fenced, \

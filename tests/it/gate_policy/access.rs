@@ -217,3 +217,38 @@ async fn allow_and_deny_lists_hide_tools_from_the_catalog() {
     assert_eq!(out.text(), "Echo: m");
     gw.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_conversation_selects_only_servers_its_caller_may_use() {
+    use mcpgate::gateway::SelectionError;
+    let gw = access_gateway().await;
+    let ids = |list: &[&str]| list.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    let acme = member("acme", "bob", &[]);
+    let beta = member("beta", "carol", &[]);
+    let chosen = gw
+        .selectable_servers(&acme, &ids(&["extra", "demo", "extra"]))
+        .expect("acme sees both");
+    assert_eq!(chosen, [id("extra"), id("demo")], "in order, once each");
+    assert_eq!(
+        gw.selectable_servers(&beta, &ids(&["demo"])),
+        Ok(vec![id("demo")])
+    );
+    // Hidden, unknown and malformed ids are refused alike, naming the id (cut, printable).
+    for (asked, shown) in [
+        ("extra", "extra"),
+        ("nope", "nope"),
+        ("Bad Id\n", "Bad?Id?"),
+    ] {
+        assert_eq!(
+            gw.selectable_servers(&beta, &ids(&["demo", asked])),
+            Err(SelectionError::UnknownServer(shown.to_owned())),
+            "{asked:?}"
+        );
+    }
+    let many = vec!["demo".to_owned(); mcpgate::gateway::MAX_SELECTED_SERVERS + 1];
+    assert_eq!(
+        gw.selectable_servers(&acme, &many),
+        Err(SelectionError::TooMany)
+    );
+    gw.shutdown().await;
+}

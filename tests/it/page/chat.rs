@@ -194,3 +194,36 @@ async fn model_markup_renders_inert_in_the_browser() {
     }
     service.stop().await;
 }
+
+#[tokio::test]
+async fn server_toggles_narrow_the_tools_the_model_is_offered() {
+    let (service, llm, token) =
+        start(vec![Reply::text("Only the slow and conformance tools.")]).await;
+    run_script(
+        "chat_servers.mjs",
+        &[("MCPGATE_URL", &service.base), ("MCPGATE_TOKEN", &token)],
+        &[
+            "each server shows its tools and their size",
+            "a server switched off is left out of the turn",
+            "the choice stays with the conversation, and New chat resets it",
+        ],
+    )
+    .await;
+    let requests = llm.requests();
+    assert_eq!(requests.len(), 1, "one turn, one request");
+    let offered: Vec<&str> = requests[0]["tools"]
+        .as_array()
+        .expect("tools offered")
+        .iter()
+        .filter_map(|t| t["function"]["name"].as_str())
+        .collect();
+    assert!(
+        offered.iter().any(|name| name.starts_with("slow_")),
+        "{offered:?}"
+    );
+    assert!(
+        !offered.iter().any(|name| name.starts_with("demo_")),
+        "the server switched off is left out: {offered:?}"
+    );
+    service.stop().await;
+}

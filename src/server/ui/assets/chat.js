@@ -10,6 +10,11 @@ import { sseEvents } from './sse.js';
 import { ToolCard } from './tool_card.js';
 
 const SESSION_KEY = 'mcpgate.chat-session';
+/** The servers a conversation leaves out, by session: the toggles are remembered with it. */
+const LEFT_OUT_KEY = 'mcpgate.chat-left-out';
+
+/** Characters of a tool's definition per token, roughly, for the size shown per server. */
+const CHARS_PER_TOKEN = 4;
 
 /** How long Stop waits for the gateway to end the turn before dropping the stream. */
 const STOP_GRACE_MS = 10_000;
@@ -24,6 +29,8 @@ export class Chat {
     this.sendButton = root.querySelector('#send');
     this.stopButton = root.querySelector('#stop');
     this.approvalsBar = root.querySelector('#approvals-bar');
+    this.serverBox = root.querySelector('#chat-servers');
+    this.serverList = root.querySelector('.chat-server-list');
     this.messages = [];
     this.turn = null;
     this.form.addEventListener('submit', (event) => {
@@ -49,6 +56,67 @@ export class Chat {
   show() {
     this.prompt.focus();
     this.checkModel();
+    this.loadServers();
+  }
+
+  /**
+   * The servers whose tools the model may be offered, as toggles with each one's tool count
+   * and the size of its tool definitions in tokens (what every request to the model carries).
+   */
+  async loadServers() {
+    let tools;
+    try {
+      ({ tools = [] } = await api('/mcp/tools'));
+    } catch (error) {
+      rejected(error);
+      return;
+    }
+    const servers = new Map();
+    for (const tool of tools) {
+      if (tool.status !== 'ok' && tool.status !== 'stale') continue;
+      const entry = servers.get(tool.server) ?? { tools: 0, chars: 0 };
+      entry.tools += 1;
+      entry.chars += JSON.stringify({
+        name: tool.functionName, description: tool.description, parameters: tool.inputSchema,
+      }).length;
+      servers.set(tool.server, entry);
+    }
+    const leftOut = this.leftOut();
+    const rows = [...servers.keys()].sort().map((id) => {
+      const { tools: count, chars } = servers.get(id);
+      const tokens = Math.round(chars / CHARS_PER_TOKEN);
+      const box = h('input', { type: 'checkbox', value: id, checked: !leftOut.includes(id) });
+      box.addEventListener('change', () => this.rememberLeftOut());
+      return h('label', { class: 'chat-server', 'data-server': id }, box,
+        h('span', { class: 'name' }, id),
+        h('span', { class: 'muted' },
+          ` ${plural(count, 'tool')}, ~${tokens.toLocaleString('en')} tokens`));
+    });
+    replace(this.serverList, ...rows);
+    this.serverBox.hidden = rows.length < 2;
+  }
+
+  /** The servers this conversation leaves out (remembered for its session). */
+  leftOut() {
+    try {
+      const all = JSON.parse(sessionStorage.getItem(LEFT_OUT_KEY) ?? '{}');
+      return Array.isArray(all[this.session]) ? all[this.session] : [];
+    } catch {
+      return [];
+    }
+  }
+
+  rememberLeftOut() {
+    const out = [...this.serverList.querySelectorAll('input[type=checkbox]')]
+      .filter((box) => !box.checked).map((box) => box.value);
+    sessionStorage.setItem(LEFT_OUT_KEY, JSON.stringify({ [this.session]: out }));
+  }
+
+  /** The servers to offer: absent when none is left out (every server, new ones too). */
+  selectedServers() {
+    const boxes = [...this.serverList.querySelectorAll('input[type=checkbox]')];
+    if (boxes.every((box) => box.checked)) return undefined;
+    return boxes.filter((box) => box.checked).map((box) => box.value);
   }
 
   /**
@@ -82,6 +150,8 @@ export class Chat {
     teardownApps();
     this.messages = [];
     sessionStorage.removeItem(SESSION_KEY);
+    sessionStorage.removeItem(LEFT_OUT_KEY);
+    for (const box of this.serverList.querySelectorAll('input[type=checkbox]')) box.checked = true;
     replace(this.conversation, emptyNote());
     say(this.status, '');
     this.updateApprovals();
@@ -126,6 +196,7 @@ export class Chat {
           session: this.session,
           timeZone: Intl.DateTimeFormat().resolvedOptions().timeZone,
           appContext: appContexts(),
+          servers: this.selectedServers(),
         },
       });
       if (!response.ok) {

@@ -1,0 +1,69 @@
+//! A conversation's choice of servers: the ids a caller names to narrow the tools a turn
+//! offers the model, checked against what the caller may use.
+
+use super::Gateway;
+use crate::{config::ServerId, policy::CallContext};
+
+/// Most servers one selection names: more than any catalog has, fewer than an abuse needs.
+pub const MAX_SELECTED_SERVERS: usize = 256;
+
+/// Characters of a refused id shown back.
+const MAX_SHOWN_ID_CHARS: usize = 40;
+
+/// Why a selection was refused.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SelectionError {
+    /// The id names no server the caller may use: unknown and hidden read alike.
+    #[error("no server `{0}` is available to you")]
+    UnknownServer(String),
+    #[error("a selection names at most {MAX_SELECTED_SERVERS} servers")]
+    TooMany,
+}
+
+impl SelectionError {
+    /// The stable code APIs answer with.
+    pub fn code(&self) -> &'static str {
+        match self {
+            SelectionError::UnknownServer(_) => "unknown_server",
+            SelectionError::TooMany => "bad_request",
+        }
+    }
+}
+
+impl Gateway {
+    /// `ids` as server ids `ctx` may use (configured servers `[access]` lets it see, and the
+    /// pages it may call), in the given order without repeats; the first id that is neither
+    /// refuses the whole selection, so a typo never silently drops a server.
+    pub fn selectable_servers(
+        &self,
+        ctx: &CallContext,
+        ids: &[String],
+    ) -> Result<Vec<ServerId>, SelectionError> {
+        if ids.len() > MAX_SELECTED_SERVERS {
+            return Err(SelectionError::TooMany);
+        }
+        let mut selected: Vec<ServerId> = Vec::with_capacity(ids.len());
+        for raw in ids {
+            let usable = ServerId::new(raw).filter(|id| {
+                if crate::webmcp::is_page(id) {
+                    self.inner.pages.visible(ctx, id)
+                } else {
+                    self.sees_server(ctx, id)
+                }
+            });
+            let Some(id) = usable else {
+                // Shown back cut short, anything but printable ASCII as `?`.
+                let shown: String = raw
+                    .chars()
+                    .take(MAX_SHOWN_ID_CHARS)
+                    .map(|c| if c.is_ascii_graphic() { c } else { '?' })
+                    .collect();
+                return Err(SelectionError::UnknownServer(shown));
+            };
+            if !selected.contains(&id) {
+                selected.push(id);
+            }
+        }
+        Ok(selected)
+    }
+}
