@@ -319,18 +319,21 @@ fn first_call_section(rows: &[calls::FirstCalls]) -> String {
     out
 }
 
-/// The scan's target: 10,000 tools in under a second, a refresh rescanning only what changed.
+/// The scan's target: 10,000 tools in under a second, on one thread and as a catalog build
+/// (scan and cross-catalog signals, on every core), a refresh rescanning only what changed.
 fn scan_check(result: &scan::ScanResult) -> report::Check {
     report::Check {
         what: format!("poisoning scan of {} tools", scan::TOOLS),
-        target: "under 1 s; a refresh after one change well under the first build".into(),
+        target: "scan and build each under 1 s; a refresh after one change well under the \
+                 first build"
+            .into(),
         measured: format!(
             "scan {:.0} ms, build {:.0} ms, refresh {:.0} ms",
             report::ms(result.scan),
             report::ms(result.build),
             report::ms(result.refresh)
         ),
-        met: result.scan.as_secs_f64() < 1.0 && result.refresh < result.build,
+        met: result.scan.max(result.build).as_secs_f64() < 1.0 && result.refresh < result.build,
     }
 }
 
@@ -339,8 +342,8 @@ fn scan_section(result: &scan::ScanResult) -> String {
         "### The poisoning scan over {} tools\n\n\
          | step | ms |\n| --- | ---: |\n\
          | parse the definitions (the floor) | {:.1} |\n\
-         | scan each, no cache | {:.1} |\n\
-         | build the catalog from scratch (scan and cross-catalog signals) | {:.1} |\n\
+         | scan each, no cache (one thread) | {:.1} |\n\
+         | build the catalog from scratch (scan and cross-catalog signals, every core) | {:.1} |\n\
          | build it again after one definition changed | {:.1} |\n\n\
          {} of the {} definitions have findings (the corpus's poisoned ones, repeated).\n",
         scan::TOOLS,
