@@ -5,7 +5,7 @@
 
 use std::sync::LazyLock;
 
-use regex::Regex;
+use regex::{Regex, RegexSet};
 
 /// An encoded run that decodes to text: its encoding, where it starts (bytes), and the text.
 pub(super) struct Decoded {
@@ -40,6 +40,25 @@ static CODE_LIST_RUN: LazyLock<Regex> =
 /// Base32 (RFC 4648): upper-case letters and the digits 2 to 7, padded with `=`.
 static BASE32_RUN: LazyLock<Regex> = LazyLock::new(|| pattern(r"[A-Z2-7]{16,}={0,6}"));
 
+/// Every run pattern above in one set, in the order [`decoded_runs`] tries them: one pass
+/// tells which encodings a text may hold (most hold none).
+static ANY_RUN: LazyLock<RegexSet> = LazyLock::new(|| {
+    RegexSet::new(
+        [
+            &*BASE64_RUN,
+            &*HEX_RUN,
+            &*PERCENT_RUN,
+            &*ESCAPE_RUN,
+            &*ENTITY_RUN,
+            &*BINARY_RUN,
+            &*CODE_LIST_RUN,
+            &*BASE32_RUN,
+        ]
+        .map(Regex::as_str),
+    )
+    .unwrap_or_else(|e| panic!("decoding patterns: {e}"))
+});
+
 fn pattern(text: &str) -> Regex {
     // The patterns are ours and covered by the tests below.
     Regex::new(text).unwrap_or_else(|e| panic!("decoding pattern {text:?}: {e}"))
@@ -62,7 +81,11 @@ pub(super) fn decoded_runs(text: &str) -> Vec<Decoded> {
         ("character codes", &CODE_LIST_RUN, char_codes),
         ("base32", &BASE32_RUN, base32),
     ];
-    for (encoding, runs_of, decode) in decoders {
+    let present = ANY_RUN.matches(text);
+    for (index, (encoding, runs_of, decode)) in decoders.into_iter().enumerate() {
+        if !present.matched(index) {
+            continue;
+        }
         for found in runs_of.find_iter(text) {
             // Words and identifiers (one case, underscores) are runs of base64's alphabet
             // too; encoded text mixes cases.
@@ -100,12 +123,18 @@ const COMMON_WORDS: &[&str] = &[
 
 /// Sentences of `text` that are English once rotated by 13 and not before.
 pub(super) fn rot13_sentences(text: &str) -> Vec<String> {
-    let common = common_words;
+    transformed_sentences(text, rot13)
+}
+
+/// The sentences of `text` (five words or more) that hold none of the most common English
+/// words, but three once `transform`ed.
+fn transformed_sentences(text: &str, transform: fn(&str) -> String) -> Vec<String> {
     text.split(['.', '!', '?', '\n', ';'])
-        .filter(|sentence| sentence.split_whitespace().count() >= 5)
+        .filter(|sentence| sentence.split_whitespace().nth(4).is_some())
+        .filter(|sentence| common_words(sentence) == 0)
         .filter_map(|sentence| {
-            let rotated = rot13(sentence);
-            (common(sentence) == 0 && common(&rotated) >= 3).then_some(rotated)
+            let changed = transform(sentence);
+            (common_words(&changed) >= 3).then_some(changed)
         })
         .collect()
 }
@@ -113,20 +142,14 @@ pub(super) fn rot13_sentences(text: &str) -> Vec<String> {
 /// Sentences of `text` that are English once read backwards and not before
 /// (`.yrotsih eht dnes`).
 pub(super) fn reversed_sentences(text: &str) -> Vec<String> {
-    text.split(['.', '!', '?', '\n', ';'])
-        .filter(|sentence| sentence.split_whitespace().count() >= 5)
-        .filter_map(|sentence| {
-            let reversed: String = sentence.chars().rev().collect();
-            (common_words(sentence) == 0 && common_words(&reversed) >= 3).then_some(reversed)
-        })
-        .collect()
+    transformed_sentences(text, |sentence| sentence.chars().rev().collect())
 }
 
 /// How many of `sentence`'s words are among the most common English ones.
 fn common_words(sentence: &str) -> usize {
     sentence
         .split(|c: char| !c.is_ascii_alphabetic())
-        .filter(|w| COMMON_WORDS.contains(&w.to_ascii_lowercase().as_str()))
+        .filter(|w| COMMON_WORDS.iter().any(|c| c.eq_ignore_ascii_case(w)))
         .count()
 }
 
