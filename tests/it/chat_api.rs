@@ -20,7 +20,7 @@ use tokio::net::TcpListener;
 
 use crate::{
     agent_loop::demo,
-    scripted_llm::{Reply, ScriptedLlm},
+    scripted_llm::{Reply, ScriptedLlm, offered},
     support::{self, WAIT, ctx, fixture},
 };
 
@@ -418,12 +418,7 @@ async fn a_conversation_offers_the_model_only_the_servers_it_selects() {
     assert_eq!(failed["code"], "not_found", "{failed}");
 
     let requests = chat.llm.requests();
-    let offered: Vec<&str> = requests[0]["tools"]
-        .as_array()
-        .expect("tools offered")
-        .iter()
-        .filter_map(|t| t["function"]["name"].as_str())
-        .collect();
+    let offered = offered(&requests[0]);
     assert!(!offered.is_empty(), "{offered:?}");
     assert!(
         offered.iter().all(|name| name.starts_with("slow_")),

@@ -506,3 +506,16 @@ mod tests {
         assert_eq!(llm.headers()[0]["x-probe"], "1");
     }
 }
+
+/// The function names a model request offered (its `tools` array), in order.
+pub fn offered(request: &Value) -> Vec<&str> {
+    request["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|t| t["function"]["name"].as_str())
+                .collect()
+        })
+        .unwrap_or_default()
+}

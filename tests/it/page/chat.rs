@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::{PageService, jwt, run_script, servers};
 use crate::{
-    scripted_llm::{Reply, ScriptedLlm},
+    scripted_llm::{Reply, ScriptedLlm, offered},
     support::{self, wait_for},
 };
 
@@ -211,12 +211,7 @@ async fn server_toggles_narrow_the_tools_the_model_is_offered() {
     .await;
     let requests = llm.requests();
     assert_eq!(requests.len(), 1, "one turn, one request");
-    let offered: Vec<&str> = requests[0]["tools"]
-        .as_array()
-        .expect("tools offered")
-        .iter()
-        .filter_map(|t| t["function"]["name"].as_str())
-        .collect();
+    let offered = offered(&requests[0]);
     assert!(
         offered.iter().any(|name| name.starts_with("slow_")),
         "{offered:?}"

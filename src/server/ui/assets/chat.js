@@ -96,11 +96,13 @@ export class Chat {
     this.serverBox.hidden = rows.length < 2;
   }
 
-  /** The servers this conversation leaves out (remembered for its session). */
+  /** The servers this conversation leaves out (remembered for its session, if it has one). */
   leftOut() {
+    const id = sessionStorage.getItem(SESSION_KEY);
+    if (!id) return [];
     try {
       const all = JSON.parse(sessionStorage.getItem(LEFT_OUT_KEY) ?? '{}');
-      return Array.isArray(all[this.session]) ? all[this.session] : [];
+      return Array.isArray(all[id]) ? all[id] : [];
     } catch {
       return [];
     }
