@@ -401,6 +401,19 @@ fn tokio_stream_from(
     futures::stream::poll_fn(move |cx| rx.poll_recv(cx))
 }
 
+/// The function names a model request offered (its `tools` array), in order.
+pub fn offered(request: &Value) -> Vec<&str> {
+    request["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .filter_map(|t| t["function"]["name"].as_str())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -505,17 +518,4 @@ mod tests {
         llm.wait_requests(3).await;
         assert_eq!(llm.headers()[0]["x-probe"], "1");
     }
-}
-
-/// The function names a model request offered (its `tools` array), in order.
-pub fn offered(request: &Value) -> Vec<&str> {
-    request["tools"]
-        .as_array()
-        .map(|tools| {
-            tools
-                .iter()
-                .filter_map(|t| t["function"]["name"].as_str())
-                .collect()
-        })
-        .unwrap_or_default()
 }
