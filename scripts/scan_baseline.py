@@ -18,7 +18,7 @@ from mcpscanner.core.analyzers.yara_analyzer import YaraAnalyzer
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "..", "tests", "scan_corpus")
 OUT = os.path.join(HERE, "..", "target", "scan-baseline")
-FILES = ["benign", "poisoned", "heldout", "heldout2", "benign_hard"]
+FILES = ["benign", "poisoned", "heldout", "heldout2", "heldout3", "benign_hard"]
 HM = {"HIGH", "MEDIUM"}
 
 

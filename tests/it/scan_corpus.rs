@@ -41,6 +41,16 @@ const MIN_DETECTED: &[(&str, usize)] = &[
     ("heldout2 shadowing", 12),
     ("heldout2 exfiltration", 12),
     ("heldout2 impersonation", 12),
+    // Written after the rules above and measured once, untuned: its misses are still misses.
+    ("heldout3 classic", 10),
+    ("heldout3 schema_strings", 8),
+    ("heldout3 hidden_text", 10),
+    ("heldout3 encoded", 7),
+    ("heldout3 multilingual", 8),
+    ("heldout3 paraphrase", 2),
+    ("heldout3 shadowing", 10),
+    ("heldout3 exfiltration", 9),
+    ("heldout3 impersonation", 9),
 ];
 
 /// Benign tools with any finding, at most.
@@ -151,6 +161,7 @@ fn detection_and_false_positives_hold_on_the_corpus() {
         .into_iter()
         .chain(held_out("heldout.jsonl", "heldout"))
         .chain(held_out("heldout2.jsonl", "heldout2"))
+        .chain(held_out("heldout3.jsonl", "heldout3"))
         .collect();
     let mixed: Vec<&Entry> = benign.iter().chain(&poisoned).collect();
     let all = findings(&mixed);
