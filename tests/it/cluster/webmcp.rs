@@ -103,7 +103,9 @@ async fn a_page_held_by_one_instance_serves_callers_of_the_others() {
         "{cancel}"
     );
 
-    // The AX-compatible route on c reaches the page too.
+    // The AX-compatible route on c reaches the page too, once c has learned of it (the
+    // registration reaches each instance as an event: on a busy machine c may not know yet).
+    wait_listed(&client, &bases[2], &ann, "webmcp-editor.get_title").await;
     let invoke = tokio::spawn({
         let (client, base, ann) = (client.clone(), bases[2].clone(), ann.clone());
         async move {
