@@ -17,8 +17,7 @@ pub(super) fn map<T: Send, R: Send>(items: Vec<T>, f: impl Fn(T) -> R + Sync) ->
     let threads = thread::available_parallelism()
         .map(NonZeroUsize::get)
         .unwrap_or(1)
-        .min(MAX_THREADS)
-        .min(items.len() / (MIN_PARALLEL_ITEMS / 2).max(1));
+        .min(MAX_THREADS);
     if threads < 2 || items.len() < MIN_PARALLEL_ITEMS {
         return items.into_iter().map(f).collect();
     }

@@ -376,12 +376,13 @@ const SECRET_PURPOSES: &[&str] = &[
 /// Where a tool says what it is for: its name, titles and description, and the values its
 /// parameters take (a default `.env` for a tool about `.env` files).
 fn states_purpose(location: &str) -> bool {
+    // The last key of a schema path, without an array index (`...enum[2]` is `enum`).
+    let key = location.rsplit('.').next().unwrap_or(location);
+    let key = key.split('[').next().unwrap_or(key);
     matches!(
         location,
         "name" | "title" | "description" | "annotations.title"
-    ) || [".default", ".enum", ".examples", ".const"]
-        .iter()
-        .any(|end| location.ends_with(end) || location.contains(&format!("{end}[")))
+    ) || (location.contains('.') && matches!(key, "default" | "enum" | "examples" | "const"))
 }
 
 /// Whether `name` says its tool's job is secrets (see [`SECRET_PURPOSES`]).

@@ -233,19 +233,23 @@ fn impersonation(
             || owners.contains_key(&skeleton));
     // Digits for letters (`execute_sq1`, `g1t_c0mmit`) count only when they spell a name
     // that exists: `get_v1` is an ordinary name.
-    let spelled = ['l', 'i'].map(|one| -> String {
-        skeleton
-            .chars()
-            .map(|c| match c {
-                '0' => 'o',
-                '1' => one,
-                c => c,
+    let known = if skeleton.contains(['0', '1']) {
+        ['l', 'i']
+            .map(|one| -> String {
+                skeleton
+                    .chars()
+                    .map(|c| match c {
+                        '0' => 'o',
+                        '1' => one,
+                        c => c,
+                    })
+                    .collect()
             })
-            .collect()
-    });
-    let known = spelled.into_iter().find(|read| {
-        *read != skeleton && (WELL_KNOWN.contains(read.as_str()) || owners.contains_key(read))
-    });
+            .into_iter()
+            .find(|read| WELL_KNOWN.contains(read.as_str()) || owners.contains_key(read))
+    } else {
+        None
+    };
     let by_digits = known.is_some();
     let skeleton = known.unwrap_or(skeleton);
     if disguised || by_digits {

@@ -21,68 +21,67 @@ const MAX_RUN: usize = 16 * 1024;
 /// Most runs decoded in one text (only runs that could be their encoding count).
 const MAX_RUNS: usize = 64;
 
-static BASE64_RUN: LazyLock<Regex> = LazyLock::new(|| pattern(r"[A-Za-z0-9+/_-]{16,}={0,2}"));
-static HEX_RUN: LazyLock<Regex> =
-    LazyLock::new(|| pattern(r"(?:(?:0x|\\x)?[0-9a-fA-F]{2}[ :]?){8,}"));
-/// `\u0041` escapes written out as text (JSON and JavaScript spellings of characters).
-static ESCAPE_RUN: LazyLock<Regex> = LazyLock::new(|| pattern(r"(?:\\u[0-9a-fA-F]{4}){4,}"));
-static PERCENT_RUN: LazyLock<Regex> =
-    LazyLock::new(|| pattern(r"[A-Za-z0-9._~+-]*(?:%[0-9a-fA-F]{2}[A-Za-z0-9._~+-]*){3,}"));
+/// Runs of base64's alphabet (standard and URL-safe).
+const BASE64: &str = r"[A-Za-z0-9+/_-]{16,}={0,2}";
 
-/// HTML numeric character references (`&#105;`, `&#x69;`), a browser's spelling of text.
-static ENTITY_RUN: LazyLock<Regex> =
-    LazyLock::new(|| pattern(r"(?:&#(?:[0-9]{1,7}|[xX][0-9a-fA-F]{1,6});\s?){4,}"));
-/// Bytes written as groups of eight binary digits.
-static BINARY_RUN: LazyLock<Regex> = LazyLock::new(|| pattern(r"(?:[01]{8}[ ,]?){4,}"));
-/// Character codes as a list of numbers (`String.fromCharCode(104,105,...)`, `chr(104)`).
-static CODE_LIST_RUN: LazyLock<Regex> =
-    LazyLock::new(|| pattern(r"(?:[0-9]{2,3}\s*,\s*){7,}[0-9]{2,3}"));
-/// Base32 (RFC 4648): upper-case letters and the digits 2 to 7, padded with `=`.
-static BASE32_RUN: LazyLock<Regex> = LazyLock::new(|| pattern(r"[A-Z2-7]{16,}={0,6}"));
+/// Bytes from one encoded run, or `None` when it is not that encoding after all.
+type Decoder = fn(&str) -> Option<Vec<u8>>;
 
-/// Every run pattern above in one set, in the order [`decoded_runs`] tries them: one pass
-/// tells which encodings a text may hold (most hold none).
+/// Each encoding looked for: its name, the pattern of its runs and its decoder, in the order
+/// [`decoded_runs`] tries them.
+const ENCODINGS: [(&str, &str, Decoder); 8] = [
+    ("base64", BASE64, base64_twice),
+    ("hex", r"(?:(?:0x|\\x)?[0-9a-fA-F]{2}[ :]?){8,}", hex),
+    (
+        "percent-encoding",
+        r"[A-Za-z0-9._~+-]*(?:%[0-9a-fA-F]{2}[A-Za-z0-9._~+-]*){3,}",
+        percent,
+    ),
+    // JSON's and JavaScript's spelling of characters, written out as text.
+    ("\\u escapes", r"(?:\\u[0-9a-fA-F]{4}){4,}", unicode_escapes),
+    // A browser's spelling of text: `&#105;`, `&#x69;`.
+    (
+        "HTML character references",
+        r"(?:&#(?:[0-9]{1,7}|[xX][0-9a-fA-F]{1,6});\s?){4,}",
+        entities,
+    ),
+    // Groups of eight binary digits.
+    ("binary", r"(?:[01]{8}[ ,]?){4,}", binary),
+    // `String.fromCharCode(104,105,...)`, `chr(104)`.
+    (
+        "character codes",
+        r"(?:[0-9]{2,3}\s*,\s*){7,}[0-9]{2,3}",
+        char_codes,
+    ),
+    // RFC 4648: upper-case letters and the digits 2 to 7, padded with `=`.
+    ("base32", r"[A-Z2-7]{16,}={0,6}", base32),
+];
+
+/// Each encoding's runs, compiled.
+static RUNS: LazyLock<Vec<Regex>> =
+    LazyLock::new(|| ENCODINGS.iter().map(|(_, runs, _)| pattern(runs)).collect());
+
+/// Every encoding's runs in one set: one pass tells which encodings a text may hold (most
+/// hold none).
 static ANY_RUN: LazyLock<RegexSet> = LazyLock::new(|| {
-    RegexSet::new(
-        [
-            &*BASE64_RUN,
-            &*HEX_RUN,
-            &*PERCENT_RUN,
-            &*ESCAPE_RUN,
-            &*ENTITY_RUN,
-            &*BINARY_RUN,
-            &*CODE_LIST_RUN,
-            &*BASE32_RUN,
-        ]
-        .map(Regex::as_str),
-    )
-    .unwrap_or_else(|e| panic!("decoding patterns: {e}"))
+    RegexSet::new(ENCODINGS.iter().map(|(_, runs, _)| runs))
+        .unwrap_or_else(|e| panic!("decoding patterns: {e}"))
 });
+
+static BASE64_RUN: LazyLock<Regex> = LazyLock::new(|| pattern(BASE64));
 
 fn pattern(text: &str) -> Regex {
     // The patterns are ours and covered by the tests below.
     Regex::new(text).unwrap_or_else(|e| panic!("decoding pattern {text:?}: {e}"))
 }
 
-/// Bytes from one encoded run, or `None` when it is not that encoding after all.
-type Decoder = fn(&str) -> Option<Vec<u8>>;
-
 /// The encoded runs of `text` that decode to readable text.
 pub(super) fn decoded_runs(text: &str) -> Vec<Decoded> {
     let mut out = Vec::new();
     let mut runs = 0;
-    let decoders: [(&'static str, &Regex, Decoder); 8] = [
-        ("base64", &BASE64_RUN, base64_twice),
-        ("hex", &HEX_RUN, hex),
-        ("percent-encoding", &PERCENT_RUN, percent),
-        ("\\u escapes", &ESCAPE_RUN, unicode_escapes),
-        ("HTML character references", &ENTITY_RUN, entities),
-        ("binary", &BINARY_RUN, binary),
-        ("character codes", &CODE_LIST_RUN, char_codes),
-        ("base32", &BASE32_RUN, base32),
-    ];
     let present = ANY_RUN.matches(text);
-    for (index, (encoding, runs_of, decode)) in decoders.into_iter().enumerate() {
+    for (index, (&(encoding, _, decode), runs_of)) in ENCODINGS.iter().zip(RUNS.iter()).enumerate()
+    {
         if !present.matched(index) {
             continue;
         }
