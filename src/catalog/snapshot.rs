@@ -8,7 +8,7 @@ use std::{
 
 use rmcp::model::{JsonObject, Tool};
 
-use crate::config::{OnChange, ScanMode, ServerId};
+use crate::config::{OnChange, ScanMode, ServerConfig, ServerId};
 
 use super::{
     Finding, PinStatus, Pins,
@@ -18,6 +18,10 @@ use super::{
     scan::{Severity, cross_catalog, scan_tool_cached},
     schema::sanitize_input_schema,
 };
+
+/// A tool's server's policies as the catalog applies them: on a pin change, on a finding,
+/// and its own settings where it is not configured.
+type Policies = (OnChange, ScanMode, Option<Arc<ServerConfig>>);
 
 /// Characters of an upstream tool name quoted in a warning: names are untrusted and could be
 /// long enough to flood a log.
@@ -34,6 +38,9 @@ pub struct ServerTools {
     pub on_change: OnChange,
     /// What a poisoning-scan finding does.
     pub scan: ScanMode,
+    /// The settings of a server that is not in the gateway's configuration (one a user
+    /// added for themselves), carried by each of its tools.
+    pub settings: Option<Arc<ServerConfig>>,
 }
 
 impl ServerTools {
@@ -45,6 +52,7 @@ impl ServerTools {
             stale,
             on_change: OnChange::Warn,
             scan: ScanMode::Warn,
+            settings: None,
         }
     }
 }
@@ -100,6 +108,9 @@ pub struct CatalogTool {
     /// Poisoning-scan findings on the definition.
     pub findings: Vec<Finding>,
     pub status: ToolStatus,
+    /// The settings of its server when it is not in the gateway's configuration (a user's
+    /// own server; see [`ServerTools::settings`]).
+    pub settings: Option<Arc<ServerConfig>>,
 }
 
 /// An immutable set of tools; a refresh builds a new one and swaps it in whole.
@@ -126,13 +137,14 @@ impl Catalog {
         servers.sort_by(|a, b| a.server.cmp(&b.server));
         let mut warnings = Vec::new();
         let mut seen_servers = HashSet::new();
-        let mut entries: Vec<(ServerId, Tool, bool, OnChange, ScanMode)> = Vec::new();
+        let mut entries: Vec<(ServerId, Tool, bool, Policies)> = Vec::new();
         for ServerTools {
             server,
             tools,
             stale,
             on_change,
             scan,
+            settings,
         } in servers
         {
             if !seen_servers.insert(server.clone()) {
@@ -155,10 +167,10 @@ impl Catalog {
                 }
             }
             kept.sort_by(|a, b| a.name.cmp(&b.name));
-            entries.extend(
-                kept.into_iter()
-                    .map(|tool| (server.clone(), tool, stale, on_change, scan)),
-            );
+            entries.extend(kept.into_iter().map(|tool| {
+                let policies = (on_change, scan, settings.clone());
+                (server.clone(), tool, stale, policies)
+            }));
         }
 
         let ids: Vec<(ServerId, String)> = entries
@@ -175,7 +187,7 @@ impl Catalog {
         let entries: Vec<_> = entries.into_iter().zip(names).zip(cross).collect();
         let tools: Vec<CatalogTool> = parallel::map(
             entries,
-            |(((server, upstream, stale, on_change, scan), function_name), cross)| {
+            |(((server, upstream, stale, (on_change, scan, settings)), function_name), cross)| {
                 let fingerprint = Fingerprint::of(&upstream);
                 let pin = pins::status(pins, &server, &upstream.name, &fingerprint);
                 let mut findings = scan_tool_cached(fingerprint.as_str(), &upstream);
@@ -193,6 +205,7 @@ impl Catalog {
                     pin,
                     findings,
                     status,
+                    settings,
                 }
             },
         );

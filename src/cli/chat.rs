@@ -73,7 +73,7 @@ pub async fn run(gateway: &Gateway, settle: Duration, args: ChatArgs) -> anyhow:
     let servers = if args.servers.is_empty() {
         None
     } else {
-        Some(gateway.selectable_servers(&ctx, &args.servers)?)
+        Some(gateway.selectable_servers(&ctx, &args.servers).await?)
     };
     let options = TurnOptions {
         servers,

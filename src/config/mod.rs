@@ -20,6 +20,7 @@ mod secret;
 mod secret_rules;
 mod server_rules;
 mod service;
+mod user_servers;
 mod validate;
 mod webmcp;
 
@@ -39,6 +40,7 @@ pub use sandbox::{
 };
 pub use secret::{Secret, SecretTemplate};
 pub use service::{AuthConfig, JwtAlgorithm, JwtConfig, ProtectedResourceConfig, ServiceConfig};
+pub use user_servers::{USER_SERVER_PREFIX, UserServersConfig};
 pub use validate::{ConfigError, Problem};
 pub use webmcp::{PageVisibility, WEBMCP_PREFIX, WebMcpConfig};
 
@@ -99,6 +101,8 @@ pub struct Config {
     pub oauth: OAuthConfig,
     /// Tools of browser pages (the WebMCP bridge).
     pub webmcp: WebMcpConfig,
+    /// Remote servers users add for themselves (off by default).
+    pub user_servers: UserServersConfig,
 }
 
 /// `[oauth]`: users' own accounts on upstream servers.
@@ -269,6 +273,8 @@ pub enum ServerSource {
     Environment,
     /// The embedded default (the built-in demo server, when nothing else is configured).
     Default,
+    /// Added by a user for themselves (`[user_servers]`), never in a configuration.
+    User,
     /// Built by a program embedding the library.
     Code,
 }
@@ -280,6 +286,7 @@ impl ServerSource {
             ServerSource::Environment => "environment",
             ServerSource::Default => "default",
             ServerSource::Code => "code",
+            ServerSource::User => "user",
         }
     }
 }

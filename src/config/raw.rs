@@ -252,6 +252,8 @@ pub struct RawFile {
     #[serde(default)]
     pub webmcp: RawWebMcp,
     #[serde(default)]
+    pub user_servers: RawUserServers,
+    #[serde(default)]
     pub servers: BTreeMap<String, toml::Value>,
 }
 
@@ -604,6 +606,21 @@ pub struct RawWebMcp {
     pub max_pages: Option<u64>,
     /// Client id → the name its page is listed under (`webmcp-<name>`).
     pub names: Option<std::collections::BTreeMap<String, String>>,
+}
+
+/// `[user_servers]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawUserServers {
+    pub enabled: Option<bool>,
+    pub allowed_hosts: Option<Vec<String>>,
+    pub max_per_user: Option<u64>,
+    pub max_open_per_user: Option<u64>,
+    pub idle_close: Option<RawDuration>,
+    pub connect_timeout: Option<RawDuration>,
+    pub call_timeout: Option<RawDuration>,
+    pub scan: Option<RawReaction>,
+    pub allow_loopback: Option<bool>,
 }
 
 /// A JSON object kept in written order that rejects duplicate keys: `serde_json` would keep

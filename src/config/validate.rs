@@ -24,6 +24,7 @@ mod auth_rules;
 mod oauth_rules;
 pub(super) mod resource_rules;
 mod service_rules;
+mod user_server_rules;
 mod webmcp_rules;
 
 /// One configuration problem, located by its field path (`servers.github.url`).
@@ -197,6 +198,7 @@ pub(super) struct Draft {
     sandbox: Sandbox,
     oauth: super::OAuthConfig,
     webmcp: super::WebMcpConfig,
+    user_servers: super::UserServersConfig,
 }
 
 impl Draft {
@@ -236,6 +238,7 @@ impl Draft {
             sandbox: Sandbox::default(),
             oauth: config.oauth,
             webmcp: config.webmcp,
+            user_servers: config.user_servers,
         }
     }
 
@@ -263,6 +266,7 @@ impl Draft {
             sandbox: sandbox_rules::defaults(&file.sandbox, base, report),
             oauth: oauth_rules::section(&file.oauth, report),
             webmcp: webmcp_rules::section(&file.webmcp, report),
+            user_servers: user_server_rules::section(&file.user_servers, report),
         }
     }
 
@@ -356,6 +360,13 @@ impl Draft {
         let service =
             service_rules::validate(&self.service, env, (&self.base, single_tenant), report);
         oauth_rules::check_servers(&self.servers, &self.oauth, &service, report);
+        user_server_rules::check(
+            &self.user_servers,
+            &self.servers,
+            &self.oauth,
+            &service,
+            report,
+        );
         Config {
             servers: self.servers,
             limits: self.limits,
@@ -373,6 +384,7 @@ impl Draft {
             agent: agent_rules::agent(&self.agent, report),
             oauth: self.oauth,
             webmcp: self.webmcp,
+            user_servers: self.user_servers,
         }
     }
 }

@@ -266,6 +266,10 @@ impl Gateway {
 pub enum AccountChange {
     Connected,
     Disconnected,
+    /// A user added a server of their own (`[user_servers]`).
+    ServerAdded,
+    /// A user removed a server of their own.
+    ServerRemoved,
 }
 
 impl AccountChange {
@@ -273,6 +277,8 @@ impl AccountChange {
         match self {
             AccountChange::Connected => "account_connected",
             AccountChange::Disconnected => "account_disconnected",
+            AccountChange::ServerAdded => "user_server_added",
+            AccountChange::ServerRemoved => "user_server_removed",
         }
     }
 }

@@ -175,6 +175,13 @@ impl Gateway {
                 self.user_token(ctx, id).await?;
             }
         }
+        // A tool of the caller's own server (`[user_servers]`) is in their catalog alone.
+        if self.resolve(&catalog, ctx, name).is_none()
+            && name.starts_with(crate::config::USER_SERVER_PREFIX)
+            && let Some(own) = self.user_catalog(ctx).await
+        {
+            catalog = Arc::new(own);
+        }
         let tool = self.resolve(&catalog, ctx, name).ok_or_else(not_found)?;
         attempt.tool(tool);
         // An App reaches only its own server's tools that are meant for apps; to it, nothing
@@ -186,9 +193,15 @@ impl Gateway {
         }
         let config = self.config();
         // A page's tool has no server configuration: `[webmcp]` says how it is treated.
+        // A user's own server's settings travel with its tools.
         let server = match crate::webmcp::is_page(&tool.server) {
             true => None,
-            false => Some(config.server(&tool.server).ok_or_else(not_found)?),
+            false => Some(
+                tool.settings
+                    .as_deref()
+                    .or_else(|| config.server(&tool.server))
+                    .ok_or_else(not_found)?,
+            ),
         };
         // 3: pins and scan.
         match &tool.status {
@@ -434,6 +447,15 @@ impl Gateway {
                         source,
                     },
                 });
+        }
+        if tool.settings.is_some() {
+            // A user's own server: over their own session, never retried (it is theirs to
+            // retry, and every one of its tools may write).
+            let params =
+                CallToolRequestParams::new(tool.upstream.name.clone()).with_arguments(arguments);
+            return self
+                .call_user_server(ctx, &tool.server, params, timeout, relay)
+                .await;
         }
         let mut retries_left = config.call_limits.retries;
         let oauth = config

@@ -12,6 +12,7 @@ pub mod resources;
 mod result;
 mod selection;
 mod shared;
+pub mod user_servers;
 mod view;
 
 use std::{
@@ -30,6 +31,7 @@ pub use pins::{AcceptedPin, PinError, PinReview};
 pub use result::{Part, ToolOutput};
 pub use selection::{MAX_SELECTED_SERVERS, SelectionError};
 pub use shared::{SharedError, SharedStores, StoreHealth};
+pub use user_servers::{NewUserServer, UserServerError, UserServerInfo, is_user_server};
 // The vocabulary the gateway's callers speak of what happens below it: a call's relay (what
 // an upstream sends during it, and the caller's answers), resource watches, server states and
 // upstream failures. Callers name them through the gateway, never `upstream` itself, so a
@@ -163,6 +165,8 @@ pub enum StartError {
     Pins(#[from] PinsError),
     #[error("cannot use the shared stores: {0}")]
     Shared(#[from] SharedError),
+    #[error("{0}")]
+    UserServers(String),
 }
 
 struct Inner {
@@ -188,6 +192,8 @@ struct Inner {
     listings: listings::UserListings,
     /// Browser pages' tools (WebMCP).
     pages: Arc<crate::webmcp::Pages>,
+    /// Servers users added for themselves; `None` unless `[user_servers]` is enabled.
+    user_servers: Option<user_servers::UserServers>,
     /// One rebuild at a time, so an older snapshot can never replace a newer one.
     rebuilding: tokio::sync::Mutex<()>,
     /// One pin file write at a time (see [`Gateway::accept_pin`]).
@@ -245,6 +251,8 @@ impl Gateway {
                 )
             }),
         };
+        let user_servers = user_servers::UserServers::new(&config, &connect, stores.oauth.clone())
+            .map_err(StartError::UserServers)?;
         let manager = Manager::start(
             config.servers.clone(),
             connect,
@@ -264,6 +272,7 @@ impl Gateway {
         let inner = Arc::new(Inner {
             listings: listings::UserListings::new(&config.cache),
             pages,
+            user_servers,
             access: Access::new(config.access.clone()),
             config: Arc::new(config),
             manager,
@@ -327,13 +336,18 @@ impl Gateway {
         // Found first: a user's list may add tools to the catalog.
         let views = self.oauth_views(ctx).await;
         let catalog = self.catalog();
-        catalog
+        let mut tools: Vec<CatalogTool> = catalog
             .tools()
             .iter()
             .filter(|t| self.may_use(ctx, t))
             .filter(|t| listings::in_view(&views, t))
             .cloned()
-            .collect()
+            .collect();
+        // The caller's own servers' tools, theirs alone.
+        if let Some(own) = self.user_catalog(ctx).await {
+            tools.extend(own.tools().iter().cloned());
+        }
+        tools
     }
 
     /// The settings of the MCP Apps extension as `scope`'s server declared it, or without a
@@ -368,8 +382,9 @@ impl Gateway {
             let pages = &self.inner.pages;
             return pages.needs_confirmation(pages.classify(&tool.canonical, &tool.upstream));
         }
-        self.config()
-            .server(&tool.server)
+        tool.settings
+            .as_deref()
+            .or_else(|| self.config().server(&tool.server))
             .is_some_and(|s| needs_confirmation(s, classify(s, &tool.upstream)))
     }
 
@@ -378,6 +393,9 @@ impl Gateway {
     pub(crate) fn may_use(&self, ctx: &CallContext, tool: &CatalogTool) -> bool {
         if crate::webmcp::is_page(&tool.server) {
             self.inner.pages.visible(ctx, &tool.server)
+        } else if tool.settings.is_some() {
+            // A user's own server's tools come only from that user's own catalog.
+            self.knows_tenant(ctx)
         } else {
             self.inner.access.allows(ctx, &tool.server, &tool.canonical)
         }
@@ -513,6 +531,9 @@ impl Gateway {
         self.inner.cancel.cancel();
         self.inner.tasks.close();
         self.inner.manager.shutdown().await;
+        if let Some(servers) = &self.inner.user_servers {
+            servers.shutdown().await;
+        }
         self.inner.tasks.wait().await;
     }
 
@@ -558,6 +579,9 @@ impl Gateway {
                         && let Err(err) = self.inner.audit.purge_before(before).await
                     {
                         tracing::warn!(error = %err, "purging old audit records failed");
+                    }
+                    if let Some(servers) = &self.inner.user_servers {
+                        servers.prune();
                     }
                     // Sign-ins nobody finished: their sealed verifiers go too.
                     if let Some(connections) = &self.inner.connections

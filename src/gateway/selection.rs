@@ -2,7 +2,10 @@
 //! offers the model, checked against what the caller may use.
 
 use super::Gateway;
-use crate::{config::ServerId, policy::CallContext};
+use crate::{
+    config::{ServerId, USER_SERVER_PREFIX},
+    policy::CallContext,
+};
 
 /// Most servers one selection names: more than any catalog has, fewer than an abuse needs.
 pub const MAX_SELECTED_SERVERS: usize = 256;
@@ -31,10 +34,11 @@ impl SelectionError {
 }
 
 impl Gateway {
-    /// `ids` as server ids `ctx` may use (configured servers `[access]` lets it see, and the
-    /// pages it may call), in the given order without repeats; the first id that is neither
-    /// refuses the whole selection, so a typo never silently drops a server.
-    pub fn selectable_servers(
+    /// `ids` as server ids `ctx` may use (configured servers `[access]` lets it see, the
+    /// pages it may call, and its own servers), in the given order without repeats; the first
+    /// id that is none of these refuses the whole selection, so a typo never silently drops a
+    /// server.
+    pub async fn selectable_servers(
         &self,
         ctx: &CallContext,
         ids: &[String],
@@ -42,11 +46,22 @@ impl Gateway {
         if ids.len() > MAX_SELECTED_SERVERS {
             return Err(SelectionError::TooMany);
         }
+        // The caller's own servers, read once if the selection names any.
+        let own: Vec<String> = match ids.iter().any(|id| id.starts_with(USER_SERVER_PREFIX)) {
+            true => self
+                .my_servers(ctx)
+                .await
+                .map(|servers| servers.into_iter().map(|s| s.server).collect())
+                .unwrap_or_default(),
+            false => Vec::new(),
+        };
         let mut selected: Vec<ServerId> = Vec::with_capacity(ids.len());
         for raw in ids {
             let usable = ServerId::new(raw).filter(|id| {
                 if crate::webmcp::is_page(id) {
                     self.inner.pages.visible(ctx, id)
+                } else if super::is_user_server(id) && self.user_servers_enabled() {
+                    own.iter().any(|mine| mine == id.as_str())
                 } else {
                     self.sees_server(ctx, id)
                 }

@@ -242,13 +242,7 @@ impl Connections {
             return Ok(None);
         }
         let public_url = public_url.ok_or(SetupError::NoPublicUrl)?;
-        let mut keys: Vec<Zeroizing<String>> = Vec::with_capacity(config.keys.len());
-        for template in &config.keys {
-            let secret = template.resolve(env).map_err(SetupError::Keys)?;
-            keys.push(Zeroizing::new(secret.expose().to_owned()));
-        }
-        let vault = Vault::new(keys.iter().map(|k| k.as_str()))
-            .map_err(|err| SetupError::Keys(err.to_string()))?;
+        let vault = Vault::from_config(&config.keys, env).map_err(SetupError::Keys)?;
         let redirect_uri = public_url
             .join(CALLBACK_PATH.trim_start_matches('/'))
             .map_err(|_| SetupError::NoPublicUrl)?

@@ -17,6 +17,7 @@ pub use connections::{
 };
 pub use store::{
     ConnectionKey, ConnectionRow, ConnectionStatus, MemoryOAuth, OAuthStore, PendingRow,
+    UserServerAdded, UserServerRow,
 };
 pub use vault::{RecordId, Sealed, Vault, VaultError};
 

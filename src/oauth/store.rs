@@ -75,6 +75,32 @@ pub struct PendingRow {
     pub expires_at: i64,
 }
 
+/// A remote server a user added for themselves (`[user_servers]`): its header values
+/// sealed, the rest in the clear.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UserServerRow {
+    /// The name the user gave it (`user-<name>` in their catalog).
+    pub name: String,
+    pub url: String,
+    /// The headers sent to it, as JSON, sealed.
+    pub sealed: Sealed,
+    /// The tools the user marked read-only, as a JSON object of tool name to the
+    /// fingerprint of the definition they marked.
+    pub read_only: String,
+    /// Microseconds since the Unix epoch.
+    pub created_at: i64,
+}
+
+/// What adding a user's server did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UserServerAdded {
+    Added,
+    /// The user has a server of that name already: nothing changed.
+    NameTaken,
+    /// The user has as many servers as allowed already: nothing changed.
+    Full,
+}
+
 /// Held while one instance renews a connection's tokens: the others wait for it, then read
 /// what it stored. Dropping it releases the lock.
 pub struct RefreshGuard(pub Box<dyn Send + Sync>);
@@ -129,6 +155,29 @@ pub trait OAuthStore: Send + Sync {
     async fn lock_refresh(&self, _key: &ConnectionKey) -> Result<Option<RefreshGuard>, StoreError> {
         Ok(None)
     }
+    /// The servers `tenant`'s `user` added, by name.
+    async fn user_servers(
+        &self,
+        tenant: &str,
+        user: &str,
+    ) -> Result<Vec<UserServerRow>, StoreError>;
+    /// Adds a server for `tenant`'s `user`, unless they have one of that name or `max`
+    /// servers already (checked and added as one step).
+    async fn add_user_server(
+        &self,
+        tenant: &str,
+        user: &str,
+        row: &UserServerRow,
+        max: usize,
+    ) -> Result<UserServerAdded, StoreError>;
+    /// Replaces the read-only marks of the server `key.server`; whether it exists.
+    async fn set_user_server_read_only(
+        &self,
+        key: &ConnectionKey,
+        read_only: &str,
+    ) -> Result<bool, StoreError>;
+    /// Removes the server `key.server`; whether there was one.
+    async fn delete_user_server(&self, key: &ConnectionKey) -> Result<bool, StoreError>;
 }
 
 /// Most pending authorizations kept in memory: abandoned ones expire within minutes.
@@ -145,6 +194,8 @@ struct Inner {
     connections: HashMap<ConnectionKey, ConnectionRow>,
     pending: HashMap<String, PendingRow>,
     clients: HashMap<(String, String), Sealed>,
+    /// By tenant and user, each user's servers by name.
+    user_servers: HashMap<(String, String), std::collections::BTreeMap<String, UserServerRow>>,
 }
 
 impl MemoryOAuth {
@@ -261,5 +312,68 @@ impl OAuthStore for MemoryOAuth {
             .clients
             .insert((server.to_owned(), issuer.to_owned()), sealed.clone());
         Ok(())
+    }
+
+    async fn user_servers(
+        &self,
+        tenant: &str,
+        user: &str,
+    ) -> Result<Vec<UserServerRow>, StoreError> {
+        Ok(self
+            .inner()
+            .user_servers
+            .get(&(tenant.to_owned(), user.to_owned()))
+            .map(|rows| rows.values().cloned().collect())
+            .unwrap_or_default())
+    }
+
+    async fn add_user_server(
+        &self,
+        tenant: &str,
+        user: &str,
+        row: &UserServerRow,
+        max: usize,
+    ) -> Result<UserServerAdded, StoreError> {
+        let mut inner = self.inner();
+        let rows = inner
+            .user_servers
+            .entry((tenant.to_owned(), user.to_owned()))
+            .or_default();
+        Ok(if rows.contains_key(&row.name) {
+            UserServerAdded::NameTaken
+        } else if rows.len() >= max {
+            UserServerAdded::Full
+        } else {
+            rows.insert(row.name.clone(), row.clone());
+            UserServerAdded::Added
+        })
+    }
+
+    async fn set_user_server_read_only(
+        &self,
+        key: &ConnectionKey,
+        read_only: &str,
+    ) -> Result<bool, StoreError> {
+        let mut inner = self.inner();
+        let row = inner
+            .user_servers
+            .get_mut(&(key.tenant.clone(), key.user.clone()))
+            .and_then(|rows| rows.get_mut(&key.server));
+        Ok(match row {
+            Some(row) => {
+                read_only.clone_into(&mut row.read_only);
+                true
+            }
+            None => false,
+        })
+    }
+
+    async fn delete_user_server(&self, key: &ConnectionKey) -> Result<bool, StoreError> {
+        Ok(self
+            .inner()
+            .user_servers
+            .get_mut(&(key.tenant.clone(), key.user.clone()))
+            .and_then(|rows| rows.remove(&key.server))
+            .is_some())
     }
 }

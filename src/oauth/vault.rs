@@ -118,6 +118,20 @@ impl Vault {
         })
     }
 
+    /// A vault from the `[oauth] keys` references, resolved from `env`. The message of an
+    /// error names no key material.
+    pub fn from_config(
+        keys: &[crate::config::SecretTemplate],
+        env: &crate::config::Env,
+    ) -> Result<Vault, String> {
+        let mut written: Vec<zeroize::Zeroizing<String>> = Vec::with_capacity(keys.len());
+        for template in keys {
+            let secret = template.resolve(env)?;
+            written.push(zeroize::Zeroizing::new(secret.expose().to_owned()));
+        }
+        Vault::new(written.iter().map(|k| k.as_str())).map_err(|err| err.to_string())
+    }
+
     /// The id of the key that seals.
     pub fn current_key_id(&self) -> &str {
         &self.keys[0].id

@@ -367,7 +367,7 @@ async fn start_turn(
     let sampling = sampling(body.options)?;
     let servers =
         match &body.servers {
-            Some(ids) => Some(gateway.selectable_servers(&ctx, ids).map_err(|err| {
+            Some(ids) => Some(gateway.selectable_servers(&ctx, ids).await.map_err(|err| {
                 ApiError::new(StatusCode::BAD_REQUEST, err.code(), err.to_string())
             })?),
             None => None,

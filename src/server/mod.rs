@@ -10,6 +10,7 @@ mod errors;
 mod guard;
 pub mod markdown;
 pub mod mcp;
+mod me;
 pub mod metrics;
 mod oauth;
 pub mod openapi;
@@ -174,6 +175,7 @@ fn service(
         .merge(chat::routes())
         .merge(webmcp::routes())
         .merge(apps::routes())
+        .merge(me::routes())
         .layer(middleware::from_fn_with_state(state.clone(), authenticate));
     let metrics =
         metrics::routes().route_layer(middleware::from_fn_with_state(state.clone(), authenticate));

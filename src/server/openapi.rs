@@ -4,6 +4,7 @@
 
 mod apps;
 mod chat;
+mod me;
 mod routes;
 mod schemas;
 
@@ -147,6 +148,7 @@ pub fn document() -> Value {
         .into_iter()
         .chain(chat::routes())
         .chain(apps::routes())
+        .chain(me::routes())
     {
         let item = paths
             .entry(route.path)
@@ -181,6 +183,7 @@ fn all_schemas() -> Value {
     if let Value::Object(map) = &mut all {
         map.extend(chat::schemas());
         map.extend(apps::schemas());
+        map.extend(me::schemas());
     }
     all
 }

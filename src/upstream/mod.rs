@@ -16,6 +16,7 @@ pub mod sse;
 pub mod stdio;
 pub mod supervisor;
 mod tool_call;
+pub mod user_servers;
 pub mod watch;
 
 use std::{fmt, time::Duration};

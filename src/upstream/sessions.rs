@@ -95,13 +95,15 @@ impl<T: Connected> Drop for Session<T> {
 /// The caller sessions of one server.
 pub(super) struct CallerSessions<T: Connected = Live> {
     open: Mutex<HashMap<String, Arc<Session<T>>>>,
+    /// Sessions open at once.
+    max: usize,
+    /// A session unused this long is closed.
+    idle: Duration,
 }
 
 impl<T: Connected> Default for CallerSessions<T> {
     fn default() -> Self {
-        CallerSessions {
-            open: Mutex::new(HashMap::new()),
-        }
+        CallerSessions::bounded(MAX_SESSIONS, IDLE)
     }
 }
 
@@ -127,6 +129,15 @@ impl<T: Connected> Drop for Lease<T> {
 }
 
 impl<T: Connected> CallerSessions<T> {
+    /// At most `max` sessions open, each closed once unused for `idle`.
+    pub fn bounded(max: usize, idle: Duration) -> Self {
+        CallerSessions {
+            open: Mutex::new(HashMap::new()),
+            max,
+            idle,
+        }
+    }
+
     fn lock(&self) -> MutexGuard<'_, HashMap<String, Arc<Session<T>>>> {
         self.open.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -145,11 +156,11 @@ impl<T: Connected> CallerSessions<T> {
     {
         let (session, closing) = {
             let mut open = self.lock();
-            let closing = prune(&mut open);
+            let closing = prune(&mut open, self.idle);
             let session = match open.get(key) {
                 Some(session) => session.clone(),
                 None => {
-                    if open.len() >= MAX_SESSIONS && !evict_one(&mut open) {
+                    if open.len() >= self.max && !evict_one(&mut open) {
                         return None;
                     }
                     let session = Arc::new(Session {
@@ -185,7 +196,7 @@ impl<T: Connected> CallerSessions<T> {
     /// Closes the sessions idle past [`IDLE`] or whose connection ended, with no new call
     /// needed to notice (the server's supervisor calls this now and then).
     pub fn prune(&self) {
-        let closing = prune(&mut self.lock());
+        let closing = prune(&mut self.lock(), self.idle);
         drop(closing);
     }
 
@@ -201,6 +212,16 @@ impl<T: Connected> CallerSessions<T> {
         drop(closed);
     }
 
+    /// Closes the sessions whose key `matches`; calls still using one finish first.
+    pub fn close_matching(&self, matches: impl Fn(&str) -> bool) {
+        let closed: Vec<Arc<Session<T>>> = {
+            let mut open = self.lock();
+            let keys: Vec<String> = open.keys().filter(|k| matches(k)).cloned().collect();
+            keys.iter().filter_map(|k| open.remove(k)).collect()
+        };
+        drop(closed);
+    }
+
     /// Closes every caller session (the server's shutdown or reconnection).
     pub fn close_all(&self) {
         let all: Vec<Arc<Session<T>>> = self.lock().drain().map(|(_, s)| s).collect();
@@ -208,14 +229,17 @@ impl<T: Connected> CallerSessions<T> {
     }
 }
 
-/// Removes the sessions idle past [`IDLE`] and those whose connection ended and that no call
+/// Removes the sessions idle past `idle` and those whose connection ended and that no call
 /// uses; returns them, to be dropped (closed) outside the lock.
-fn prune<T: Connected>(open: &mut HashMap<String, Arc<Session<T>>>) -> Vec<Arc<Session<T>>> {
+fn prune<T: Connected>(
+    open: &mut HashMap<String, Arc<Session<T>>>,
+    idle: Duration,
+) -> Vec<Arc<Session<T>>> {
     let now = Instant::now();
     let stale: Vec<String> = open
         .iter()
         .filter(|(_, s)| {
-            s.idle() && (s.closed() || now.saturating_duration_since(*s.used()) >= IDLE)
+            s.idle() && (s.closed() || now.saturating_duration_since(*s.used()) >= idle)
         })
         .map(|(key, _)| key.clone())
         .collect();

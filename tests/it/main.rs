@@ -30,3 +30,4 @@ mod server;
 mod service_extras;
 mod support;
 mod toolset;
+mod user_servers;

@@ -97,6 +97,18 @@ CREATE TABLE IF NOT EXISTS mcpgate_oauth_pending (
     expires_at bigint NOT NULL
 );
 CREATE INDEX IF NOT EXISTS mcpgate_oauth_pending_expiry ON mcpgate_oauth_pending (expires_at);
+CREATE TABLE IF NOT EXISTS mcpgate_user_servers (
+    tenant text NOT NULL,
+    user_name text NOT NULL,
+    name text NOT NULL,
+    url text NOT NULL,
+    key_id text NOT NULL,
+    nonce bytea NOT NULL,
+    sealed bytea NOT NULL,
+    read_only text NOT NULL,
+    created_at bigint NOT NULL,
+    PRIMARY KEY (tenant, user_name, name)
+);
 CREATE TABLE IF NOT EXISTS mcpgate_oauth_clients (
     server text NOT NULL,
     issuer text NOT NULL,

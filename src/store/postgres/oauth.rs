@@ -12,6 +12,7 @@ use crate::{
     oauth::{
         store::{
             ConnectionKey, ConnectionRow, ConnectionStatus, OAuthStore, PendingRow, RefreshGuard,
+            UserServerAdded, UserServerRow,
         },
         vault::Sealed,
     },
@@ -59,13 +60,15 @@ fn connection(row: &PgRow) -> Result<ConnectionRow, StoreError> {
 
 /// The advisory lock key of a connection: 8 bytes of a digest of its identity.
 fn lock_key(key: &ConnectionKey) -> i64 {
-    let digest = crate::digest::sha256_hex(
-        format!(
-            "oauth-refresh\0{}\0{}\0{}",
-            key.tenant, key.user, key.server
-        )
-        .as_bytes(),
-    );
+    advisory_key(&format!(
+        "oauth-refresh\0{}\0{}\0{}",
+        key.tenant, key.user, key.server
+    ))
+}
+
+/// A key of `pg_advisory_xact_lock` for `what`: 64 bits of its SHA-256.
+fn advisory_key(what: &str) -> i64 {
+    let digest = crate::digest::sha256_hex(what.as_bytes());
     let bytes = u64::from_str_radix(&digest[..16], 16).unwrap_or(0);
     i64::from_be_bytes(bytes.to_be_bytes())
 }
@@ -280,5 +283,115 @@ impl OAuthStore for PgOAuth {
             .await
             .map_err(|e| unavailable(&e))?;
         Ok(Some(RefreshGuard(Box::new(tx))))
+    }
+
+    async fn user_servers(
+        &self,
+        tenant: &str,
+        user: &str,
+    ) -> Result<Vec<UserServerRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT name, url, key_id, nonce, sealed, read_only, created_at
+             FROM mcpgate_user_servers WHERE tenant = $1 AND user_name = $2 ORDER BY name",
+        )
+        .bind(pg_text(tenant))
+        .bind(pg_text(user))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(|e| unavailable(&e))?;
+        rows.iter()
+            .map(|row| {
+                Ok(UserServerRow {
+                    name: column(row, "name")?,
+                    url: column(row, "url")?,
+                    sealed: sealed(row)?,
+                    read_only: column(row, "read_only")?,
+                    created_at: column(row, "created_at")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Under a lock of the user's, so two instances adding at once cannot both pass the cap.
+    async fn add_user_server(
+        &self,
+        tenant: &str,
+        user: &str,
+        row: &UserServerRow,
+        max: usize,
+    ) -> Result<UserServerAdded, StoreError> {
+        let mut tx = self.pool.begin().await.map_err(|e| unavailable(&e))?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(advisory_key(&format!("user-servers\0{tenant}\0{user}")))
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| unavailable(&e))?;
+        let (count, taken): (i64, bool) = sqlx::query_as(
+            "SELECT count(*), coalesce(bool_or(name = $3), false)
+             FROM mcpgate_user_servers WHERE tenant = $1 AND user_name = $2",
+        )
+        .bind(pg_text(tenant))
+        .bind(pg_text(user))
+        .bind(pg_text(&row.name))
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(|e| unavailable(&e))?;
+        if taken {
+            return Ok(UserServerAdded::NameTaken);
+        }
+        if usize::try_from(count).unwrap_or(usize::MAX) >= max {
+            return Ok(UserServerAdded::Full);
+        }
+        sqlx::query(
+            "INSERT INTO mcpgate_user_servers
+                (tenant, user_name, name, url, key_id, nonce, sealed, read_only, created_at)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+        )
+        .bind(pg_text(tenant))
+        .bind(pg_text(user))
+        .bind(pg_text(&row.name))
+        .bind(pg_text(&row.url))
+        .bind(&row.sealed.key_id)
+        .bind(&row.sealed.nonce)
+        .bind(&row.sealed.ciphertext)
+        .bind(pg_text(&row.read_only))
+        .bind(row.created_at)
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| unavailable(&e))?;
+        tx.commit().await.map_err(|e| unavailable(&e))?;
+        Ok(UserServerAdded::Added)
+    }
+
+    async fn set_user_server_read_only(
+        &self,
+        key: &ConnectionKey,
+        read_only: &str,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE mcpgate_user_servers SET read_only = $4
+             WHERE tenant = $1 AND user_name = $2 AND name = $3",
+        )
+        .bind(pg_text(&key.tenant))
+        .bind(pg_text(&key.user))
+        .bind(pg_text(&key.server))
+        .bind(pg_text(read_only))
+        .execute(&self.pool)
+        .await
+        .map_err(|e| unavailable(&e))?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn delete_user_server(&self, key: &ConnectionKey) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "DELETE FROM mcpgate_user_servers WHERE tenant = $1 AND user_name = $2 AND name = $3",
+        )
+        .bind(pg_text(&key.tenant))
+        .bind(pg_text(&key.user))
+        .bind(pg_text(&key.server))
+        .execute(&self.pool)
+        .await
+        .map_err(|e| unavailable(&e))?;
+        Ok(done.rows_affected() > 0)
     }
 }

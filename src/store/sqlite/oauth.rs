@@ -8,7 +8,10 @@ use sqlx::{Row, SqlitePool, sqlite::SqliteRow};
 use super::store_error;
 use crate::{
     oauth::{
-        store::{ConnectionKey, ConnectionRow, ConnectionStatus, OAuthStore, PendingRow},
+        store::{
+            ConnectionKey, ConnectionRow, ConnectionStatus, OAuthStore, PendingRow,
+            UserServerAdded, UserServerRow,
+        },
         vault::Sealed,
     },
     store::StoreError,
@@ -241,5 +244,111 @@ impl OAuthStore for SqliteOAuth {
         .await
         .map_err(store_error)?;
         Ok(())
+    }
+
+    async fn user_servers(
+        &self,
+        tenant: &str,
+        user: &str,
+    ) -> Result<Vec<UserServerRow>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT name, url, key_id, nonce, sealed, read_only, created_at FROM user_servers
+             WHERE tenant_id = ?1 AND user_id = ?2 ORDER BY name",
+        )
+        .bind(tenant)
+        .bind(user)
+        .fetch_all(&self.pool)
+        .await
+        .map_err(store_error)?;
+        rows.iter()
+            .map(|row| {
+                Ok(UserServerRow {
+                    name: row.try_get("name").map_err(store_error)?,
+                    url: row.try_get("url").map_err(store_error)?,
+                    sealed: sealed(row)?,
+                    read_only: row.try_get("read_only").map_err(store_error)?,
+                    created_at: row.try_get("created_at").map_err(store_error)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn add_user_server(
+        &self,
+        tenant: &str,
+        user: &str,
+        row: &UserServerRow,
+        max: usize,
+    ) -> Result<UserServerAdded, StoreError> {
+        // One statement: the count and the insert cannot be split by another writer.
+        let done = sqlx::query(
+            "INSERT INTO user_servers
+                (tenant_id, user_id, name, url, key_id, nonce, sealed, read_only, created_at)
+             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9
+             WHERE (SELECT COUNT(*) FROM user_servers WHERE tenant_id = ?1 AND user_id = ?2)
+                < ?10
+             ON CONFLICT (tenant_id, user_id, name) DO NOTHING",
+        )
+        .bind(tenant)
+        .bind(user)
+        .bind(&row.name)
+        .bind(&row.url)
+        .bind(&row.sealed.key_id)
+        .bind(&row.sealed.nonce)
+        .bind(&row.sealed.ciphertext)
+        .bind(&row.read_only)
+        .bind(row.created_at)
+        .bind(super::to_sql_usize(max))
+        .execute(&self.pool)
+        .await
+        .map_err(store_error)?;
+        if done.rows_affected() > 0 {
+            return Ok(UserServerAdded::Added);
+        }
+        let taken: Option<i64> = sqlx::query_scalar(
+            "SELECT 1 FROM user_servers WHERE tenant_id = ?1 AND user_id = ?2 AND name = ?3",
+        )
+        .bind(tenant)
+        .bind(user)
+        .bind(&row.name)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(store_error)?;
+        Ok(match taken {
+            Some(_) => UserServerAdded::NameTaken,
+            None => UserServerAdded::Full,
+        })
+    }
+
+    async fn set_user_server_read_only(
+        &self,
+        key: &ConnectionKey,
+        read_only: &str,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "UPDATE user_servers SET read_only = ?4
+             WHERE tenant_id = ?1 AND user_id = ?2 AND name = ?3",
+        )
+        .bind(&key.tenant)
+        .bind(&key.user)
+        .bind(&key.server)
+        .bind(read_only)
+        .execute(&self.pool)
+        .await
+        .map_err(store_error)?;
+        Ok(done.rows_affected() > 0)
+    }
+
+    async fn delete_user_server(&self, key: &ConnectionKey) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "DELETE FROM user_servers WHERE tenant_id = ?1 AND user_id = ?2 AND name = ?3",
+        )
+        .bind(&key.tenant)
+        .bind(&key.user)
+        .bind(&key.server)
+        .execute(&self.pool)
+        .await
+        .map_err(store_error)?;
+        Ok(done.rows_affected() > 0)
     }
 }

@@ -7,10 +7,10 @@ use crate::store::StoreError;
 
 /// The schema this build reads and writes. A file with a newer version is refused; an older
 /// one is migrated.
-pub(super) const SCHEMA_VERSION: i64 = 3;
+pub(super) const SCHEMA_VERSION: i64 = 4;
 
 const _: () = assert!(
-    SCHEMA_VERSION == 3,
+    SCHEMA_VERSION == 4,
     "write the migration and its user_version"
 );
 
@@ -139,6 +139,21 @@ const OAUTH_V3: [&str; 4] = [
     ) STRICT",
 ];
 
+/// Version 4: the remote servers users add for themselves (`[user_servers]`); the headers
+/// sent to each are sealed like OAuth tokens.
+const USER_SERVERS_V4: [&str; 1] = ["CREATE TABLE user_servers (
+        tenant_id TEXT NOT NULL,
+        user_id TEXT NOT NULL,
+        name TEXT NOT NULL,
+        url TEXT NOT NULL,
+        key_id TEXT NOT NULL,
+        nonce BLOB NOT NULL,
+        sealed BLOB NOT NULL,
+        read_only TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        PRIMARY KEY (tenant_id, user_id, name)
+    ) STRICT"];
+
 /// Checks the version and creates the schema in a fresh file, or migrates an older one, in
 /// one write transaction: two processes opening one file cannot both create or migrate it,
 /// and a migration that fails leaves the file as it was.
@@ -174,7 +189,13 @@ pub(super) async fn prepare(pool: &SqlitePool) -> Result<(), StoreError> {
     // A fresh file gets version 1 and then each migration, as an old file does.
     let first = if found == 0 { &SCHEMA_V1[..] } else { &[] };
     let audit_v2 = if found < 2 { &AUDIT_V2[..] } else { &[] };
-    for &statement in first.iter().chain(audit_v2).chain(&OAUTH_V3) {
+    let oauth_v3 = if found < 3 { &OAUTH_V3[..] } else { &[] };
+    for &statement in first
+        .iter()
+        .chain(audit_v2)
+        .chain(oauth_v3)
+        .chain(&USER_SERVERS_V4)
+    {
         sqlx::query(statement)
             .execute(&mut *tx)
             .await
@@ -182,7 +203,7 @@ pub(super) async fn prepare(pool: &SqlitePool) -> Result<(), StoreError> {
     }
     // PRAGMA takes no bound parameters, so the version is spelled out; the assertion above
     // keeps it equal to SCHEMA_VERSION.
-    sqlx::query("PRAGMA user_version = 3")
+    sqlx::query("PRAGMA user_version = 4")
         .execute(&mut *tx)
         .await
         .map_err(store_error)?;

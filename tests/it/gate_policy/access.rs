@@ -227,10 +227,11 @@ async fn a_conversation_selects_only_servers_its_caller_may_use() {
     let beta = member("beta", "carol", &[]);
     let chosen = gw
         .selectable_servers(&acme, &ids(&["extra", "demo", "extra"]))
+        .await
         .expect("acme sees both");
     assert_eq!(chosen, [id("extra"), id("demo")], "in order, once each");
     assert_eq!(
-        gw.selectable_servers(&beta, &ids(&["demo"])),
+        gw.selectable_servers(&beta, &ids(&["demo"])).await,
         Ok(vec![id("demo")])
     );
     // Hidden, unknown and malformed ids are refused alike, naming the id (cut, printable).
@@ -240,14 +241,14 @@ async fn a_conversation_selects_only_servers_its_caller_may_use() {
         ("Bad Id\n", "Bad?Id?"),
     ] {
         assert_eq!(
-            gw.selectable_servers(&beta, &ids(&["demo", asked])),
+            gw.selectable_servers(&beta, &ids(&["demo", asked])).await,
             Err(SelectionError::UnknownServer(shown.to_owned())),
             "{asked:?}"
         );
     }
     let many = vec!["demo".to_owned(); mcpgate::gateway::MAX_SELECTED_SERVERS + 1];
     assert_eq!(
-        gw.selectable_servers(&acme, &many),
+        gw.selectable_servers(&acme, &many).await,
         Err(SelectionError::TooMany)
     );
     gw.shutdown().await;

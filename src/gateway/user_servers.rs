@@ -1,0 +1,929 @@
+//! Remote MCP servers users add for themselves (`[user_servers]`, off by default): kept per
+//! user in the OAuth store (header values sealed like tokens), checked at the strictest SSRF
+//! rules whatever the server-wide settings, listed for their owner alone as `user-<name>`,
+//! scanned and fingerprinted like any server, every tool a write that needs confirmation
+//! unless its owner marked that very definition read-only, and called through the one gate.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    net::IpAddr,
+    sync::{Arc, Mutex, MutexGuard},
+    time::{Duration, SystemTime, UNIX_EPOCH},
+};
+
+use rmcp::model::{CallToolRequestParams, CallToolResult, Tool};
+use serde::Serialize;
+use tokio::time::Instant;
+use url::{Host, Url};
+use zeroize::Zeroizing;
+
+use super::{AccountChange, Gateway, GatewayError};
+use crate::{
+    catalog::{Catalog, Fingerprint, ServerTools},
+    config::{
+        Confirm, HttpConfig, HttpKind, OnChange, SecretTemplate, ServerConfig, ServerId,
+        ServerSource, TransportConfig, USER_SERVER_PREFIX, UserServersConfig,
+    },
+    net::{Lookup, NetError, NetPolicy, SystemLookup, ValidatingResolver},
+    oauth::{
+        ConnectionKey, OAuthStore, RecordId, UserServerAdded, UserServerRow, Vault, VaultError,
+    },
+    policy::CallContext,
+    store::StoreError,
+    upstream::{
+        CallRelay, ConnectOptions, UpstreamError,
+        user_servers::{Target, UserServerSessions},
+    },
+};
+
+/// Most headers one server is given.
+pub const MAX_HEADERS: usize = 16;
+/// Longest header value.
+const MAX_HEADER_VALUE: usize = 8192;
+/// Longest URL.
+const MAX_URL: usize = 2048;
+/// Longest name: the id `user-<name>` is a server id (32 characters at most).
+const MAX_NAME: usize = 32 - USER_SERVER_PREFIX.len();
+/// What a sealed header set is bound to.
+const SEALED_KIND: &str = "user_server_headers";
+/// Headers the gateway sets itself, or that would change what the request is.
+const RESERVED_HEADERS: [&str; 12] = [
+    "host",
+    "content-length",
+    "content-type",
+    "accept",
+    "connection",
+    "transfer-encoding",
+    "upgrade",
+    "te",
+    "trailer",
+    "mcp-session-id",
+    "mcp-protocol-version",
+    "last-event-id",
+];
+
+/// A server as a user asks to add it.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NewUserServer {
+    pub name: String,
+    pub url: String,
+    /// Header name to value: the user's own secrets (an API key), sealed at rest and never
+    /// shown back.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+}
+
+/// A user's server as they see it: never a header value.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UserServerInfo {
+    pub name: String,
+    /// `user-<name>`: the server id in the owner's catalog.
+    pub server: String,
+    pub url: String,
+    /// The names of the headers sent (their values are not shown).
+    pub headers: Vec<String>,
+    /// Tools marked read-only (no confirmation) whose definition is still the one marked.
+    pub read_only: Vec<String>,
+    /// Tools the server listed for this user last, if any.
+    pub tools: Option<usize>,
+    /// Why the last listing failed, if it did.
+    pub error: Option<String>,
+    /// RFC 3339.
+    pub created_at: String,
+}
+
+/// Why a user's server could not be added, changed or removed.
+#[derive(Debug, thiserror::Error)]
+pub enum UserServerError {
+    #[error("adding your own servers is not enabled on this gateway")]
+    Disabled,
+    #[error(
+        "a name is 1 to {MAX_NAME} of lowercase letters, digits and `-`, starting with a letter"
+    )]
+    InvalidName,
+    #[error("the URL is not usable: {0}")]
+    InvalidUrl(String),
+    /// The SSRF guard's reason: a scheme, a user name in the URL, a blocked address.
+    #[error("the URL is refused: {0}")]
+    Refused(String),
+    #[error("host `{0}` is not one the operator allows servers on")]
+    HostNotAllowed(String),
+    #[error("header {0}")]
+    InvalidHeader(String),
+    #[error("you have a server named `{0}` already")]
+    NameTaken(String),
+    #[error("you have {0} servers, the most allowed; remove one first")]
+    TooMany(usize),
+    #[error("you have no server named `{0}`")]
+    NotFound(String),
+    #[error("server `{server}` lists no tool `{tool}`")]
+    UnknownTool { server: String, tool: String },
+    #[error("the server could not be used: {0}")]
+    Unreachable(String),
+    #[error("the server store is unavailable: {0}")]
+    Store(#[from] StoreError),
+    #[error("the server's secrets cannot be sealed or opened: {0}")]
+    Vault(#[from] VaultError),
+}
+
+impl UserServerError {
+    /// The stable code of each kind, for the API.
+    pub fn code(&self) -> &'static str {
+        match self {
+            UserServerError::Disabled => "not_found",
+            UserServerError::InvalidName => "invalid_name",
+            UserServerError::InvalidUrl(_) => "invalid_url",
+            UserServerError::Refused(_) => "url_refused",
+            UserServerError::HostNotAllowed(_) => "host_not_allowed",
+            UserServerError::InvalidHeader(_) => "invalid_header",
+            UserServerError::NameTaken(_) => "name_taken",
+            UserServerError::TooMany(_) => "too_many_servers",
+            UserServerError::NotFound(_) => "unknown_server",
+            UserServerError::UnknownTool { .. } => "unknown_tool",
+            UserServerError::Unreachable(_) => "server_unreachable",
+            UserServerError::Store(_) | UserServerError::Vault(_) => "store_unavailable",
+        }
+    }
+}
+
+/// One of a user's servers, opened: its header values in the clear, in memory only.
+struct Opened {
+    id: ServerId,
+    row: UserServerRow,
+    url: Url,
+    headers: Vec<(String, Zeroizing<String>)>,
+    /// Tool name to the fingerprint of the definition its owner marked read-only.
+    read_only: BTreeMap<String, String>,
+    /// Names the session: the address and the headers, so a server removed and added again
+    /// differently never reuses an old session.
+    key: String,
+}
+
+/// A tool list read from a user's server, and when.
+struct Listed {
+    tools: Arc<Vec<Tool>>,
+    at: Instant,
+    error: Option<String>,
+}
+
+/// Every user's servers on this instance: their sessions and last tool lists.
+pub(super) struct UserServers {
+    config: UserServersConfig,
+    store: Arc<dyn OAuthStore>,
+    vault: Vault,
+    sessions: UserServerSessions,
+    /// By owner and session key.
+    lists: Mutex<HashMap<(String, String), Listed>>,
+    /// How long a tool list is used before the server is asked again.
+    ttl: Duration,
+    list_timeout: Duration,
+    lookup: Arc<dyn Lookup>,
+}
+
+impl UserServers {
+    /// `None` when `[user_servers]` is off. Fails when it is on and the keys cannot make a
+    /// vault (`config check` says why before that).
+    pub(super) fn new(
+        config: &crate::config::Config,
+        options: &ConnectOptions,
+        store: Arc<dyn OAuthStore>,
+    ) -> Result<Option<UserServers>, String> {
+        let settings = &config.user_servers;
+        if !settings.enabled {
+            return Ok(None);
+        }
+        let vault = Vault::from_config(&config.oauth.keys, &options.env)
+            .map_err(|reason| format!("[user_servers] needs [oauth] keys: {reason}"))?;
+        let options = ConnectOptions {
+            // Nothing of the gateway's environment is the users': their headers are literal.
+            env: crate::config::Env::default(),
+            limits: options.limits.clone(),
+            supervisor: None,
+            listing_tokens: None,
+        };
+        Ok(Some(UserServers {
+            sessions: UserServerSessions::new(
+                options,
+                settings.max_open_per_user,
+                settings.idle_close,
+            ),
+            config: settings.clone(),
+            store,
+            vault,
+            lists: Mutex::new(HashMap::new()),
+            ttl: config.cache.ttl,
+            list_timeout: config.limits.list_timeout,
+            lookup: Arc::new(SystemLookup),
+        }))
+    }
+
+    fn lists(&self) -> MutexGuard<'_, HashMap<(String, String), Listed>> {
+        self.lists.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Closes idle sessions (the gateway's sweeper calls this now and then).
+    pub(super) fn prune(&self) {
+        self.sessions.prune();
+    }
+
+    pub(super) async fn shutdown(&self) {
+        self.sessions.shutdown().await;
+    }
+
+    fn record_id<'a>(ctx: &'a CallContext, name: &'a str) -> RecordId<'a> {
+        RecordId {
+            kind: SEALED_KIND,
+            parts: vec![&ctx.tenant, &ctx.user, name],
+        }
+    }
+
+    /// `ctx`'s servers, opened; a row that no longer opens (a key removed) is skipped with a
+    /// warning, never shown with a wrong secret.
+    async fn opened(&self, ctx: &CallContext) -> Result<Vec<Opened>, UserServerError> {
+        let rows = self.store.user_servers(&ctx.tenant, &ctx.user).await?;
+        let mut opened = Vec::with_capacity(rows.len());
+        for row in rows {
+            match self.open(ctx, row) {
+                Ok(server) => opened.push(server),
+                Err(reason) => tracing::warn!(%reason, "a user's server cannot be opened; skipped"),
+            }
+        }
+        Ok(opened)
+    }
+
+    fn open(&self, ctx: &CallContext, row: UserServerRow) -> Result<Opened, String> {
+        let id = ServerId::new(&format!("{USER_SERVER_PREFIX}{}", row.name))
+            .ok_or("its name is not a valid id")?;
+        let url = Url::parse(&row.url).map_err(|_| "its URL does not parse")?;
+        let plain = Zeroizing::new(
+            self.vault
+                .open(&Self::record_id(ctx, &row.name), &row.sealed)
+                .map_err(|e| e.to_string())?,
+        );
+        let headers: Vec<(String, String)> =
+            serde_json::from_slice(&plain).map_err(|_| "its sealed headers do not parse")?;
+        let headers: Vec<(String, Zeroizing<String>)> = headers
+            .into_iter()
+            .map(|(name, value)| (name, Zeroizing::new(value)))
+            .collect();
+        let read_only: BTreeMap<String, String> =
+            serde_json::from_str(&row.read_only).unwrap_or_default();
+        let mut digest_input = Zeroizing::new(format!("{url}\n"));
+        for (name, value) in &headers {
+            digest_input.push_str(&format!("{name}\0{}\n", value.as_str()));
+        }
+        let key = format!(
+            "{id}#{}",
+            &crate::digest::sha256_hex(digest_input.as_bytes())[..16]
+        );
+        Ok(Opened {
+            id,
+            row,
+            url,
+            headers,
+            read_only,
+            key,
+        })
+    }
+
+    /// The server as connected: its address and headers, at the strictest network rules
+    /// (the tests' loopback override aside).
+    fn server_config(&self, server: &Opened) -> ServerConfig {
+        let headers = server
+            .headers
+            .iter()
+            .map(|(name, value)| (name.clone(), SecretTemplate::new(value.as_str())))
+            .collect();
+        let mut config = self.settings(server, Vec::new());
+        config.transport = TransportConfig::Http(HttpConfig {
+            url: server.url.clone(),
+            kind: HttpKind::Streamable,
+            headers,
+        });
+        config
+    }
+
+    /// The server's settings as the gate reads them (no headers): confirmation for every
+    /// write, writes unless marked, the configured scan reaction and deadlines.
+    fn settings(&self, server: &Opened, read_only_tools: Vec<String>) -> ServerConfig {
+        let mut config = ServerConfig::new(
+            server.id.clone(),
+            TransportConfig::Http(HttpConfig {
+                url: server.url.clone(),
+                kind: HttpKind::Streamable,
+                headers: Vec::new(),
+            }),
+        );
+        let loopback = self.config.allow_loopback;
+        config.allow_private = loopback;
+        config.allow_http = loopback && server.url.scheme() == "http";
+        config.confirm = Confirm::Writes;
+        config.trust_annotations = false;
+        config.read_only_tools = read_only_tools;
+        config.on_change = OnChange::Warn;
+        config.scan = self.config.scan;
+        config.connect_timeout = Some(self.config.connect_timeout);
+        config.call_timeout = Some(self.config.call_timeout);
+        config.source = ServerSource::User;
+        config
+    }
+
+    /// The server's tools: the last list while fresh, else listed again (bounded by the
+    /// connect and list deadlines); on failure the last list, marked stale.
+    async fn tools(
+        &self,
+        owner: &str,
+        server: &Opened,
+    ) -> (Option<Arc<Vec<Tool>>>, bool, Option<String>) {
+        let cache_key = (owner.to_owned(), server.key.clone());
+        if let Some(listed) = self.lists().get(&cache_key)
+            && listed.error.is_none()
+            && listed.at.elapsed() < self.ttl
+        {
+            return (Some(listed.tools.clone()), false, None);
+        }
+        let config = self.server_config(server);
+        let target = Target {
+            owner,
+            key: &server.key,
+            server: &config,
+        };
+        let listed = self.sessions.list_tools(&target, self.list_timeout).await;
+        let mut lists = self.lists();
+        match listed {
+            Ok(tools) => {
+                let tools = Arc::new(tools);
+                lists.insert(
+                    cache_key,
+                    Listed {
+                        tools: tools.clone(),
+                        at: Instant::now(),
+                        error: None,
+                    },
+                );
+                (Some(tools), false, None)
+            }
+            Err(err) => {
+                let reason = err.to_string();
+                let previous = lists.get(&cache_key).map(|l| l.tools.clone());
+                let tools = previous.clone().unwrap_or_default();
+                lists.insert(
+                    cache_key,
+                    Listed {
+                        tools,
+                        at: Instant::now(),
+                        error: Some(reason.clone()),
+                    },
+                );
+                (previous, true, Some(reason))
+            }
+        }
+    }
+
+    /// `ctx`'s own catalog: their servers' tools, scanned and fingerprinted, each carrying
+    /// its server's settings. Empty when they have none (or the store cannot be read: the
+    /// failure is logged, and their servers are missing until it can).
+    pub(super) async fn catalog(&self, ctx: &CallContext) -> Catalog {
+        let servers = match self.opened(ctx).await {
+            Ok(servers) => servers,
+            Err(err) => {
+                tracing::warn!(error = %err, "reading a user's servers failed");
+                return Catalog::default();
+            }
+        };
+        if servers.is_empty() {
+            return Catalog::default();
+        }
+        let owner = owner_key(ctx);
+        let lists = futures::future::join_all(servers.iter().map(|s| self.tools(&owner, s))).await;
+        let mut all = Vec::with_capacity(servers.len());
+        for (server, (tools, stale, _)) in servers.iter().zip(lists) {
+            let Some(tools) = tools else { continue };
+            let read_only = marked_read_only(&server.read_only, &tools);
+            let mut list = ServerTools::new(server.id.clone(), tools.to_vec(), stale);
+            list.scan = self.config.scan;
+            list.settings = Some(Arc::new(self.settings(server, read_only)));
+            all.push(list);
+        }
+        Catalog::build(all)
+    }
+
+    async fn infos(&self, ctx: &CallContext) -> Result<Vec<UserServerInfo>, UserServerError> {
+        let owner = owner_key(ctx);
+        let servers = self.opened(ctx).await?;
+        let lists = futures::future::join_all(servers.iter().map(|s| self.tools(&owner, s))).await;
+        Ok(servers
+            .iter()
+            .zip(lists)
+            .map(|(server, (tools, _, error))| info(server, tools.as_deref(), error))
+            .collect())
+    }
+
+    /// Checks a new server, then connects to it and lists its tools (so a mistyped address
+    /// is said now, not at the first call); stores it only then.
+    async fn add(
+        &self,
+        ctx: &CallContext,
+        new: NewUserServer,
+    ) -> Result<UserServerInfo, UserServerError> {
+        let name = valid_name(&new.name)?;
+        let url = self.check_url(&new.url).await?;
+        let headers = valid_headers(&new.headers)?;
+        let plain = Zeroizing::new(
+            serde_json::to_vec(&headers)
+                .map_err(|e| UserServerError::InvalidHeader(e.to_string()))?,
+        );
+        let sealed = self.vault.seal(&Self::record_id(ctx, &name), &plain)?;
+        let row = UserServerRow {
+            name: name.clone(),
+            url: url.to_string(),
+            sealed,
+            read_only: "{}".to_owned(),
+            created_at: now_micros(),
+        };
+        let server = self
+            .open(ctx, row.clone())
+            .map_err(UserServerError::InvalidUrl)?;
+        // Checked before connecting (the store checks again as it adds).
+        let rows = self.store.user_servers(&ctx.tenant, &ctx.user).await?;
+        if rows.iter().any(|r| r.name == name) {
+            return Err(UserServerError::NameTaken(name));
+        }
+        if rows.len() >= self.config.max_per_user {
+            return Err(UserServerError::TooMany(self.config.max_per_user));
+        }
+        let owner = owner_key(ctx);
+        let (tools, _, error) = self.tools(&owner, &server).await;
+        if let Some(reason) = error {
+            self.forget(&owner, &server.id);
+            return Err(UserServerError::Unreachable(reason));
+        }
+        match self
+            .store
+            .add_user_server(&ctx.tenant, &ctx.user, &row, self.config.max_per_user)
+            .await?
+        {
+            UserServerAdded::Added => Ok(info(&server, tools.as_deref(), None)),
+            UserServerAdded::NameTaken => Err(UserServerError::NameTaken(name)),
+            UserServerAdded::Full => {
+                self.forget(&owner, &server.id);
+                Err(UserServerError::TooMany(self.config.max_per_user))
+            }
+        }
+    }
+
+    /// Closes the server's sessions and forgets its lists on this instance.
+    fn forget(&self, owner: &str, id: &ServerId) {
+        let prefix = format!("{id}#");
+        self.sessions.close(owner, &prefix);
+        self.lists()
+            .retain(|(o, key), _| !(o == owner && key.starts_with(&prefix)));
+    }
+
+    async fn remove(&self, ctx: &CallContext, name: &str) -> Result<ServerId, UserServerError> {
+        let not_found = || UserServerError::NotFound(shown(name));
+        let id = ServerId::new(&format!("{USER_SERVER_PREFIX}{name}")).ok_or_else(not_found)?;
+        let key = ConnectionKey {
+            tenant: ctx.tenant.clone(),
+            user: ctx.user.clone(),
+            server: name.to_owned(),
+        };
+        let removed = self.store.delete_user_server(&key).await?;
+        self.forget(&owner_key(ctx), &id);
+        if removed { Ok(id) } else { Err(not_found()) }
+    }
+
+    async fn mark_read_only(
+        &self,
+        ctx: &CallContext,
+        name: &str,
+        tools: &[String],
+    ) -> Result<UserServerInfo, UserServerError> {
+        let owner = owner_key(ctx);
+        let server = self
+            .opened(ctx)
+            .await?
+            .into_iter()
+            .find(|s| s.row.name == name)
+            .ok_or_else(|| UserServerError::NotFound(shown(name)))?;
+        let (listed, _, error) = self.tools(&owner, &server).await;
+        let listed = listed.unwrap_or_default();
+        let mut marks = BTreeMap::new();
+        for tool in tools {
+            let definition = listed
+                .iter()
+                .find(|t| t.name.as_ref() == tool.as_str())
+                .ok_or_else(|| UserServerError::UnknownTool {
+                    server: server.id.to_string(),
+                    tool: shown(tool),
+                })?;
+            marks.insert(
+                tool.clone(),
+                Fingerprint::of(definition).as_str().to_owned(),
+            );
+        }
+        let text = serde_json::to_string(&marks).unwrap_or_else(|_| "{}".to_owned());
+        let key = ConnectionKey {
+            tenant: ctx.tenant.clone(),
+            user: ctx.user.clone(),
+            server: name.to_owned(),
+        };
+        if !self.store.set_user_server_read_only(&key, &text).await? {
+            return Err(UserServerError::NotFound(shown(name)));
+        }
+        let server = Opened {
+            read_only: marks,
+            ..server
+        };
+        Ok(info(&server, Some(&listed), error))
+    }
+
+    /// Checks `text` at the strictest rules: `https`, no user name, a host the operator
+    /// allows, and every address it resolves to public (no loopback, private, link-local or
+    /// metadata address, whatever the server-wide settings say). The connection checks its
+    /// peer again when it is made, so a name that resolves differently later gains nothing.
+    async fn check_url(&self, text: &str) -> Result<Url, UserServerError> {
+        if text.len() > MAX_URL {
+            return Err(UserServerError::InvalidUrl(format!(
+                "longer than {MAX_URL} characters"
+            )));
+        }
+        let url =
+            Url::parse(text.trim()).map_err(|e| UserServerError::InvalidUrl(e.to_string()))?;
+        let host = match url.host() {
+            Some(Host::Domain(name)) => name.to_owned(),
+            Some(Host::Ipv4(ip)) => ip.to_string(),
+            Some(Host::Ipv6(ip)) => ip.to_string(),
+            None => return Err(UserServerError::Refused(NetError::MissingHost.to_string())),
+        };
+        let loopback_http = self.config.allow_loopback && url.scheme() == "http";
+        let strict = NetPolicy::default();
+        let policy = NetPolicy {
+            allow_http: loopback_http,
+            ..NetPolicy::default()
+        };
+        crate::net::check_url(&url, &policy).or_else(|err| match err {
+            // The tests' override: a loopback literal is checked below like any address.
+            NetError::Blocked { addr, .. } if self.config.allow_loopback && addr.is_loopback() => {
+                Ok(())
+            }
+            err => Err(UserServerError::Refused(err.to_string())),
+        })?;
+        if !self.config.host_allowed(&host) {
+            return Err(UserServerError::HostNotAllowed(host));
+        }
+        let lookup_policy = NetPolicy {
+            allow_private: true,
+            ..NetPolicy::default()
+        };
+        let resolver = ValidatingResolver::new(Arc::new(lookup_policy), self.lookup.clone());
+        let addrs = resolver
+            .resolve_checked(url.host_str().unwrap_or_default().trim_matches(['[', ']']))
+            .await
+            .map_err(|err| UserServerError::Refused(err.to_string()))?;
+        for ip in addrs {
+            check_address(ip, &strict, self.config.allow_loopback)?;
+        }
+        if loopback_http {
+            // Plain http only to loopback, even under the tests' override.
+            if !url.host().is_some_and(|h| is_loopback_host(&h)) {
+                return Err(UserServerError::Refused(
+                    NetError::Scheme {
+                        scheme: "http".to_owned(),
+                    }
+                    .to_string(),
+                ));
+            }
+        }
+        Ok(url)
+    }
+
+    /// Calls `tool` of `ctx`'s server `server` over their own session.
+    async fn call(
+        &self,
+        ctx: &CallContext,
+        server: &ServerId,
+        params: CallToolRequestParams,
+        timeout: Duration,
+        relay: Option<Arc<dyn CallRelay>>,
+    ) -> Result<CallToolResult, UpstreamError> {
+        let gone = || UpstreamError::Unavailable {
+            state: crate::upstream::ServerState::Failed,
+            last_error: Some("the server was removed".to_owned()),
+        };
+        let opened = self
+            .opened(ctx)
+            .await
+            .map_err(|err| UpstreamError::Unavailable {
+                state: crate::upstream::ServerState::Degraded,
+                last_error: Some(err.to_string()),
+            })?;
+        let found = opened.iter().find(|s| &s.id == server).ok_or_else(gone)?;
+        let config = self.server_config(found);
+        let owner = owner_key(ctx);
+        let target = Target {
+            owner: &owner,
+            key: &found.key,
+            server: &config,
+        };
+        self.sessions
+            .call_tool(&target, params, timeout, relay)
+            .await
+    }
+}
+
+/// Refuses `ip` unless public; under the tests' override a loopback address passes.
+fn check_address(
+    ip: IpAddr,
+    strict: &NetPolicy,
+    allow_loopback: bool,
+) -> Result<(), UserServerError> {
+    if allow_loopback && ip.is_loopback() {
+        return Ok(());
+    }
+    strict
+        .check_ip(ip)
+        .map_err(|err| UserServerError::Refused(err.to_string()))
+}
+
+fn is_loopback_host(host: &Host<&str>) -> bool {
+    match host {
+        Host::Domain(name) => name.eq_ignore_ascii_case("localhost"),
+        Host::Ipv4(ip) => ip.is_loopback(),
+        Host::Ipv6(ip) => ip.is_loopback(),
+    }
+}
+
+/// The names among `tools` whose definition is still the one marked read-only.
+fn marked_read_only(marks: &BTreeMap<String, String>, tools: &[Tool]) -> Vec<String> {
+    tools
+        .iter()
+        .filter(|tool| {
+            marks
+                .get(tool.name.as_ref())
+                .is_some_and(|marked| *marked == Fingerprint::of(tool).as_str())
+        })
+        .map(|tool| tool.name.to_string())
+        .collect()
+}
+
+fn info(server: &Opened, tools: Option<&Vec<Tool>>, error: Option<String>) -> UserServerInfo {
+    UserServerInfo {
+        name: server.row.name.clone(),
+        server: server.id.to_string(),
+        url: server.row.url.clone(),
+        headers: server
+            .headers
+            .iter()
+            .map(|(name, _)| name.clone())
+            .collect(),
+        read_only: tools
+            .map(|tools| marked_read_only(&server.read_only, tools))
+            .unwrap_or_default(),
+        tools: tools.map(Vec::len),
+        error,
+        created_at: crate::store::rfc3339(
+            UNIX_EPOCH + Duration::from_micros(u64::try_from(server.row.created_at).unwrap_or(0)),
+        ),
+    }
+}
+
+fn owner_key(ctx: &CallContext) -> String {
+    format!("{}\0{}", ctx.tenant, ctx.user)
+}
+
+fn now_micros() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+}
+
+/// A name shown back: cut short, anything but printable ASCII as `?`.
+fn shown(name: &str) -> String {
+    name.chars()
+        .take(40)
+        .map(|c| if c.is_ascii_graphic() { c } else { '?' })
+        .collect()
+}
+
+fn valid_name(name: &str) -> Result<String, UserServerError> {
+    let ok = (1..=MAX_NAME).contains(&name.len())
+        && name.starts_with(|c: char| c.is_ascii_lowercase())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    if ok && ServerId::new(&format!("{USER_SERVER_PREFIX}{name}")).is_some() {
+        Ok(name.to_owned())
+    } else {
+        Err(UserServerError::InvalidName)
+    }
+}
+
+/// Header names and values as HTTP takes them, none the gateway sets itself, and no value
+/// that could read as a `${VAR}` reference to the gateway's own environment. Messages name
+/// the header, never its value.
+fn valid_headers(
+    headers: &BTreeMap<String, String>,
+) -> Result<Vec<(String, String)>, UserServerError> {
+    if headers.len() > MAX_HEADERS {
+        return Err(UserServerError::InvalidHeader(format!(
+            "count: at most {MAX_HEADERS} headers"
+        )));
+    }
+    let mut out = Vec::with_capacity(headers.len());
+    for (name, value) in headers {
+        let bad = |why: &str| UserServerError::InvalidHeader(format!("`{}`: {why}", shown(name)));
+        if http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+            return Err(bad("not a valid header name"));
+        }
+        if RESERVED_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
+            return Err(bad("set by the gateway itself"));
+        }
+        if value.is_empty() || value.len() > MAX_HEADER_VALUE {
+            return Err(bad(&format!(
+                "the value must be 1 to {MAX_HEADER_VALUE} bytes"
+            )));
+        }
+        if !value
+            .bytes()
+            .all(|b| b == b' ' || b == b'\t' || (0x21..=0x7e).contains(&b))
+            || http::HeaderValue::from_str(value).is_err()
+        {
+            return Err(bad("the value must be printable ASCII"));
+        }
+        if value.contains("${") {
+            return Err(bad("the value may not contain `${`"));
+        }
+        out.push((name.clone(), value.clone()));
+    }
+    Ok(out)
+}
+
+impl Gateway {
+    /// Whether users may add their own servers here.
+    pub fn user_servers_enabled(&self) -> bool {
+        self.inner.user_servers.is_some()
+    }
+
+    fn user_servers(&self) -> Result<&UserServers, UserServerError> {
+        self.inner
+            .user_servers
+            .as_ref()
+            .ok_or(UserServerError::Disabled)
+    }
+
+    /// The servers `ctx` added, with what each lists for them now.
+    pub async fn my_servers(
+        &self,
+        ctx: &CallContext,
+    ) -> Result<Vec<UserServerInfo>, UserServerError> {
+        self.user_servers()?.infos(ctx).await
+    }
+
+    /// Adds a server for `ctx` alone (see [`UserServers::add`]), and audits it as theirs.
+    pub async fn add_my_server(
+        &self,
+        ctx: &CallContext,
+        new: NewUserServer,
+    ) -> Result<UserServerInfo, UserServerError> {
+        let added = self.user_servers()?.add(ctx, new).await?;
+        self.audit_user_server(ctx, &added.server, AccountChange::ServerAdded)
+            .await;
+        Ok(added)
+    }
+
+    /// Removes `ctx`'s server `name` and closes its connection on this instance (on the
+    /// others it closes when idle, and no call reaches it: each call reads the user's servers
+    /// from the store).
+    pub async fn remove_my_server(
+        &self,
+        ctx: &CallContext,
+        name: &str,
+    ) -> Result<(), UserServerError> {
+        let id = self.user_servers()?.remove(ctx, name).await?;
+        self.audit_user_server(ctx, id.as_str(), AccountChange::ServerRemoved)
+            .await;
+        Ok(())
+    }
+
+    /// Marks `tools` of `ctx`'s server `name` read-only (replacing the marks before): their
+    /// current definitions are called without confirmation; a changed definition needs it
+    /// again.
+    pub async fn mark_my_server_read_only(
+        &self,
+        ctx: &CallContext,
+        name: &str,
+        tools: &[String],
+    ) -> Result<UserServerInfo, UserServerError> {
+        self.user_servers()?.mark_read_only(ctx, name, tools).await
+    }
+
+    async fn audit_user_server(&self, ctx: &CallContext, server: &str, change: AccountChange) {
+        let key = ConnectionKey {
+            tenant: ctx.tenant.clone(),
+            user: ctx.user.clone(),
+            server: server.to_owned(),
+        };
+        self.audit_account(&key, &ctx.request_id, change).await;
+    }
+
+    /// `ctx`'s own servers' tools; empty when the feature is off or they have none.
+    pub(super) async fn user_catalog(&self, ctx: &CallContext) -> Option<Catalog> {
+        let servers = self.inner.user_servers.as_ref()?;
+        if !self.knows_tenant(ctx) {
+            return None;
+        }
+        let catalog = servers.catalog(ctx).await;
+        (!catalog.is_empty()).then_some(catalog)
+    }
+
+    /// Calls a tool of `ctx`'s own server.
+    pub(super) async fn call_user_server(
+        &self,
+        ctx: &CallContext,
+        server: &ServerId,
+        params: CallToolRequestParams,
+        timeout: Duration,
+        relay: Option<Arc<dyn CallRelay>>,
+    ) -> Result<CallToolResult, GatewayError> {
+        let servers = self
+            .inner
+            .user_servers
+            .as_ref()
+            .ok_or_else(|| GatewayError::NotFound {
+                name: server.to_string(),
+            })?;
+        servers
+            .call(ctx, server, params, timeout, relay)
+            .await
+            .map_err(|source| match source {
+                UpstreamError::Timeout { after } => GatewayError::Timeout { after },
+                source => GatewayError::Upstream {
+                    server: server.to_string(),
+                    source,
+                },
+            })
+    }
+}
+
+/// Whether `server` names a user's own server (configuration refuses the prefix while the
+/// feature is on).
+pub fn is_user_server(server: &ServerId) -> bool {
+    server.as_str().starts_with(USER_SERVER_PREFIX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_short_lowercase_ids() {
+        assert_eq!(valid_name("github").expect("valid"), "github");
+        assert_eq!(valid_name("my-tools-2").expect("valid"), "my-tools-2");
+        for bad in [
+            "",
+            "Git",
+            "1abc",
+            "a_b",
+            "a.b",
+            &"a".repeat(MAX_NAME + 1),
+            "ä",
+        ] {
+            assert!(
+                matches!(valid_name(bad), Err(UserServerError::InvalidName)),
+                "{bad:?}"
+            );
+        }
+        assert!(valid_name(&"a".repeat(MAX_NAME)).is_ok());
+    }
+
+    #[test]
+    fn headers_are_checked_without_quoting_values() {
+        let one = |name: &str, value: &str| {
+            valid_headers(&BTreeMap::from([(name.to_owned(), value.to_owned())]))
+        };
+        assert!(one("Authorization", "Bearer abc").is_ok());
+        assert!(one("X-Api-Key", "k1").is_ok());
+        for (name, value) in [
+            ("Host", "evil"),
+            ("mcp-session-id", "x"),
+            ("bad name", "x"),
+            ("X-Key", ""),
+            ("X-Key", "line\r\nbreak"),
+            ("X-Key", "caf\u{e9}"),
+            ("X-Key", "${MCPGATE_OAUTH_KEY}"),
+        ] {
+            let err = one(name, value).expect_err(name);
+            assert_eq!(err.code(), "invalid_header");
+            if value.len() > 2 {
+                assert!(!err.to_string().contains(value), "{err}");
+            }
+        }
+        let many: BTreeMap<String, String> = (0..=MAX_HEADERS)
+            .map(|i| (format!("x-h{i}"), "v".to_owned()))
+            .collect();
+        assert!(valid_headers(&many).is_err());
+    }
+}
