@@ -164,6 +164,18 @@
 //! write = ["/var/tmp"]             # writable beyond its working folder
 //! network = false                  # true, false, or TCP ports it may connect to: [443]
 //!
+//! # Users may add their own remote MCP servers (off by default; see docs/chat.md). On, it
+//! # needs [oauth] keys: the headers users give are sealed under them.
+//! [user_servers]
+//! enabled = false
+//! allowed_hosts = [".example.com"] # hosts, or `.suffix` for any host under it; [] = any
+//! max_per_user = 5                 # servers one user keeps (1 ..= 100)
+//! max_open_per_user = 3            # their connections open at once, per instance
+//! idle_close = "5m"                # a connection unused this long is closed
+//! connect_timeout = "10s"
+//! call_timeout = "60s"
+//! scan = "block"                   # block | warn: a poisoning-scan finding on their tools
+//!
 //! # Without an [access] section the gateway is single-tenant: every caller sees every
 //! # server. With one, a caller sees only what a grant of its tenant gives it.
 //! [access.tenants.acme]            # tenant, user and role names: 1 to 128 characters,

@@ -168,6 +168,74 @@ pub(crate) async fn contract(store: &dyn OAuthStore) {
             .expect("read"),
         None
     );
+    user_servers_contract(store).await;
+}
+
+fn server_row(name: &str, byte: u8) -> UserServerRow {
+    UserServerRow {
+        name: name.to_owned(),
+        url: format!("https://{name}.example/mcp"),
+        sealed: sealed(byte),
+        read_only: "{}".to_owned(),
+        created_at: i64::from(byte),
+    }
+}
+
+/// Users' own servers: theirs alone, by name, at most `max`, names unique per user.
+async fn user_servers_contract(store: &dyn OAuthStore) {
+    let add = |user: &'static str, name: &'static str, byte: u8| async move {
+        store
+            .add_user_server("acme", user, &server_row(name, byte), 2)
+            .await
+            .expect("add")
+    };
+    assert_eq!(add("alice", "notes", 1).await, UserServerAdded::Added);
+    assert_eq!(add("alice", "notes", 2).await, UserServerAdded::NameTaken);
+    assert_eq!(add("alice", "docs", 3).await, UserServerAdded::Added);
+    assert_eq!(add("alice", "more", 4).await, UserServerAdded::Full);
+    assert_eq!(
+        add("bob", "notes", 5).await,
+        UserServerAdded::Added,
+        "names are per user"
+    );
+    let alices = store.user_servers("acme", "alice").await.expect("list");
+    assert_eq!(
+        alices,
+        [server_row("docs", 3), server_row("notes", 1)],
+        "by name"
+    );
+    assert_eq!(
+        store.user_servers("other", "alice").await.expect("list"),
+        [],
+        "per tenant"
+    );
+    let notes = key("alice", "notes");
+    assert!(
+        store
+            .set_user_server_read_only(&notes, r#"{"echo":"f"}"#)
+            .await
+            .expect("mark")
+    );
+    assert!(
+        !store
+            .set_user_server_read_only(&key("carol", "notes"), "{}")
+            .await
+            .expect("mark")
+    );
+    let alices = store.user_servers("acme", "alice").await.expect("list");
+    assert_eq!(alices[1].read_only, r#"{"echo":"f"}"#);
+    assert!(store.delete_user_server(&notes).await.expect("delete"));
+    assert!(!store.delete_user_server(&notes).await.expect("delete"));
+    assert_eq!(
+        store.user_servers("acme", "bob").await.expect("list"),
+        [server_row("notes", 5)],
+        "another user's server of that name stays"
+    );
+    assert_eq!(
+        add("alice", "more", 6).await,
+        UserServerAdded::Added,
+        "room again"
+    );
 }
 
 #[tokio::test]

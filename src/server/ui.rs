@@ -55,6 +55,7 @@ static ASSETS: &[Asset] = &[
     asset!("chat.js", JS),
     asset!("connect.js", JS),
     asset!("dom.js", JS),
+    asset!("my_servers.js", JS),
     asset!("pin_review.js", JS),
     asset!("result.js", JS),
     asset!("schema_form.js", JS),

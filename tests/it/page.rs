@@ -38,6 +38,7 @@ use crate::support::{self, in_process};
 
 mod apps;
 mod chat;
+mod my_servers;
 mod poisoned;
 mod review;
 mod webmcp;

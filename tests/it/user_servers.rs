@@ -73,8 +73,8 @@ audience = "mcpgate"
 
 /// A remote server as a user would add: the bench fixture's tools over rmcp's Streamable
 /// HTTP server, answering only requests that carry `X-Api-Key: <key>`.
-struct KeyedUpstream {
-    url: String,
+pub(crate) struct KeyedUpstream {
+    pub(crate) url: String,
     accepted: Arc<AtomicUsize>,
     stop: CancellationToken,
 }
@@ -104,7 +104,12 @@ async fn check_key(State(keyed): State<Keyed>, request: Request, next: Next) -> 
 }
 
 impl KeyedUpstream {
-    async fn start(key: &str) -> KeyedUpstream {
+    /// Requests that carried the key.
+    pub(crate) fn accepted(&self) -> usize {
+        self.accepted.load(Ordering::SeqCst)
+    }
+
+    pub(crate) async fn start(key: &str) -> KeyedUpstream {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
             .expect("bind");
@@ -302,11 +307,7 @@ async fn the_strict_guard_refuses_what_a_user_may_not_reach() {
     }
     let (status, body) = client.get("/api/v1/me/servers", "alice").await;
     assert_eq!((status, &body["servers"]), (StatusCode::OK, &json!([])));
-    assert_eq!(
-        upstream.accepted.load(Ordering::SeqCst),
-        0,
-        "nothing reached it"
-    );
+    assert_eq!(upstream.accepted(), 0, "nothing reached it");
     served.stop().await;
 }
 
@@ -491,7 +492,7 @@ async fn a_user_adds_a_server_uses_it_alone_and_its_secret_goes_nowhere() {
         (status, &body["code"]),
         (StatusCode::BAD_REQUEST, &json!("unknown_tool"))
     );
-    assert!(upstream.accepted.load(Ordering::SeqCst) > 0);
+    assert!(upstream.accepted() > 0);
 
     // Bob cannot remove it; Alice can, and then it is gone.
     let (status, _) = client

@@ -443,3 +443,4 @@ mod gate_sections;
 mod sandbox;
 mod service;
 mod sessions;
+mod user_servers;

@@ -270,3 +270,60 @@ async fn a_fresh_file_has_no_autoincrement_audit() {
     assert!(sql.contains("id INTEGER PRIMARY KEY,"), "{sql}");
     stores.close().await;
 }
+
+/// A version 3 file (users' OAuth tables, no users' servers) gains the version 4 table and
+/// keeps what it held: the OAuth tables are not created twice.
+#[tokio::test]
+async fn a_version_3_file_gains_users_servers_and_keeps_its_connections() {
+    use crate::oauth::{ConnectionKey, ConnectionRow, ConnectionStatus, Sealed};
+    let dir = TempDir::new().expect("temp dir");
+    let path = dir.path().join("state.db");
+    let key = ConnectionKey {
+        tenant: "acme".to_owned(),
+        user: "alice".to_owned(),
+        server: "linear".to_owned(),
+    };
+    let row = ConnectionRow {
+        status: ConnectionStatus::Connected,
+        issuer: None,
+        scopes: String::new(),
+        sealed: Sealed {
+            key_id: "k".to_owned(),
+            nonce: vec![1; 12],
+            ciphertext: vec![2; 20],
+        },
+        connected_at: 1,
+        updated_at: 1,
+    };
+    let stores = open_sqlite(&path).await.expect("open");
+    stores
+        .oauth()
+        .put_connection(&key, &row)
+        .await
+        .expect("put");
+    for statement in ["DROP TABLE user_servers", "PRAGMA user_version = 3"] {
+        sqlx::query(statement)
+            .execute(&stores.pool)
+            .await
+            .expect("made version 3");
+    }
+    stores.close().await;
+    let stores = open_sqlite(&path).await.expect("the file is migrated");
+    assert_eq!(
+        pragma::<i64>(&stores, "PRAGMA user_version").await,
+        SCHEMA_VERSION
+    );
+    assert_eq!(
+        stores.oauth().connection(&key).await.expect("read"),
+        Some(row)
+    );
+    assert_eq!(
+        stores
+            .oauth()
+            .user_servers("acme", "alice")
+            .await
+            .expect("the new table answers"),
+        []
+    );
+    stores.close().await;
+}

@@ -6,6 +6,7 @@
 import { ApiError, api, errorOf, rejected, send, session } from './api.js';
 import { appContexts, teardownApps } from './apps.js';
 import { h, plural, replace, say } from './dom.js';
+import { MyServers } from './my_servers.js';
 import { sseEvents } from './sse.js';
 import { ToolCard } from './tool_card.js';
 
@@ -31,6 +32,7 @@ export class Chat {
     this.approvalsBar = root.querySelector('#approvals-bar');
     this.serverBox = root.querySelector('#chat-servers');
     this.serverList = root.querySelector('.chat-server-list');
+    this.myServers = new MyServers(root.querySelector('#my-servers'), () => this.loadServers());
     this.messages = [];
     this.turn = null;
     this.form.addEventListener('submit', (event) => {
@@ -57,6 +59,7 @@ export class Chat {
     this.prompt.focus();
     this.checkModel();
     this.loadServers();
+    this.myServers.load();
   }
 
   /**

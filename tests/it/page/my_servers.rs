@@ -1,0 +1,84 @@
+//! A user's own servers in the page (tests/browser/my_servers.mjs): hidden where the operator
+//! has not enabled them; added with an API key, a tool marked read-only, removed. The gateway
+//! side: the key reached the server, the audit has the user's records, and the key is in no
+//! response the page received (the script checks the page itself).
+
+use mcpgate::{
+    config::{Env, UserServersConfig},
+    gateway::Gateway,
+};
+
+use super::{PageService, jwt, run_script, servers};
+use crate::{support, user_servers::KeyedUpstream};
+
+const OAUTH_KEY: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+
+async fn gateway(enabled: bool) -> Gateway {
+    let mut config = support::config(servers());
+    if enabled {
+        config.user_servers = UserServersConfig {
+            enabled: true,
+            allow_loopback: true,
+            ..UserServersConfig::default()
+        };
+        config.oauth.keys = vec![mcpgate::config::SecretTemplate::new("${MCPGATE_OAUTH_KEY}")];
+    }
+    let options = mcpgate::gateway::GatewayOptions {
+        env: Env::from_pairs([("MCPGATE_OAUTH_KEY", OAUTH_KEY)]),
+        ..support::options()
+    };
+    let gateway = Gateway::start(config, options).await.expect("starts");
+    gateway.wait_ready(support::WAIT).await;
+    gateway
+}
+
+#[tokio::test]
+async fn a_user_adds_marks_and_removes_a_server_of_their_own() {
+    let key = format!("page-key-{}", mcpgate::digest::random_hex(8));
+    let upstream = KeyedUpstream::start(&key).await;
+    let off = PageService::start(gateway(false).await).await;
+    let on = PageService::start(gateway(true).await).await;
+    let token = jwt("ada", &["admin"]);
+    run_script(
+        "my_servers.mjs",
+        &[
+            ("MCPGATE_URL", &on.base),
+            ("MCPGATE_OFF_URL", &off.base),
+            ("MCPGATE_TOKEN", &token),
+            ("MCPGATE_UPSTREAM", &upstream.url),
+            ("MCPGATE_KEY", &key),
+        ],
+        &[
+            "without the feature the page offers no server of your own",
+            "a server is added with its key, which never shows again",
+            "a tool is marked read-only",
+            "the server is removed",
+        ],
+    )
+    .await;
+    assert!(upstream.accepted() > 0, "the key reached the server");
+    let records = on
+        .gateway
+        .audit_store()
+        .query(mcpgate::store::AuditQuery {
+            limit: 100,
+            ..Default::default()
+        })
+        .await
+        .expect("the audit answers");
+    let decisions: Vec<(&str, &str)> = records
+        .iter()
+        .filter(|(_, r)| r.server == "user-notes")
+        .map(|(_, r)| (r.user.as_str(), r.decision.as_str()))
+        .collect();
+    assert!(
+        decisions.contains(&("ada", "user_server_added")),
+        "{decisions:?}"
+    );
+    assert!(
+        decisions.contains(&("ada", "user_server_removed")),
+        "{decisions:?}"
+    );
+    off.stop().await;
+    on.stop().await;
+}
