@@ -136,3 +136,33 @@ async fn closing_a_key_waits_for_its_calls_and_a_dead_session_is_replaced() {
         "a new connection, not the dead one"
     );
 }
+
+/// A user's servers' sessions: their own bound and idle time, and closing by a key's prefix
+/// (a server removed) leaves the others open.
+#[tokio::test(start_paused = true)]
+async fn a_bounded_set_keeps_its_own_limits_and_closes_by_prefix() {
+    let sessions = CallerSessions::<Fake>::bounded(2, Duration::from_secs(10));
+    let (a, b, c) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    drop(lease(&sessions, "user-a#1", &a).await);
+    tokio::time::advance(Duration::from_secs(1)).await;
+    drop(lease(&sessions, "user-b#1", &b).await);
+    tokio::time::advance(Duration::from_secs(1)).await;
+    drop(lease(&sessions, "user-c#1", &c).await);
+    assert_eq!(sessions.len(), 2, "at its bound of two");
+    assert!(a.load(Ordering::SeqCst), "the least recently used went");
+    sessions.close_matching(|key| key.starts_with("user-b#"));
+    assert!(b.load(Ordering::SeqCst));
+    assert!(!c.load(Ordering::SeqCst));
+    assert_eq!(sessions.len(), 1);
+    tokio::time::advance(Duration::from_secs(10)).await;
+    sessions.prune();
+    assert!(
+        c.load(Ordering::SeqCst),
+        "closed once idle for its own time"
+    );
+    assert_eq!(sessions.len(), 0);
+}

@@ -31,7 +31,8 @@ use crate::support::ServedBinary;
 
 const SECRET: &str = "user-servers-test-secret-of-enough-length-0123";
 const ISSUER: &str = "https://issuer.test/";
-const OAUTH_KEY: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+pub(crate) const OAUTH_KEY: &str =
+    "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
 
 /// A token for `user` of tenant `local`, valid for ten minutes.
 fn token(user: &str, roles: &[&str]) -> String {
@@ -573,4 +574,121 @@ async fn a_user_adds_a_server_uses_it_alone_and_its_secret_goes_nowhere() {
         );
     }
     drop(upstream);
+}
+
+/// The gateway as a library, with `[user_servers]` on under the loopback override.
+async fn library_gateway(max_per_user: usize) -> mcpgate::gateway::Gateway {
+    use mcpgate::config::{SecretTemplate, UserServersConfig};
+    let mut config = crate::support::config(vec![crate::support::no_confirm(
+        crate::support::in_process("demo", mcpgate::fixtures::demo::DemoServer::new()),
+    )]);
+    config.user_servers = UserServersConfig {
+        enabled: true,
+        allow_loopback: true,
+        max_per_user,
+        connect_timeout: std::time::Duration::from_secs(2),
+        ..UserServersConfig::default()
+    };
+    config.oauth.keys = vec![SecretTemplate::new("${MCPGATE_OAUTH_KEY}")];
+    let options = mcpgate::gateway::GatewayOptions {
+        env: mcpgate::config::Env::from_pairs([("MCPGATE_OAUTH_KEY", OAUTH_KEY)]),
+        ..crate::support::options()
+    };
+    let gateway = mcpgate::gateway::Gateway::start(config, options)
+        .await
+        .expect("starts");
+    gateway.wait_ready(crate::support::WAIT).await;
+    gateway
+}
+
+fn caller(user: &str) -> mcpgate::policy::CallContext {
+    mcpgate::policy::CallContext {
+        tenant: "local".into(),
+        user: user.into(),
+        session: format!("{user}-session"),
+        roles: vec![],
+        request_id: "user-servers".into(),
+    }
+}
+
+fn new_server(name: &str, url: &str, key: &str) -> mcpgate::gateway::NewUserServer {
+    mcpgate::gateway::NewUserServer {
+        name: name.into(),
+        url: url.into(),
+        headers: [("X-Api-Key".to_owned(), key.to_owned())].into(),
+    }
+}
+
+#[tokio::test]
+async fn a_conversation_may_select_its_users_own_server_and_a_dead_one_holds_no_one_else() {
+    use mcpgate::gateway::SelectionError;
+    let gateway = library_gateway(2).await;
+    let (alice, bob) = (caller("alice"), caller("bob"));
+    let live = KeyedUpstream::start("k1").await;
+    let dying = KeyedUpstream::start("k2").await;
+    gateway
+        .add_my_server(&alice, new_server("live", &live.url, "k1"))
+        .await
+        .expect("added");
+    gateway
+        .add_my_server(&alice, new_server("dying", &dying.url, "k2"))
+        .await
+        .expect("added");
+    let err = gateway
+        .add_my_server(&alice, new_server("third", &live.url, "k1"))
+        .await
+        .expect_err("over the cap");
+    assert_eq!(err.code(), "too_many_servers");
+
+    // Selecting: Alice's own server is hers to name; to Bob it does not exist.
+    let ids = |list: &[&str]| list.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+    let chosen = gateway
+        .selectable_servers(&alice, &ids(&["user-live", "demo"]))
+        .await
+        .expect("alice's own and the demo");
+    assert_eq!(
+        chosen.iter().map(|s| s.as_str()).collect::<Vec<_>>(),
+        ["user-live", "demo"]
+    );
+    assert_eq!(
+        gateway.selectable_servers(&bob, &ids(&["user-live"])).await,
+        Err(SelectionError::UnknownServer("user-live".into()))
+    );
+    let offered: Vec<String> = gateway
+        .model_tools(&alice)
+        .await
+        .into_iter()
+        .map(|t| t.function_name)
+        .collect();
+    assert!(offered.iter().any(|n| n == "user-live_echo"), "{offered:?}");
+    assert!(
+        offered.iter().any(|n| n == "user-dying_echo"),
+        "{offered:?}"
+    );
+
+    // One of Alice's servers dies: her other server still answers, her listing still comes
+    // (from the last list), and Bob's calls never touch either.
+    drop(dying);
+    let reads = tokio::time::timeout(crate::support::WAIT, async {
+        let tools = gateway.list_tools(&alice).await;
+        let bobs = gateway.list_tools(&bob).await;
+        (tools, bobs)
+    })
+    .await
+    .expect("listings answer in time");
+    assert!(reads.0.iter().any(|t| t.canonical == "user-live.echo"));
+    assert!(
+        !reads
+            .1
+            .iter()
+            .any(|t| t.server.as_str().starts_with("user-"))
+    );
+    let demo = gateway
+        .call_tool(&bob, "demo.echo", json!({ "message": "bob" }), None)
+        .await
+        .expect("bob's call runs");
+    assert!(demo.text().contains("bob"));
+    let servers = gateway.my_servers(&alice).await.expect("listed");
+    assert_eq!(servers.len(), 2);
+    gateway.shutdown().await;
 }

@@ -9,9 +9,10 @@ use mcpgate::{
 };
 
 use super::{PageService, jwt, run_script, servers};
-use crate::{support, user_servers::KeyedUpstream};
-
-const OAUTH_KEY: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+use crate::{
+    support,
+    user_servers::{KeyedUpstream, OAUTH_KEY},
+};
 
 async fn gateway(enabled: bool) -> Gateway {
     let mut config = support::config(servers());
