@@ -161,12 +161,17 @@ struct Opened {
     key: String,
 }
 
-/// A tool list read from a user's server, and when.
+/// A tool list read from a user's server, and when; after a failure, the list before it (if
+/// any) and why.
 struct Listed {
-    tools: Arc<Vec<Tool>>,
+    tools: Option<Arc<Vec<Tool>>>,
     at: Instant,
     error: Option<String>,
 }
+
+/// How long a server that failed to list is not asked again: a black-holed address would
+/// otherwise hold each of its owner's listings for the whole connect deadline.
+const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(15);
 
 /// Every user's servers on this instance: their sessions and last tool lists.
 pub(super) struct UserServers {
@@ -331,18 +336,23 @@ impl UserServers {
     }
 
     /// The server's tools: the last list while fresh, else listed again (bounded by the
-    /// connect and list deadlines); on failure the last list, marked stale.
+    /// connect and list deadlines); on failure the last list, marked stale, and the server is
+    /// not asked again for [`RETRY_AFTER_FAILURE`].
     async fn tools(
         &self,
         owner: &str,
         server: &Opened,
     ) -> (Option<Arc<Vec<Tool>>>, bool, Option<String>) {
         let cache_key = (owner.to_owned(), server.key.clone());
-        if let Some(listed) = self.lists().get(&cache_key)
-            && listed.error.is_none()
-            && listed.at.elapsed() < self.ttl
-        {
-            return (Some(listed.tools.clone()), false, None);
+        if let Some(listed) = self.lists().get(&cache_key) {
+            let age = listed.at.elapsed();
+            match &listed.error {
+                None if age < self.ttl => return (listed.tools.clone(), false, None),
+                Some(reason) if age < RETRY_AFTER_FAILURE => {
+                    return (listed.tools.clone(), true, Some(reason.clone()));
+                }
+                _ => {}
+            }
         }
         let config = self.server_config(server);
         let target = Target {
@@ -352,34 +362,29 @@ impl UserServers {
         };
         let listed = self.sessions.list_tools(&target, self.list_timeout).await;
         let mut lists = self.lists();
-        match listed {
+        let previous = lists.get(&cache_key).and_then(|l| l.tools.clone());
+        let (entry, answer) = match listed {
             Ok(tools) => {
-                let tools = Arc::new(tools);
-                lists.insert(
-                    cache_key,
-                    Listed {
-                        tools: tools.clone(),
-                        at: Instant::now(),
-                        error: None,
-                    },
-                );
-                (Some(tools), false, None)
+                let tools = Some(Arc::new(tools));
+                let entry = Listed {
+                    tools: tools.clone(),
+                    at: Instant::now(),
+                    error: None,
+                };
+                (entry, (tools, false, None))
             }
             Err(err) => {
                 let reason = err.to_string();
-                let previous = lists.get(&cache_key).map(|l| l.tools.clone());
-                let tools = previous.clone().unwrap_or_default();
-                lists.insert(
-                    cache_key,
-                    Listed {
-                        tools,
-                        at: Instant::now(),
-                        error: Some(reason.clone()),
-                    },
-                );
-                (previous, true, Some(reason))
+                let entry = Listed {
+                    tools: previous.clone(),
+                    at: Instant::now(),
+                    error: Some(reason.clone()),
+                };
+                (entry, (previous, true, Some(reason)))
             }
-        }
+        };
+        lists.insert(cache_key, entry);
+        answer
     }
 
     /// `ctx`'s own catalog: their servers' tools, scanned and fingerprinted, each carrying

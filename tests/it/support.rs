@@ -137,9 +137,31 @@ pub async fn gateway(config: Config) -> Gateway {
     gateway
 }
 
+/// The `[oauth]` key tests seal users' secrets with, in every test gateway's environment as
+/// `MCPGATE_TEST_OAUTH_KEY`.
+pub const TEST_OAUTH_KEY: &str = "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+
+/// Turns users' own servers on in `config`, under the tests' loopback override, with the
+/// tests' key.
+pub fn with_user_servers(config: &mut Config) {
+    config.user_servers = mcpgate::config::UserServersConfig {
+        enabled: true,
+        allow_loopback: true,
+        ..mcpgate::config::UserServersConfig::default()
+    };
+    config.oauth.keys = vec![mcpgate::config::SecretTemplate::new(
+        "${MCPGATE_TEST_OAUTH_KEY}",
+    )];
+}
+
 pub fn options() -> GatewayOptions {
+    let process = std::env::vars_os()
+        .filter_map(|(k, v)| Some((k.into_string().ok()?, v.into_string().ok()?)));
     GatewayOptions {
-        env: Env::from_process(),
+        env: Env::from_pairs(process.chain([(
+            "MCPGATE_TEST_OAUTH_KEY".to_owned(),
+            TEST_OAUTH_KEY.to_owned(),
+        )])),
         supervisor: Some(mcpgate_bin()),
         ..GatewayOptions::default()
     }

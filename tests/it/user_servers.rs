@@ -31,8 +31,7 @@ use crate::support::ServedBinary;
 
 const SECRET: &str = "user-servers-test-secret-of-enough-length-0123";
 const ISSUER: &str = "https://issuer.test/";
-pub(crate) const OAUTH_KEY: &str =
-    "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f";
+const OAUTH_KEY: &str = crate::support::TEST_OAUTH_KEY;
 
 /// A token for `user` of tenant `local`, valid for ten minutes.
 fn token(user: &str, roles: &[&str]) -> String {
@@ -578,27 +577,13 @@ async fn a_user_adds_a_server_uses_it_alone_and_its_secret_goes_nowhere() {
 
 /// The gateway as a library, with `[user_servers]` on under the loopback override.
 async fn library_gateway(max_per_user: usize) -> mcpgate::gateway::Gateway {
-    use mcpgate::config::{SecretTemplate, UserServersConfig};
     let mut config = crate::support::config(vec![crate::support::no_confirm(
         crate::support::in_process("demo", mcpgate::fixtures::demo::DemoServer::new()),
     )]);
-    config.user_servers = UserServersConfig {
-        enabled: true,
-        allow_loopback: true,
-        max_per_user,
-        connect_timeout: std::time::Duration::from_secs(2),
-        ..UserServersConfig::default()
-    };
-    config.oauth.keys = vec![SecretTemplate::new("${MCPGATE_OAUTH_KEY}")];
-    let options = mcpgate::gateway::GatewayOptions {
-        env: mcpgate::config::Env::from_pairs([("MCPGATE_OAUTH_KEY", OAUTH_KEY)]),
-        ..crate::support::options()
-    };
-    let gateway = mcpgate::gateway::Gateway::start(config, options)
-        .await
-        .expect("starts");
-    gateway.wait_ready(crate::support::WAIT).await;
-    gateway
+    crate::support::with_user_servers(&mut config);
+    config.user_servers.max_per_user = max_per_user;
+    config.user_servers.connect_timeout = std::time::Duration::from_secs(2);
+    crate::support::gateway(config).await
 }
 
 fn caller(user: &str) -> mcpgate::policy::CallContext {

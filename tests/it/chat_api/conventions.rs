@@ -10,7 +10,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use super::{Chat, Events, find, user};
-use crate::scripted_llm::Reply;
+use crate::{scripted_llm::Reply, support};
 
 /// Fields whose contents are not the gateway's own words: a tool's arguments, schemas and
 /// structured results as the upstream or the model wrote them, MCP `_meta`.
@@ -150,7 +150,8 @@ async fn every_route_and_event_writes_camel_case_names_and_rfc3339_times() {
             ]),
             Reply::text("All done."),
         ],
-        |_| {},
+        // Users' own servers on, so their route is read too.
+        support::with_user_servers,
     )
     .await;
 

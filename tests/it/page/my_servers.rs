@@ -3,34 +3,17 @@
 //! side: the key reached the server, the audit has the user's records, and the key is in no
 //! response the page received (the script checks the page itself).
 
-use mcpgate::{
-    config::{Env, UserServersConfig},
-    gateway::Gateway,
-};
+use mcpgate::gateway::Gateway;
 
 use super::{PageService, jwt, run_script, servers};
-use crate::{
-    support,
-    user_servers::{KeyedUpstream, OAUTH_KEY},
-};
+use crate::{support, user_servers::KeyedUpstream};
 
 async fn gateway(enabled: bool) -> Gateway {
     let mut config = support::config(servers());
     if enabled {
-        config.user_servers = UserServersConfig {
-            enabled: true,
-            allow_loopback: true,
-            ..UserServersConfig::default()
-        };
-        config.oauth.keys = vec![mcpgate::config::SecretTemplate::new("${MCPGATE_OAUTH_KEY}")];
+        support::with_user_servers(&mut config);
     }
-    let options = mcpgate::gateway::GatewayOptions {
-        env: Env::from_pairs([("MCPGATE_OAUTH_KEY", OAUTH_KEY)]),
-        ..support::options()
-    };
-    let gateway = Gateway::start(config, options).await.expect("starts");
-    gateway.wait_ready(support::WAIT).await;
-    gateway
+    support::gateway(config).await
 }
 
 #[tokio::test]
