@@ -450,6 +450,21 @@ pub(super) fn duration(
     }
 }
 
+/// `section.field`'s duration when written and within `range`, else `default` (a problem is
+/// reported for a bad one).
+pub(super) fn duration_or(
+    value: Option<&RawDuration>,
+    path: (&str, &str),
+    range: &RangeInclusive<Duration>,
+    default: Duration,
+    report: &mut Report,
+) -> Duration {
+    let (section, field) = path;
+    value
+        .and_then(|v| duration(v, range, &format!("{section}.{field}"), report))
+        .unwrap_or(default)
+}
+
 /// A count within `range`, or a problem at `path`.
 pub(super) fn count<T>(
     raw: u64,

@@ -28,8 +28,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::support::{ServedBinary, WAIT, free_port, wait_for_async};
 
-const SECRET: &str = "cluster-test-secret-of-enough-length-0123456789";
-const ISSUER: &str = "https://issuer.test/";
+pub(crate) const SECRET: &str = "cluster-test-secret-of-enough-length-0123456789";
+pub(crate) const ISSUER: &str = "https://issuer.test/";
 
 /// A Redis server of the test's own.
 pub struct RedisServer {

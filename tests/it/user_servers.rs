@@ -18,7 +18,6 @@ use axum::{
     middleware::{self, Next},
     response::{IntoResponse, Response},
 };
-use jsonwebtoken::{EncodingKey, Header, encode};
 use mcpgate::fixtures::{Fixture, handler};
 use reqwest::StatusCode;
 use rmcp::transport::streamable_http_server::{
@@ -29,25 +28,11 @@ use tokio_util::sync::CancellationToken;
 
 use crate::support::ServedBinary;
 
-const SECRET: &str = "user-servers-test-secret-of-enough-length-0123";
-const ISSUER: &str = "https://issuer.test/";
-const OAUTH_KEY: &str = crate::support::TEST_OAUTH_KEY;
+use crate::cluster::{ISSUER, SECRET};
 
 /// A token for `user` of tenant `local`, valid for ten minutes.
 fn token(user: &str, roles: &[&str]) -> String {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .expect("clock")
-        .as_secs();
-    encode(
-        &Header::default(),
-        &json!({
-            "iss": ISSUER, "aud": "mcpgate", "sub": user, "tenant": "local", "roles": roles,
-            "iat": now, "nbf": now, "exp": now + 600,
-        }),
-        &EncodingKey::from_secret(SECRET.as_bytes()).expect("key"),
-    )
-    .expect("token")
+    crate::cluster::token_with_roles("local", user, roles)
 }
 
 /// The gateway's configuration (no server of the operator's): JWT auth, and `user_servers` as
@@ -226,7 +211,7 @@ async fn serve(dir: &std::path::Path, user_servers: Option<&str>) -> ServedBinar
         Some(&config(user_servers)),
         &[
             ("MCPGATE_JWT_SECRET", SECRET),
-            ("MCPGATE_OAUTH_KEY", OAUTH_KEY),
+            ("MCPGATE_OAUTH_KEY", crate::support::TEST_OAUTH_KEY),
             ("MCPGATE_LOG", "trace"),
             ("MCPGATE_TEST_STDERR_FILE", &log),
         ],

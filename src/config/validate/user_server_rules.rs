@@ -3,7 +3,7 @@
 
 use std::{ops::RangeInclusive, time::Duration};
 
-use super::{Report, count, duration};
+use super::{Report, count, duration_or};
 use crate::config::{
     OAuthConfig, ScanMode, ServerConfig, ServiceConfig, USER_SERVER_PREFIX, UserServersConfig,
     normal_host,
@@ -24,10 +24,13 @@ pub(super) fn section(raw: &RawUserServers, report: &mut Report) -> UserServersC
                 range: &RangeInclusive<Duration>,
                 default: Duration,
                 report: &mut Report| {
-        value
-            .as_ref()
-            .and_then(|v| duration(v, range, &format!("user_servers.{field}"), report))
-            .unwrap_or(default)
+        duration_or(
+            value.as_ref(),
+            ("user_servers", field),
+            range,
+            default,
+            report,
+        )
     };
     let mut allowed_hosts = Vec::new();
     for (i, entry) in raw

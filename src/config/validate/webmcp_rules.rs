@@ -2,7 +2,7 @@
 
 use std::{ops::RangeInclusive, time::Duration};
 
-use super::{Report, count, duration};
+use super::{Report, count, duration_or};
 use crate::config::{
     Confirm, PageVisibility, ScanMode, WEBMCP_PREFIX, WebMcpConfig,
     raw::{RawConfirm, RawReaction, RawWebMcp},
@@ -25,10 +25,7 @@ pub(super) fn section(raw: &RawWebMcp, report: &mut Report) -> WebMcpConfig {
                 range: &RangeInclusive<Duration>,
                 default: Duration,
                 report: &mut Report| {
-        value
-            .as_ref()
-            .and_then(|v| duration(v, range, &format!("webmcp.{field}"), report))
-            .unwrap_or(default)
+        duration_or(value.as_ref(), ("webmcp", field), range, default, report)
     };
     let size = |value: Option<u64>,
                 field: &str,
