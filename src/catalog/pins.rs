@@ -45,7 +45,7 @@ impl Pins {
         self.set(tool.server.clone(), &tool.upstream.name, &tool.fingerprint);
         self.definitions.insert(
             tool.fingerprint.as_str().to_owned(),
-            definition(&tool.upstream),
+            definition(tool.received()),
         );
     }
 

@@ -245,6 +245,32 @@ pub struct ServerConfig {
     pub source: ServerSource,
     /// `auth = "oauth"`: calls carry each user's own token (HTTP servers).
     pub oauth: Option<UpstreamOAuth>,
+    /// By upstream tool name, in name order: what models and clients see instead of the
+    /// upstream's own title and description.
+    pub overrides: Vec<(String, ToolOverride)>,
+}
+
+/// An operator's replacement for a tool's title and description (`[servers.x.overrides.tool]`).
+/// Applied after discovery: the tool's fingerprint, its pin and rug-pull detection are of the
+/// upstream's own definition.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ToolOverride {
+    pub title: Option<String>,
+    pub description: Option<String>,
+}
+
+impl ToolOverride {
+    /// `tool` as models and clients see it with this override.
+    pub fn apply(&self, tool: &rmcp::model::Tool) -> rmcp::model::Tool {
+        let mut shown = tool.clone();
+        if let Some(title) = &self.title {
+            shown.title = Some(title.clone());
+        }
+        if let Some(description) = &self.description {
+            shown.description = Some(description.clone().into());
+        }
+        shown
+    }
 }
 
 /// Whose upstream session a relayed tool call goes over.
@@ -314,7 +340,16 @@ impl ServerConfig {
             tool_timeouts: Vec::new(),
             source: ServerSource::Code,
             oauth: None,
+            overrides: Vec::new(),
         }
+    }
+
+    /// The override of upstream tool `name`, if any.
+    pub fn override_of(&self, name: &str) -> Option<&ToolOverride> {
+        self.overrides
+            .binary_search_by(|(tool, _)| tool.as_str().cmp(name))
+            .ok()
+            .map(|i| &self.overrides[i].1)
     }
 
     /// Whether the tool allow/deny lists let `tool` (an upstream name) through.

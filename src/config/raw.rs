@@ -87,6 +87,11 @@
 //! [servers.github.tool_timeouts]   # per tool, by upstream tool name
 //! search_repositories = "2m"
 //!
+//! [servers.github.overrides.create_issue]  # what models and clients see instead of the
+//! title = "Open an issue"                  # upstream's own title and description (pins and
+//! description = "Opens an issue in a repository the user names."  # rug pulls still compare
+//!                                          # the upstream's definition)
+//!
 //! # `mcpgate serve`. Besides auth, the values shown are the defaults.
 //! [server]
 //! listen = "127.0.0.1:8080"        # IP address and port; MCPGATE_LISTEN wins over it, and
@@ -565,6 +570,16 @@ server_fields! {
     sessions: RawSessions,
     auth: RawUpstreamAuth,
     oauth: RawServerOAuth,
+    overrides: BTreeMap<String, RawToolOverride>,
+}
+
+/// One tool's entry of a server's `overrides` table: what models and clients see instead of
+/// the upstream's own title and description.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawToolOverride {
+    pub title: Option<String>,
+    pub description: Option<String>,
 }
 
 /// `auth` of a server.

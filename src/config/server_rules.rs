@@ -10,7 +10,7 @@ use url::{Host, Url};
 
 use super::{
     Confirm, Env, HttpConfig, HttpKind, OnChange, Sandbox, ScanMode, SecretTemplate, ServerConfig,
-    ServerId, Sessions, StdioConfig, TransportConfig, UpstreamOAuth,
+    ServerId, Sessions, StdioConfig, ToolOverride, TransportConfig, UpstreamOAuth,
     limit_rules::TIMEOUT_RANGE,
     raw::{RawConfirm, RawReaction, RawServer, RawSessions, RawTransport, RawUpstreamAuth},
     sandbox_rules,
@@ -101,10 +101,13 @@ pub(super) fn validate(
         }
     }
 
+    let overrides = overrides(raw, &f, report);
+
     if !cx.enabled || report.problem_count() > before {
         return None;
     }
     let mut server = ServerConfig::new(id, transport?);
+    server.overrides = overrides;
     server.allow_private = raw.allow_private.unwrap_or(false);
     // The effective rule, decided here once: the network layer applies it as it stands.
     server.allow_http = match &server.transport {
@@ -152,6 +155,49 @@ pub(super) fn validate(
     server.tool_timeouts = tool_timeouts;
     server.oauth = upstream_oauth(raw, &f, &server.transport, report)?;
     Some(server)
+}
+
+/// Longest overriding title or description: longer than any real one, short enough that a
+/// catalog of them stays small.
+const MAX_OVERRIDE_CHARS: usize = 16 * 1024;
+
+/// The `overrides` table: by upstream tool name, a title, a description or both.
+fn overrides(raw: &RawServer, f: &Fields<'_>, report: &mut Report) -> Vec<(String, ToolOverride)> {
+    let mut out = Vec::new();
+    for (tool, entry) in raw.overrides.iter().flatten() {
+        let at = join(&f.path("overrides"), tool);
+        if tool.trim().is_empty() {
+            report.problem(at, "names no tool");
+            continue;
+        }
+        if entry.title.is_none() && entry.description.is_none() {
+            report.problem(at, "overrides nothing: give `title`, `description` or both");
+            continue;
+        }
+        let mut fine = true;
+        for (field, text) in [("title", &entry.title), ("description", &entry.description)] {
+            if text
+                .as_ref()
+                .is_some_and(|t| t.chars().count() > MAX_OVERRIDE_CHARS)
+            {
+                report.problem(
+                    format!("{at}.{field}"),
+                    format!("is longer than {MAX_OVERRIDE_CHARS} characters"),
+                );
+                fine = false;
+            }
+        }
+        if fine {
+            out.push((
+                tool.clone(),
+                ToolOverride {
+                    title: entry.title.clone(),
+                    description: entry.description.clone(),
+                },
+            ));
+        }
+    }
+    out
 }
 
 /// `auth = "oauth"` and its `oauth` table: HTTP servers only, without an `Authorization`

@@ -627,6 +627,7 @@ impl Gateway {
                 let mut list = ServerTools::new(status.id, tools, status.stale);
                 list.on_change = config.on_change;
                 list.scan = config.scan;
+                list.overrides = config.overrides.clone();
                 Some(list)
             })
             .collect::<Vec<_>>();

@@ -95,7 +95,7 @@ impl Gateway {
             server: tool.server.to_string(),
             status: tool.status.as_str(),
             live_fingerprint: tool.fingerprint.as_str().to_owned(),
-            live: serde_json::from_str(&definition(&tool.upstream)).unwrap_or(Value::Null),
+            live: serde_json::from_str(&definition(tool.received())).unwrap_or(Value::Null),
             pinned_fingerprint,
             pinned,
         })

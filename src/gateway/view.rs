@@ -7,7 +7,7 @@ use crate::catalog::{CatalogTool, ToolStatus};
 
 impl Gateway {
     /// `name`, `functionName`, `title`, `description`, `inputSchema`, `server`,
-    /// `requiresConfirmation`, `fingerprint`, `status`, `statusReason`, `findings`.
+    /// `requiresConfirmation`, `fingerprint`, `status`, `statusReason`, `overridden`, `findings`.
     pub fn tool_json(&self, tool: &CatalogTool) -> Value {
         json!({
             "name": tool.canonical,
@@ -24,6 +24,11 @@ impl Gateway {
                 ToolStatus::Quarantined { reason } => Some(reason.as_str()),
                 _ => None,
             },
+            // What the upstream itself says, when the operator's override replaced it.
+            "overridden": tool.received.as_ref().map(|own| json!({
+                "title": own.title,
+                "description": own.description,
+            })),
             "findings": tool.findings.iter().map(|f| json!({
                 "code": f.code.as_str(),
                 "severity": f.severity.as_str(),

@@ -178,3 +178,41 @@ fn defaults_apply_to_a_bare_server() {
     };
     assert_eq!(http.kind, HttpKind::Auto);
 }
+
+#[test]
+fn overrides_replace_titles_and_descriptions_by_upstream_name() {
+    let server = ok("url = \"https://mcp.example.com/mcp\"\n\
+         [overrides.send]\ndescription = \"Sends a message.\"\n\
+         [overrides.\"a.b\"]\ntitle = \"A B\"\n");
+    assert_eq!(
+        server.override_of("send"),
+        Some(&ToolOverride {
+            title: None,
+            description: Some("Sends a message.".to_owned()),
+        })
+    );
+    assert_eq!(
+        server.override_of("a.b").and_then(|o| o.title.as_deref()),
+        Some("A B")
+    );
+    assert_eq!(server.override_of("other"), None);
+    let got = problems(&format!(
+        "url = \"https://mcp.example.com/mcp\"\n\
+         [overrides.\" \"]\ntitle = \"x\"\n\
+         [overrides.empty]\n\
+         [overrides.long]\ndescription = \"{}\"\n",
+        "x".repeat(MAX_OVERRIDE_CHARS + 1)
+    ));
+    let joined = got.join("\n");
+    for expected in [
+        "servers.s.overrides.\" \": names no tool",
+        "servers.s.overrides.empty: overrides nothing",
+        "servers.s.overrides.long.description: is longer than",
+    ] {
+        assert!(joined.contains(expected), "{expected} in:\n{joined}");
+    }
+    let renamed = toml::from_str::<RawServer>(
+        "url = \"https://mcp.example.com/mcp\"\n[overrides.send]\nname = \"x\"\n",
+    );
+    assert!(renamed.is_err(), "a tool's name cannot be overridden");
+}

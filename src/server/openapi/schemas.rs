@@ -141,6 +141,11 @@ fn core_schemas() -> Value {
             "fingerprint": string(),
             "status": { "enum": ["ok", "stale", "quarantined", "pending"] },
             "statusReason": nullable_string(),
+            "overridden": {
+                "type": ["object", "null"],
+                "description": "The upstream's own title and description, when the operator's override (`[servers.x.overrides.tool]`) replaced them in `title` and `description`.",
+                "properties": { "title": nullable_string(), "description": nullable_string() },
+            },
             "findings": list_of("Finding"),
         })),
         "ToolList": object(json!({ "tools": list_of("Tool") })),

@@ -295,3 +295,77 @@ async fn under_scan_block_a_poisoned_tool_is_quarantined() {
     assert_eq!(out.text(), "clock called");
     gw.shutdown().await;
 }
+
+/// An operator's override changes what models see and nothing of what is compared: pinned
+/// with the override on, the pin holds the upstream's own definition, and a change upstream
+/// still quarantines the tool under `on_change = "block"`.
+#[tokio::test]
+async fn an_override_is_what_models_see_and_hides_no_rug_pull() {
+    use mcpgate::config::ToolOverride;
+    const SHOWN: &str = "Says which tool answered (described by the operator).";
+    let with_override = |on_change| {
+        let mut server = changing(on_change);
+        server.overrides = vec![(
+            "alpha".to_owned(),
+            ToolOverride {
+                title: Some("Alpha".to_owned()),
+                description: Some(SHOWN.to_owned()),
+            },
+        )];
+        server
+    };
+    let first = gateway(config(vec![with_override(OnChange::Warn)])).await;
+    let (_dir, path) = write_pins(&first);
+    let own = tool(&first, "shifty.alpha").expect("alpha");
+    first.shutdown().await;
+    let pins = Pins::load(&path).expect("reads").expect("written");
+    let pinned = pins
+        .definition(own.fingerprint.as_str())
+        .expect("the definition is kept");
+    assert!(
+        !pinned.contains(SHOWN),
+        "the pin is of the upstream's own: {pinned}"
+    );
+
+    let mut cfg = config(vec![with_override(OnChange::Block)]);
+    cfg.pins.file = path;
+    let gw = gateway(cfg).await;
+    let offered_alpha = gw
+        .model_tools(&ctx())
+        .await
+        .into_iter()
+        .find(|t| t.canonical == "shifty.alpha")
+        .expect("offered");
+    assert_eq!(offered_alpha.upstream.description.as_deref(), Some(SHOWN));
+    assert_eq!(offered_alpha.pin, PinStatus::Pinned);
+    let shown = gw.tool_json(&offered_alpha);
+    assert_eq!(shown["description"], SHOWN);
+    assert_eq!(shown["title"], "Alpha");
+    assert_eq!(
+        shown["overridden"]["description"],
+        json!(own.received().description),
+        "the upstream's own words are shown beside"
+    );
+
+    call_confirmed(
+        &gw,
+        &ctx(),
+        "shifty.mutate",
+        json!({ "what": "description" }),
+    )
+    .await;
+    let alpha = wait_for("alpha to be quarantined", || {
+        tool(&gw, "shifty.alpha").filter(|a| matches!(a.status, ToolStatus::Quarantined { .. }))
+    })
+    .await;
+    assert!(
+        matches!(alpha.pin, PinStatus::Changed { .. }),
+        "{:?}",
+        alpha.pin
+    );
+    assert!(
+        !offered(&gw, "shifty.alpha").await,
+        "a quarantined tool is not offered"
+    );
+    gw.shutdown().await;
+}

@@ -176,10 +176,19 @@ function toolEntry(tool, reload) {
     findings.length > 0
       ? [' ', pill(plural(findings.length, 'finding'), 'warn')]
       : null,
+    tool.overridden ? [' ', pill('overridden', 'info')] : null,
     tool.title ? h('span', { class: 'tool-title muted' }, ` ${tool.title}`) : null,
   ];
   const body = h('div', { class: 'tool-body' });
   if (tool.description) body.append(h('p', { class: 'description' }, tool.description));
+  if (tool.overridden) {
+    // What models see is the operator's text; what the server itself says stays readable.
+    const own = tool.overridden;
+    body.append(h('div', { class: 'overridden' },
+      h('h4', {}, 'The server\'s own words (overridden by the operator)'),
+      own.title ? h('p', { class: 'muted' }, h('strong', {}, 'Title: '), own.title) : null,
+      own.description ? h('p', { class: 'muted' }, own.description) : null));
+  }
   if (STATUS_NOTES[tool.status]) {
     const [label, consequence] = STATUS_NOTES[tool.status];
     body.append(h('p', { class: `note ${tool.status === 'quarantined' ? 'danger' : 'warn'}` },
