@@ -182,6 +182,12 @@ impl Gateway {
         {
             catalog = Arc::new(own);
         }
+        if self.resolve(&catalog, ctx, name).is_none()
+            && name.starts_with(crate::config::USER_SERVER_PREFIX)
+            && let Some(err) = self.user_server_wants_account(ctx, name).await
+        {
+            return Err(err);
+        }
         let tool = self.resolve(&catalog, ctx, name).ok_or_else(not_found)?;
         attempt.tool(tool);
         // An App reaches only its own server's tools that are meant for apps; to it, nothing

@@ -126,6 +126,35 @@ impl GatewayError {
     }
 
     /// The gateway error of an OAuth failure on the way to `server`.
+    /// [`GatewayError::from_oauth`] for a user's own server `user-<name>`, which is connected
+    /// on `/api/v1/me/servers/<name>/connect`.
+    pub fn from_user_server_oauth(server: &str, err: crate::oauth::OAuthError) -> GatewayError {
+        GatewayError::from_oauth(server, err).with_own_connect_route()
+    }
+
+    /// An `authorization_required` of a user's own server `user-<name>` names its own
+    /// connect route, `/api/v1/me/servers/<name>/connect`.
+    pub(crate) fn with_own_connect_route(self) -> GatewayError {
+        match self {
+            GatewayError::AuthorizationRequired {
+                server,
+                connect,
+                message,
+            } => {
+                let name = server
+                    .strip_prefix(crate::config::USER_SERVER_PREFIX)
+                    .unwrap_or(&server);
+                let own = format!("/api/v1/me/servers/{name}/connect");
+                GatewayError::AuthorizationRequired {
+                    message: message.replace(&connect, &own),
+                    connect: own,
+                    server,
+                }
+            }
+            other => other,
+        }
+    }
+
     pub fn from_oauth(server: &str, err: crate::oauth::OAuthError) -> GatewayError {
         use crate::oauth::OAuthError;
         match err {

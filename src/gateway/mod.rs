@@ -233,12 +233,19 @@ impl Gateway {
             Some(path) => Pins::load(path)?.map(Arc::new),
             None => None,
         };
-        let connections = crate::oauth::Connections::new(
+        let user_server_rules =
+            config
+                .user_servers
+                .enabled
+                .then_some(crate::oauth::connections::UserServerRules {
+                    allow_loopback: config.user_servers.allow_loopback,
+                });
+        let connections = crate::oauth::Connections::with_user_servers(
             &config.servers,
-            &config.oauth,
-            config.service.public_url.as_ref(),
+            (&config.oauth, config.service.public_url.as_ref()),
             stores.oauth.clone(),
             &options.env,
+            user_server_rules,
         )?
         .map(Arc::new);
         let connect = ConnectOptions {
@@ -251,8 +258,13 @@ impl Gateway {
                 )
             }),
         };
-        let user_servers = user_servers::UserServers::new(&config, &connect, stores.oauth.clone())
-            .map_err(StartError::UserServers)?;
+        let user_servers = user_servers::UserServers::new(
+            &config,
+            &connect,
+            stores.oauth.clone(),
+            connections.clone(),
+        )
+        .map_err(StartError::UserServers)?;
         let manager = Manager::start(
             config.servers.clone(),
             connect,

@@ -26,7 +26,8 @@ use crate::{
     },
     net::{Lookup, NetError, NetPolicy, SystemLookup, ValidatingResolver},
     oauth::{
-        ConnectionKey, OAuthStore, RecordId, UserServerAdded, UserServerRow, Vault, VaultError,
+        AccessToken, ConnectionKey, OAuthStore, RecordId, UserServerAdded, UserServerRow, Vault,
+        VaultError,
     },
     policy::CallContext,
     store::StoreError,
@@ -72,6 +73,11 @@ pub struct NewUserServer {
     /// shown back.
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+    /// `"oauth"`: each call carries the user's own token from the server's authorization
+    /// server (connected at `/api/v1/me/servers/{name}/connect`); `"none"` (the default):
+    /// the headers alone.
+    #[serde(default)]
+    pub auth: Option<String>,
 }
 
 /// A user's server as they see it: never a header value.
@@ -92,6 +98,11 @@ pub struct UserServerInfo {
     pub error: Option<String>,
     /// RFC 3339.
     pub created_at: String,
+    /// `"oauth"` or `"none"`.
+    pub auth: &'static str,
+    /// With `auth = "oauth"`: the caller's connection (`status`: `connected`, `expired` or
+    /// `none`) and the route that connects it.
+    pub authorization: Option<serde_json::Value>,
 }
 
 /// Why a user's server could not be added, changed or removed.
@@ -126,6 +137,17 @@ pub enum UserServerError {
     Store(#[from] StoreError),
     #[error("the server's secrets cannot be sealed or opened: {0}")]
     Vault(#[from] VaultError),
+    #[error("`auth` is \"oauth\" or \"none\"")]
+    InvalidAuth,
+    #[error(
+        "OAuth for your own servers needs the gateway's [server] public_url (where \
+         authorization servers send you back)"
+    )]
+    OAuthUnavailable,
+    #[error("server `{0}` does not use OAuth: there is nothing to connect")]
+    NotOAuth(String),
+    #[error("{0}")]
+    OAuth(#[from] crate::oauth::OAuthError),
 }
 
 impl UserServerError {
@@ -144,8 +166,21 @@ impl UserServerError {
             UserServerError::UnknownTool { .. } => "unknown_tool",
             UserServerError::Unreachable(_) => "server_unreachable",
             UserServerError::Store(_) | UserServerError::Vault(_) => "store_unavailable",
+            UserServerError::InvalidAuth => "bad_request",
+            UserServerError::OAuthUnavailable => "oauth_unavailable",
+            UserServerError::NotOAuth(_) => "not_oauth",
+            UserServerError::OAuth(err) => err.code(),
         }
     }
+}
+
+/// What a user's server keeps sealed: its headers, and whether it wants the user's OAuth
+/// token (kept with them so the store holds nothing about it in the clear).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Sealed {
+    headers: Vec<(String, String)>,
+    #[serde(default)]
+    oauth: bool,
 }
 
 /// One of a user's servers, opened: its header values in the clear, in memory only.
@@ -156,6 +191,8 @@ struct Opened {
     headers: Vec<(String, Zeroizing<String>)>,
     /// Tool name to the fingerprint of the definition its owner marked read-only.
     read_only: BTreeMap<String, String>,
+    /// Calls carry the user's own OAuth token.
+    oauth: bool,
     /// Names the session: the address and the headers, so a server removed and added again
     /// differently never reuses an old session.
     key: String,
@@ -185,6 +222,9 @@ pub(super) struct UserServers {
     ttl: Duration,
     list_timeout: Duration,
     lookup: Arc<dyn Lookup>,
+    /// Users' OAuth connections, their own servers' included; `None` without a
+    /// `public_url` (then no user server may use OAuth).
+    connections: Option<Arc<crate::oauth::Connections>>,
 }
 
 impl UserServers {
@@ -194,6 +234,7 @@ impl UserServers {
         config: &crate::config::Config,
         options: &ConnectOptions,
         store: Arc<dyn OAuthStore>,
+        connections: Option<Arc<crate::oauth::Connections>>,
     ) -> Result<Option<UserServers>, String> {
         let settings = &config.user_servers;
         if !settings.enabled {
@@ -221,6 +262,7 @@ impl UserServers {
             ttl: config.cache.ttl,
             list_timeout: config.limits.list_timeout,
             lookup: Arc::new(SystemLookup),
+            connections,
         }))
     }
 
@@ -267,9 +309,11 @@ impl UserServers {
                 .open(&Self::record_id(ctx, &row.name), &row.sealed)
                 .map_err(|e| e.to_string())?,
         );
-        let headers: Vec<(String, String)> =
+        let sealed: Sealed =
             serde_json::from_slice(&plain).map_err(|_| "its sealed headers do not parse")?;
-        let headers: Vec<(String, Zeroizing<String>)> = headers
+        let oauth = sealed.oauth;
+        let headers: Vec<(String, Zeroizing<String>)> = sealed
+            .headers
             .into_iter()
             .map(|(name, value)| (name, Zeroizing::new(value)))
             .collect();
@@ -289,19 +333,31 @@ impl UserServers {
             url,
             headers,
             read_only,
+            oauth,
             key,
         })
     }
 
     /// The server as connected: its address and headers, at the strictest network rules
     /// (the tests' loopback override aside).
-    fn server_config(&self, server: &Opened) -> ServerConfig {
-        let headers = server
+    fn server_config(&self, server: &Opened, token: Option<&AccessToken>) -> ServerConfig {
+        let mut headers: Vec<(String, SecretTemplate)> = server
             .headers
             .iter()
+            .filter(|(name, _)| token.is_none() || !name.eq_ignore_ascii_case("authorization"))
             .map(|(name, value)| (name.clone(), SecretTemplate::new(value.as_str())))
             .collect();
+        if let Some(token) = token {
+            headers.push((
+                "Authorization".to_owned(),
+                SecretTemplate::new(format!("Bearer {}", token.secret.as_str())),
+            ));
+        }
         let mut config = self.settings(server, Vec::new());
+        if token.is_some() {
+            // The server's refusal of the token is noted for the call that met it.
+            config.oauth = Some(crate::config::UpstreamOAuth::default());
+        }
         config.transport = TransportConfig::Http(HttpConfig {
             url: server.url.clone(),
             kind: HttpKind::Streamable,
@@ -335,15 +391,53 @@ impl UserServers {
         config
     }
 
+    /// The caller's token for `server` when it uses OAuth (`Ok(None)` when it does not).
+    async fn token(
+        &self,
+        ctx: &CallContext,
+        server: &Opened,
+    ) -> Result<Option<AccessToken>, crate::oauth::OAuthError> {
+        if !server.oauth {
+            return Ok(None);
+        }
+        let Some(connections) = &self.connections else {
+            return Err(crate::oauth::OAuthError::AuthorizationRequired {
+                server: server.id.to_string(),
+            });
+        };
+        connections
+            .access_token(&connection_key(ctx, &server.id))
+            .await
+            .map(Some)
+    }
+
+    /// The session's key: the server's, and the token's digest (a new token, a new session).
+    fn session_key(server: &Opened, token: Option<&AccessToken>) -> String {
+        match token {
+            Some(token) => format!("{}#{}", server.key, token.digest),
+            None => server.key.clone(),
+        }
+    }
+
     /// The server's tools: the last list while fresh, else listed again (bounded by the
     /// connect and list deadlines); on failure the last list, marked stale, and the server is
     /// not asked again for [`RETRY_AFTER_FAILURE`].
     async fn tools(
         &self,
-        owner: &str,
+        ctx: &CallContext,
         server: &Opened,
     ) -> (Option<Arc<Vec<Tool>>>, bool, Option<String>) {
-        let cache_key = (owner.to_owned(), server.key.clone());
+        let owner = &owner_key(ctx);
+        // Of a server that wants the user's account, nothing is listed before they connect.
+        let token = match self.token(ctx, server).await {
+            Ok(token) => token,
+            Err(err) => {
+                let err = GatewayError::from_user_server_oauth(server.id.as_str(), err);
+                return (None, false, Some(err.to_string()));
+            }
+        };
+        let session = Self::session_key(server, token.as_ref());
+        let cache_key = (owner.to_owned(), session.clone());
         if let Some(listed) = self.lists().get(&cache_key) {
             let age = listed.at.elapsed();
             match &listed.error {
@@ -354,10 +448,10 @@ impl UserServers {
                 _ => {}
             }
         }
-        let config = self.server_config(server);
+        let config = self.server_config(server, token.as_ref());
         let target = Target {
             owner,
-            key: &server.key,
+            key: &session,
             server: &config,
         };
         let listed = self.sessions.list_tools(&target, self.list_timeout).await;
@@ -401,8 +495,7 @@ impl UserServers {
         if servers.is_empty() {
             return Catalog::default();
         }
-        let owner = owner_key(ctx);
-        let lists = futures::future::join_all(servers.iter().map(|s| self.tools(&owner, s))).await;
+        let lists = futures::future::join_all(servers.iter().map(|s| self.tools(ctx, s))).await;
         let mut all = Vec::with_capacity(servers.len());
         for (server, (tools, stale, _)) in servers.iter().zip(lists) {
             let Some(tools) = tools else { continue };
@@ -416,14 +509,77 @@ impl UserServers {
     }
 
     async fn infos(&self, ctx: &CallContext) -> Result<Vec<UserServerInfo>, UserServerError> {
-        let owner = owner_key(ctx);
         let servers = self.opened(ctx).await?;
-        let lists = futures::future::join_all(servers.iter().map(|s| self.tools(&owner, s))).await;
-        Ok(servers
-            .iter()
-            .zip(lists)
-            .map(|(server, (tools, _, error))| info(server, tools.as_deref(), error))
-            .collect())
+        let lists = futures::future::join_all(servers.iter().map(|s| self.tools(ctx, s))).await;
+        let mut out = Vec::with_capacity(servers.len());
+        for (server, (tools, _, error)) in servers.iter().zip(lists) {
+            let mut shown = info(server, tools.as_deref(), error);
+            shown.authorization = self.authorization(ctx, server).await;
+            out.push(shown);
+        }
+        Ok(out)
+    }
+
+    /// The caller's connection to `server`, as the API shows it (`None` without OAuth).
+    async fn authorization(&self, ctx: &CallContext, server: &Opened) -> Option<serde_json::Value> {
+        if !server.oauth {
+            return None;
+        }
+        let connect = format!("/api/v1/me/servers/{}/connect", server.row.name);
+        let status = match &self.connections {
+            Some(connections) => connections
+                .status(&connection_key(ctx, &server.id))
+                .await
+                .ok()
+                .flatten(),
+            None => None,
+        };
+        Some(match status {
+            Some(info) => serde_json::json!({
+                "status": info.status, "scopes": info.scopes, "issuer": info.issuer,
+                "connectedAt": info.connected_at, "connect": connect,
+            }),
+            None => serde_json::json!({ "status": "none", "connect": connect }),
+        })
+    }
+
+    /// Starts connecting the caller's account on their server `name`: the authorization
+    /// server's URL to send them to.
+    async fn connect(&self, ctx: &CallContext, name: &str) -> Result<String, UserServerError> {
+        let (server, connections) = self.oauth_server(ctx, name).await?;
+        Ok(connections.begin(&connection_key(ctx, &server.id)).await?)
+    }
+
+    /// Ends the caller's connection on their server `name` (tokens revoked where the
+    /// authorization server can); whether there was one.
+    async fn disconnect(&self, ctx: &CallContext, name: &str) -> Result<bool, UserServerError> {
+        let (server, connections) = self.oauth_server(ctx, name).await?;
+        let removed = connections
+            .disconnect(&connection_key(ctx, &server.id))
+            .await?;
+        self.forget(&owner_key(ctx), &server.id);
+        Ok(removed)
+    }
+
+    async fn oauth_server(
+        &self,
+        ctx: &CallContext,
+        name: &str,
+    ) -> Result<(Opened, &Arc<crate::oauth::Connections>), UserServerError> {
+        let server = self
+            .opened(ctx)
+            .await?
+            .into_iter()
+            .find(|s| s.row.name == name)
+            .ok_or_else(|| UserServerError::NotFound(shown(name)))?;
+        if !server.oauth {
+            return Err(UserServerError::NotOAuth(server.id.to_string()));
+        }
+        let connections = self
+            .connections
+            .as_ref()
+            .ok_or(UserServerError::OAuthUnavailable)?;
+        Ok((server, connections))
     }
 
     /// Checks a new server, then connects to it and lists its tools (so a mistyped address
@@ -436,8 +592,16 @@ impl UserServers {
         let name = valid_name(&new.name)?;
         let url = self.check_url(&new.url).await?;
         let headers = valid_headers(&new.headers)?;
+        let oauth = match new.auth.as_deref() {
+            None | Some("none") => false,
+            Some("oauth") => true,
+            Some(_) => return Err(UserServerError::InvalidAuth),
+        };
+        if oauth && self.connections.is_none() {
+            return Err(UserServerError::OAuthUnavailable);
+        }
         let plain = Zeroizing::new(
-            serde_json::to_vec(&headers)
+            serde_json::to_vec(&Sealed { headers, oauth })
                 .map_err(|e| UserServerError::InvalidHeader(e.to_string()))?,
         );
         let sealed = self.vault.seal(&Self::record_id(ctx, &name), &plain)?;
@@ -460,7 +624,11 @@ impl UserServers {
             return Err(UserServerError::TooMany(self.config.max_per_user));
         }
         let owner = owner_key(ctx);
-        let (tools, _, error) = self.tools(&owner, &server).await;
+        let (tools, _, error) = match server.oauth {
+            // Its tools are listed once the user connects their account.
+            true => (None, false, None),
+            false => self.tools(ctx, &server).await,
+        };
         if let Some(reason) = error {
             self.forget(&owner, &server.id);
             return Err(UserServerError::Unreachable(reason));
@@ -495,6 +663,17 @@ impl UserServers {
             user: ctx.user.clone(),
             server: name.to_owned(),
         };
+        // Its OAuth connection goes first (revoked where it can be), while its address is
+        // still known.
+        if let Some(connections) = &self.connections {
+            match connections.disconnect(&connection_key(ctx, &id)).await {
+                Ok(_) | Err(crate::oauth::OAuthError::NotOAuth { .. }) => {}
+                Err(err) => tracing::warn!(
+                    code = err.code(),
+                    "a user's server's connection could not be removed"
+                ),
+            }
+        }
         let removed = self.store.delete_user_server(&key).await?;
         self.forget(&owner_key(ctx), &id);
         if removed { Ok(id) } else { Err(not_found()) }
@@ -506,14 +685,13 @@ impl UserServers {
         name: &str,
         tools: &[String],
     ) -> Result<UserServerInfo, UserServerError> {
-        let owner = owner_key(ctx);
         let server = self
             .opened(ctx)
             .await?
             .into_iter()
             .find(|s| s.row.name == name)
             .ok_or_else(|| UserServerError::NotFound(shown(name)))?;
-        let (listed, _, error) = self.tools(&owner, &server).await;
+        let (listed, _, error) = self.tools(ctx, &server).await;
         let listed = listed.unwrap_or_default();
         let mut marks = BTreeMap::new();
         for tool in tools {
@@ -605,7 +783,8 @@ impl UserServers {
         Ok(url)
     }
 
-    /// Calls `tool` of `ctx`'s server `server` over their own session.
+    /// Calls `tool` of `ctx`'s server `server` over their own session, with their token
+    /// where it wants one.
     async fn call(
         &self,
         ctx: &CallContext,
@@ -613,30 +792,42 @@ impl UserServers {
         params: CallToolRequestParams,
         timeout: Duration,
         relay: Option<Arc<dyn CallRelay>>,
-    ) -> Result<CallToolResult, UpstreamError> {
-        let gone = || UpstreamError::Unavailable {
-            state: crate::upstream::ServerState::Failed,
-            last_error: Some("the server was removed".to_owned()),
+    ) -> Result<CallToolResult, CallFailure> {
+        let unavailable = |why: String| {
+            CallFailure::Upstream(UpstreamError::Unavailable {
+                state: crate::upstream::ServerState::Failed,
+                last_error: Some(why),
+            })
         };
         let opened = self
             .opened(ctx)
             .await
-            .map_err(|err| UpstreamError::Unavailable {
-                state: crate::upstream::ServerState::Degraded,
-                last_error: Some(err.to_string()),
-            })?;
-        let found = opened.iter().find(|s| &s.id == server).ok_or_else(gone)?;
-        let config = self.server_config(found);
+            .map_err(|err| unavailable(err.to_string()))?;
+        let found = opened
+            .iter()
+            .find(|s| &s.id == server)
+            .ok_or_else(|| unavailable("the server was removed".to_owned()))?;
+        let token = self.token(ctx, found).await.map_err(CallFailure::Token)?;
+        let config = self.server_config(found, token.as_ref());
         let owner = owner_key(ctx);
+        let session = Self::session_key(found, token.as_ref());
         let target = Target {
             owner: &owner,
-            key: &found.key,
+            key: &session,
             server: &config,
         };
         self.sessions
             .call_tool(&target, params, timeout, relay)
             .await
+            .map_err(CallFailure::Upstream)
     }
+}
+
+/// Why a call to a user's server did not reach it or failed there.
+enum CallFailure {
+    /// The user's token could not be had (not connected, expired, a renewal refused).
+    Token(crate::oauth::OAuthError),
+    Upstream(UpstreamError),
 }
 
 /// Refuses `ip` unless public; under the tests' override a loopback address passes.
@@ -692,6 +883,8 @@ fn info(server: &Opened, tools: Option<&Vec<Tool>>, error: Option<String>) -> Us
         created_at: crate::store::rfc3339(
             UNIX_EPOCH + Duration::from_micros(u64::try_from(server.row.created_at).unwrap_or(0)),
         ),
+        auth: if server.oauth { "oauth" } else { "none" },
+        authorization: None,
     }
 }
 
@@ -860,16 +1053,76 @@ impl Gateway {
             .ok_or_else(|| GatewayError::NotFound {
                 name: server.to_string(),
             })?;
-        servers
-            .call(ctx, server, params, timeout, relay)
-            .await
-            .map_err(|source| match source {
-                UpstreamError::Timeout { after } => GatewayError::Timeout { after },
-                source => GatewayError::Upstream {
-                    server: server.to_string(),
-                    source,
-                },
-            })
+        match servers.call(ctx, server, params, timeout, relay).await {
+            Ok(result) => Ok(result),
+            Err(CallFailure::Token(err)) => {
+                Err(GatewayError::from_user_server_oauth(server.as_str(), err))
+            }
+            Err(CallFailure::Upstream(UpstreamError::TokenRefused(refusal))) => {
+                let err = self.token_refused(ctx, server, refusal).await;
+                Err(err.with_own_connect_route())
+            }
+            Err(CallFailure::Upstream(UpstreamError::Timeout { after })) => {
+                Err(GatewayError::Timeout { after })
+            }
+            Err(CallFailure::Upstream(source)) => Err(GatewayError::Upstream {
+                server: server.to_string(),
+                source,
+            }),
+        }
+    }
+
+    /// Why `ctx` cannot call `name` (a canonical `user-<name>.tool`) when the cause is their
+    /// account: the tool is of their own server that wants their OAuth account and they have
+    /// not connected it (or the connection expired), so nothing of it is listed for them.
+    pub(super) async fn user_server_wants_account(
+        &self,
+        ctx: &CallContext,
+        name: &str,
+    ) -> Option<GatewayError> {
+        let servers = self.inner.user_servers.as_ref()?;
+        let (server, _) = name.split_once('.')?;
+        let opened = servers.opened(ctx).await.ok()?;
+        let found = opened.iter().find(|s| s.oauth && s.id.as_str() == server)?;
+        let err = servers.token(ctx, found).await.err()?;
+        Some(GatewayError::from_user_server_oauth(server, err))
+    }
+
+    /// Starts connecting `ctx`'s account on their server `name` (`auth = "oauth"`): the URL
+    /// to send them to.
+    pub async fn connect_my_server(
+        &self,
+        ctx: &CallContext,
+        name: &str,
+    ) -> Result<String, UserServerError> {
+        self.user_servers()?.connect(ctx, name).await
+    }
+
+    /// Ends `ctx`'s connection on their server `name`; whether there was one.
+    pub async fn disconnect_my_server(
+        &self,
+        ctx: &CallContext,
+        name: &str,
+    ) -> Result<bool, UserServerError> {
+        let removed = self.user_servers()?.disconnect(ctx, name).await?;
+        if removed {
+            let key = ConnectionKey {
+                tenant: ctx.tenant.clone(),
+                user: ctx.user.clone(),
+                server: format!("{USER_SERVER_PREFIX}{name}"),
+            };
+            self.audit_account(&key, &ctx.request_id, AccountChange::Disconnected)
+                .await;
+        }
+        Ok(removed)
+    }
+}
+
+fn connection_key(ctx: &CallContext, server: &ServerId) -> ConnectionKey {
+    ConnectionKey {
+        tenant: ctx.tenant.clone(),
+        user: ctx.user.clone(),
+        server: server.to_string(),
     }
 }
 

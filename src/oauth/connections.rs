@@ -146,6 +146,13 @@ struct Client {
     redirect_uri: String,
 }
 
+/// How users' own servers' OAuth traffic is held: the strict network rules, loosened only by
+/// the tests' loopback override.
+#[derive(Debug, Clone, Copy)]
+pub struct UserServerRules {
+    pub allow_loopback: bool,
+}
+
 /// What a connection's record seals.
 #[derive(Serialize, Deserialize)]
 struct ConnectionBlob {
@@ -171,7 +178,11 @@ struct PendingBlob {
 
 /// Users' connections to every OAuth server of the configuration.
 pub struct Connections {
-    servers: HashMap<ServerId, OAuthServer>,
+    servers: HashMap<ServerId, Arc<OAuthServer>>,
+    /// Users' own servers (`[user_servers]`) may use OAuth too: found by the connection's
+    /// key in the store, reached at the strictest network rules; `None` when the feature is
+    /// off.
+    user_servers: Option<UserServerRules>,
     vault: Arc<Vault>,
     store: Arc<dyn OAuthStore>,
     env: Env,
@@ -212,6 +223,19 @@ impl Connections {
         store: Arc<dyn OAuthStore>,
         env: &Env,
     ) -> Result<Option<Connections>, SetupError> {
+        Connections::with_user_servers(servers, (config, public_url), store, env, None)
+    }
+
+    /// [`Connections::new`], users' own servers included when `user_servers` is given and a
+    /// `public_url` is configured (without one nobody can be sent back, so they get none).
+    pub fn with_user_servers(
+        servers: &[ServerConfig],
+        (config, public_url): (&OAuthConfig, Option<&url::Url>),
+        store: Arc<dyn OAuthStore>,
+        env: &Env,
+        user_servers: Option<UserServerRules>,
+    ) -> Result<Option<Connections>, SetupError> {
+        let user_servers = user_servers.filter(|_| public_url.is_some());
         let mut oauth_servers = HashMap::new();
         for server in servers {
             let Some(oauth) = &server.oauth else { continue };
@@ -231,14 +255,14 @@ impl Connections {
             })?;
             oauth_servers.insert(
                 server.id.clone(),
-                OAuthServer {
+                Arc::new(OAuthServer {
                     url: http.url.clone(),
                     oauth: oauth.clone(),
                     http: Arc::new(http_client),
-                },
+                }),
             );
         }
-        if oauth_servers.is_empty() {
+        if oauth_servers.is_empty() && user_servers.is_none() {
             return Ok(None);
         }
         let public_url = public_url.ok_or(SetupError::NoPublicUrl)?;
@@ -257,6 +281,7 @@ impl Connections {
         };
         Ok(Some(Connections {
             servers: oauth_servers,
+            user_servers,
             vault: Arc::new(vault),
             store,
             env: env.clone(),
@@ -293,19 +318,60 @@ impl Connections {
         }))
     }
 
-    fn server(&self, server: &ServerId) -> Result<&OAuthServer, OAuthError> {
+    fn server(&self, server: &ServerId) -> Result<Arc<OAuthServer>, OAuthError> {
         self.servers
             .get(server)
+            .cloned()
             .ok_or_else(|| OAuthError::NotOAuth {
                 server: server.to_string(),
             })
     }
 
+    /// The server of `key`: a configured one, or the user's own server of that id (its
+    /// address read from the store, its OAuth traffic held to the strictest rules).
+    async fn server_of(&self, key: &ConnectionKey) -> Result<Arc<OAuthServer>, OAuthError> {
+        let id = server_id(&key.server)?;
+        let Some(rules) = self
+            .user_servers
+            .filter(|_| crate::gateway::is_user_server(&id))
+        else {
+            return self.server(&id);
+        };
+        let not_oauth = || OAuthError::NotOAuth {
+            server: key.server.clone(),
+        };
+        let name = &key.server[crate::config::USER_SERVER_PREFIX.len()..];
+        let row = self
+            .store
+            .user_servers(&key.tenant, &key.user)
+            .await?
+            .into_iter()
+            .find(|row| row.name == name)
+            .ok_or_else(not_oauth)?;
+        let url = url::Url::parse(&row.url).map_err(|_| not_oauth())?;
+        let policy = NetPolicy {
+            allow_http: rules.allow_loopback,
+            allow_private: rules.allow_loopback,
+            connect_timeout: super::http::REQUEST_TIMEOUT,
+            read_timeout: super::http::REQUEST_TIMEOUT,
+            ..NetPolicy::default()
+        };
+        let http = GuardedHttp::new(policy).map_err(|err| OAuthError::Discovery {
+            server: key.server.clone(),
+            reason: err.to_string(),
+        })?;
+        Ok(Arc::new(OAuthServer {
+            url,
+            oauth: UpstreamOAuth::default(),
+            http: Arc::new(http),
+        }))
+    }
+
     /// Starts connecting `key.user` to `key.server`: finds the server's authorization server,
     /// registers the gateway there if needed, and returns the URL to send the user to.
     pub async fn begin(&self, key: &ConnectionKey) -> Result<String, OAuthError> {
-        let id = server_id(&key.server)?;
-        let server = self.server(&id)?;
+        let server = self.server_of(key).await?;
+        let server = server.as_ref();
         let discovery = |reason: String| OAuthError::Discovery {
             server: key.server.clone(),
             reason,
@@ -450,8 +516,8 @@ impl Connections {
             .vault
             .open(&pending_id(&state_hash, &key), &pending.sealed)?;
         let blob: PendingBlob = serde_json::from_slice(&plaintext).map_err(json_error)?;
-        let id = server_id(&key.server)?;
-        let server = self.server(&id)?;
+        let server = self.server_of(&key).await?;
+        let server = server.as_ref();
         let mut manager = self
             .manager(server, &key, &blob.resource, &blob.metadata, &blob.client)
             .await?;
@@ -539,8 +605,8 @@ impl Connections {
 
     async fn refresh(&self, key: &ConnectionKey) -> Result<AccessToken, OAuthError> {
         let (_, blob) = self.load(key).await?;
-        let id = server_id(&key.server)?;
-        let server = self.server(&id)?;
+        let server = self.server_of(key).await?;
+        let server = server.as_ref();
         let mut manager = self
             .manager(server, key, &blob.resource, &blob.metadata, &blob.client)
             .await?;
@@ -586,8 +652,8 @@ impl Connections {
     /// revocation (RFC 7009; a failure there is logged, the connection is removed anyway).
     /// Whether there was one.
     pub async fn disconnect(&self, key: &ConnectionKey) -> Result<bool, OAuthError> {
-        let id = server_id(&key.server)?;
-        let server = self.server(&id)?;
+        let server = self.server_of(key).await?;
+        let server = server.as_ref();
         let Some(row) = self.store.connection(key).await? else {
             return Ok(false);
         };

@@ -34,7 +34,7 @@ pub(super) fn callback_routes() -> Router<AppState> {
     Router::new().route(CALLBACK_PATH, get(callback))
 }
 
-fn api_error(err: &OAuthError) -> ApiError {
+pub(super) fn api_error(err: &OAuthError) -> ApiError {
     let status = match err {
         OAuthError::NotOAuth { .. } => StatusCode::NOT_FOUND,
         OAuthError::AuthorizationRequired { .. }

@@ -27,6 +27,10 @@ pub(super) fn routes() -> Router<AppState> {
         .route("/me/servers", get(list).post(add))
         .route("/me/servers/{name}", delete(remove))
         .route("/me/servers/{name}/read-only", put(read_only))
+        .route(
+            "/me/servers/{name}/connect",
+            get(connect).delete(disconnect),
+        )
 }
 
 fn api_error(err: &UserServerError) -> ApiError {
@@ -40,6 +44,10 @@ fn api_error(err: &UserServerError) -> ApiError {
         UserServerError::HostNotAllowed(_) => StatusCode::FORBIDDEN,
         UserServerError::NameTaken(_) | UserServerError::TooMany(_) => StatusCode::CONFLICT,
         UserServerError::Unreachable(_) => StatusCode::BAD_GATEWAY,
+        UserServerError::InvalidAuth => StatusCode::BAD_REQUEST,
+        UserServerError::NotOAuth(_) => StatusCode::NOT_FOUND,
+        UserServerError::OAuthUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+        UserServerError::OAuth(oauth) => return super::connect::api_error(oauth),
         UserServerError::Store(_) | UserServerError::Vault(_) => {
             tracing::error!(error = %err, "users' servers cannot be stored or opened");
             return ApiError::new(
@@ -128,4 +136,43 @@ async fn read_only(
         .await
         .map_err(|e| api_error(&e))?;
     Ok(Json(json!({ "server": server })))
+}
+
+/// `GET /me/servers/{name}/connect`: starts connecting the caller's account on their server
+/// (`auth = "oauth"`); `{ server, authorizationUrl }` to send them to.
+async fn connect(
+    State(state): State<AppState>,
+    Extension(ctx): Extension<Arc<CallContext>>,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let gateway = state.gateway.current();
+    let url = gateway.connect_my_server(&ctx, &name).await.map_err(|e| {
+        tracing::warn!(
+            code = e.code(),
+            "starting a connection to a user's server failed"
+        );
+        api_error(&e)
+    })?;
+    Ok(Json(json!({
+        "server": format!("{}{name}", crate::config::USER_SERVER_PREFIX),
+        "authorizationUrl": url,
+    })))
+}
+
+/// `DELETE /me/servers/{name}/connect`: ends the caller's connection (tokens revoked where
+/// the authorization server can).
+async fn disconnect(
+    State(state): State<AppState>,
+    Extension(ctx): Extension<Arc<CallContext>>,
+    Path(name): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let gateway = state.gateway.current();
+    let removed = gateway
+        .disconnect_my_server(&ctx, &name)
+        .await
+        .map_err(|e| api_error(&e))?;
+    Ok(Json(json!({
+        "server": format!("{}{name}", crate::config::USER_SERVER_PREFIX),
+        "disconnected": removed,
+    })))
 }

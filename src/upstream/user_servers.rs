@@ -24,6 +24,14 @@ use super::{
 };
 use crate::config::ServerConfig;
 
+/// The server's refusal of the user's token, when that is why `err` happened.
+fn refused_or(live: &Live, err: UpstreamError) -> UpstreamError {
+    match live.refusals.as_ref().and_then(|note| note.take()) {
+        Some(refusal) => UpstreamError::TokenRefused(refusal),
+        None => err,
+    }
+}
+
 /// Every user's sessions with the servers they added.
 pub struct UserServerSessions {
     options: ConnectOptions,
@@ -109,7 +117,9 @@ impl UserServerSessions {
         let _in_flight = live.relays.register_request(Owner::Gateway, deadline);
         let tools = match tokio::time::timeout(deadline, peer.list_all_tools()).await {
             Err(_) => return Err(UpstreamError::Timeout { after: deadline }),
-            Ok(listed) => listed.map_err(UpstreamError::from_service)?,
+            Ok(listed) => listed
+                .map_err(UpstreamError::from_service)
+                .map_err(|err| refused_or(live, err))?,
         };
         if let Some(CallLink::Http(link)) = &live.link {
             link.listed(&tools);
@@ -142,6 +152,7 @@ impl UserServerSessions {
         drop(guard);
         match outcome {
             Err(_) => Err(UpstreamError::Timeout { after: timeout }),
+            Ok(Err(err)) => Err(refused_or(live, err)),
             Ok(result) => result,
         }
     }

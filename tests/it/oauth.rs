@@ -1255,3 +1255,154 @@ async fn a_declined_or_malformed_sign_in_connects_nothing() {
     assert_eq!(status, 403, "{refused}");
     assert_eq!(refused["code"], "authorization_required");
 }
+
+/// A user adds the protected server as a server of their own (`[user_servers]`) with
+/// `auth = "oauth"`: nothing of it is listed until they connect their account on its own
+/// route; then its tools are theirs and calls carry their token; another user cannot connect
+/// to it; disconnecting asks them to connect again.
+#[tokio::test]
+async fn a_users_own_server_signs_them_in_with_its_authorization_server() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let o = outbound_with(
+        dir.path(),
+        "\n[user_servers]\nenabled = true\nallow_loopback = true\n",
+    )
+    .await;
+    let send = |user: &str, method: reqwest::Method, path: &str, body: Option<Value>| {
+        let request = http()
+            .request(method, format!("{}{path}", o.gateway.base))
+            .bearer_auth(caller_token(user));
+        let request = match body {
+            Some(body) => request.json(&body),
+            None => request,
+        };
+        async move {
+            let response = request.send().await.expect("answers");
+            let status = response.status().as_u16();
+            (
+                status,
+                response.json::<Value>().await.unwrap_or(Value::Null),
+            )
+        }
+    };
+    let (status, added) = send(
+        "alice",
+        reqwest::Method::POST,
+        "/api/v1/me/servers",
+        Some(json!({ "name": "mine", "url": o.upstream.url, "auth": "oauth" })),
+    )
+    .await;
+    assert_eq!(status, 201, "{added}");
+    assert_eq!(added["server"]["auth"], "oauth");
+    let (_, listed) = send("alice", reqwest::Method::GET, "/api/v1/me/servers", None).await;
+    let mine = &listed["servers"][0];
+    assert_eq!(mine["authorization"]["status"], "none", "{listed}");
+    assert_eq!(
+        mine["authorization"]["connect"],
+        "/api/v1/me/servers/mine/connect"
+    );
+    assert!(
+        mine["tools"].is_null(),
+        "nothing listed before connecting: {mine}"
+    );
+
+    // Bob has no server of that name to connect to.
+    let (status, _) = send(
+        "bob",
+        reqwest::Method::GET,
+        "/api/v1/me/servers/mine/connect",
+        None,
+    )
+    .await;
+    assert_eq!(status, 404);
+
+    let (status, started) = send(
+        "alice",
+        reqwest::Method::GET,
+        "/api/v1/me/servers/mine/connect",
+        None,
+    )
+    .await;
+    assert_eq!(status, 200, "{started}");
+    assert_eq!(started["server"], "user-mine");
+    let url = started["authorizationUrl"].as_str().expect("a URL");
+    let back = sign_in_and_consent(url, "alice").await;
+    let page = http()
+        .get(&back)
+        .send()
+        .await
+        .expect("the callback answers");
+    assert_eq!(page.status(), 200);
+
+    let (_, listed) = send("alice", reqwest::Method::GET, "/api/v1/me/servers", None).await;
+    let mine = &listed["servers"][0];
+    assert_eq!(mine["authorization"]["status"], "connected", "{listed}");
+    assert_eq!(mine["tools"], 2, "{listed}");
+    let (status, marked) = send(
+        "alice",
+        reqwest::Method::PUT,
+        "/api/v1/me/servers/mine/read-only",
+        Some(json!({ "tools": ["echo"] })),
+    )
+    .await;
+    assert_eq!(status, 200, "{marked}");
+    let seen_before = o.upstream.seen().len();
+    let (status, done) = send(
+        "alice",
+        reqwest::Method::POST,
+        "/api/v1/mcp/tools/call",
+        Some(json!({ "tool": "user-mine.echo", "arguments": { "message": "mine" } })),
+    )
+    .await;
+    assert_eq!((status, &done["ok"]), (200, &json!(true)), "{done}");
+    let seen = o.upstream.seen();
+    assert!(seen.len() > seen_before);
+    assert!(
+        seen[seen_before..].iter().all(|s| s.sub == "alice"),
+        "every request carried alice's token"
+    );
+
+    let (status, gone) = send(
+        "alice",
+        reqwest::Method::DELETE,
+        "/api/v1/me/servers/mine/connect",
+        None,
+    )
+    .await;
+    assert_eq!(
+        (status, &gone["disconnected"]),
+        (200, &json!(true)),
+        "{gone}"
+    );
+    let (status, refused) = send(
+        "alice",
+        reqwest::Method::POST,
+        "/api/v1/mcp/tools/call",
+        Some(json!({ "tool": "user-mine.echo", "arguments": { "message": "again" } })),
+    )
+    .await;
+    // Disconnected: the call says to connect again, on her server's own route.
+    assert_eq!(
+        (status, &refused["code"], &refused["connect"]),
+        (
+            403,
+            &json!("authorization_required"),
+            &json!("/api/v1/me/servers/mine/connect")
+        ),
+        "{refused}"
+    );
+    let message = refused["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("/api/v1/me/servers/mine/connect"),
+        "{message}"
+    );
+    let (_, listed) = send("alice", reqwest::Method::GET, "/api/v1/me/servers", None).await;
+    assert_eq!(listed["servers"][0]["authorization"]["status"], "none");
+
+    // Her tokens are in no log line.
+    o.gateway.stop().await;
+    let log = std::fs::read_to_string(dir.path().join("gateway.log")).expect("the log");
+    for s in &seen {
+        assert!(!log.contains(&s.token), "the log holds a token");
+    }
+}

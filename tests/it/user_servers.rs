@@ -586,6 +586,7 @@ fn new_server(name: &str, url: &str, key: &str) -> mcpgate::gateway::NewUserServ
         name: name.into(),
         url: url.into(),
         headers: [("X-Api-Key".to_owned(), key.to_owned())].into(),
+        auth: None,
     }
 }
 

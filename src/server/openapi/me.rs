@@ -108,6 +108,57 @@ pub(super) fn routes() -> Vec<Route> {
                 STORE,
             ],
         },
+        Route {
+            method: "get",
+            path: "/api/v1/me/servers/{name}/connect",
+            id: "connectMyServer",
+            access: Access::Caller,
+            summary: "Starts connecting the caller's own account on one of their servers with \
+                `auth: \"oauth\"`: the authorization server's URL to send them to (completed \
+                at `/api/v1/oauth/callback`).",
+            parameters: name(),
+            body: None,
+            ok: json_body("Where to send the user.", schema_ref("MyServerConnect")),
+            errors: &[
+                (
+                    404,
+                    "User-added servers are not enabled (`not_found`), the caller has no server of this name (`unknown_server`), or it does not use OAuth (`not_oauth`).",
+                    "Error",
+                ),
+                (
+                    502,
+                    "The server's authorization server could not be found or registered with (`oauth_unavailable`).",
+                    "Error",
+                ),
+                (
+                    503,
+                    "The gateway has no `public_url` to be sent back to (`oauth_unavailable`), or a store is unavailable (`store_unavailable`).",
+                    "Error",
+                ),
+            ],
+        },
+        Route {
+            method: "delete",
+            path: "/api/v1/me/servers/{name}/connect",
+            id: "disconnectMyServer",
+            access: Access::Caller,
+            summary: "Ends the caller's connection on one of their servers (its tokens revoked \
+                where the authorization server offers RFC 7009).",
+            parameters: name(),
+            body: None,
+            ok: json_body(
+                "Disconnected (or there was nothing to).",
+                schema_ref("MyServerDisconnected"),
+            ),
+            errors: &[
+                (
+                    404,
+                    "User-added servers are not enabled (`not_found`), the caller has no server of this name (`unknown_server`), or it does not use OAuth (`not_oauth`).",
+                    "Error",
+                ),
+                STORE,
+            ],
+        },
     ]
 }
 
@@ -122,11 +173,13 @@ pub(super) fn schemas() -> Map<String, Value> {
                 "url": { "type": "string", "description": "https, a public address, a host the operator allows." },
                 "headers": { "type": "object", "additionalProperties": { "type": "string" },
                     "description": "Sent with every request to the server; kept sealed, never shown back." },
+                "auth": { "enum": ["none", "oauth"],
+                    "description": "`oauth`: calls carry the user's own token from the server's authorization server (connect at `/api/v1/me/servers/{name}/connect`)." },
             },
         },
         "UserServer": {
             "type": "object",
-            "required": ["name", "server", "url", "headers", "readOnly", "createdAt"],
+            "required": ["name", "server", "url", "headers", "readOnly", "createdAt", "auth"],
             "properties": {
                 "name": { "type": "string" },
                 "server": { "type": "string", "description": "`user-<name>`: its id in the caller's catalog." },
@@ -136,6 +189,11 @@ pub(super) fn schemas() -> Map<String, Value> {
                 "tools": { "type": ["integer", "null"] },
                 "error": { "type": ["string", "null"], "description": "Why the last listing failed." },
                 "createdAt": { "type": "string", "format": "date-time" },
+                "auth": { "enum": ["none", "oauth"] },
+                "authorization": {
+                    "type": ["object", "null"],
+                    "description": "With `auth: oauth`: the caller's connection (`status`: `connected`, `expired` or `none`; `scopes`, `issuer`, `connectedAt` when connected) and `connect`, the route that connects it.",
+                },
             },
         },
         "UserServerList": {
@@ -147,6 +205,16 @@ pub(super) fn schemas() -> Map<String, Value> {
             "type": "object",
             "required": ["server"],
             "properties": { "server": schema_ref("UserServer") },
+        },
+        "MyServerConnect": {
+            "type": "object",
+            "required": ["server", "authorizationUrl"],
+            "properties": { "server": { "type": "string" }, "authorizationUrl": { "type": "string" } },
+        },
+        "MyServerDisconnected": {
+            "type": "object",
+            "required": ["server", "disconnected"],
+            "properties": { "server": { "type": "string" }, "disconnected": { "type": "boolean" } },
         },
         "ReadOnlyTools": {
             "type": "object",

@@ -10,13 +10,27 @@ import { h, pill } from './dom.js';
 const POLL_MS = 1000;
 const WAIT_MS = 10 * 60 * 1000;
 
+/** A user's own server's id starts so (`[user_servers]`). */
+const USER_PREFIX = 'user-';
+
 const TONES = { connected: 'ok', expired: 'warn', none: 'muted' };
 const WORDS = { connected: 'connected', expired: 'expired', none: 'not connected' };
 
 /** The caller's connection to `server` (`{ status, connectedAt, ... }`), or null. */
 export async function connection(server) {
+  if (server.startsWith(USER_PREFIX)) {
+    const { servers = [] } = await api('/me/servers');
+    return servers.find((s) => s.server === server)?.authorization ?? null;
+  }
   const { servers = [] } = await api('/mcp/servers');
   return servers.find((s) => s.id === server)?.authorization ?? null;
+}
+
+/** Where `server`'s connection is made: a user's own server has its own route. */
+function connectRoute(server) {
+  return server.startsWith(USER_PREFIX)
+    ? `/me/servers/${encodeURIComponent(server.slice(USER_PREFIX.length))}/connect`
+    : `/mcp/servers/${encodeURIComponent(server)}/connect`;
 }
 
 /**
@@ -25,7 +39,7 @@ export async function connection(server) {
  */
 export async function connectAccount(server, onStatus = () => {}) {
   const before = await connection(server);
-  const started = await api(`/mcp/servers/${encodeURIComponent(server)}/connect`);
+  const started = await api(connectRoute(server));
   // Opened blank first, its opener cut, then sent on: the sign-in page cannot reach back.
   const popup = window.open('', 'mcpgate-connect', 'popup,width=520,height=720');
   if (!popup) {
@@ -50,7 +64,7 @@ export async function connectAccount(server, onStatus = () => {}) {
 
 /** Ends the caller's connection to `server`. */
 export async function disconnectAccount(server) {
-  await api(`/mcp/servers/${encodeURIComponent(server)}/connect`, { method: 'DELETE' });
+  await api(connectRoute(server), { method: 'DELETE' });
 }
 
 /** The connection's state as a pill. */

@@ -5,6 +5,7 @@
 // gateway answers that the feature is off.
 
 import { ApiError, api, rejected } from './api.js';
+import { connectButton, connectionPill } from './connect.js';
 import { h, plural, replace, say } from './dom.js';
 
 export class MyServers {
@@ -50,12 +51,21 @@ export class MyServers {
     });
     const remove = h('button', { type: 'button', class: 'secondary', text: 'Remove' });
     remove.addEventListener('click', () => this.remove(server));
+    // A server that wants the user's own account: its connection, and Connect until made.
+    const account = server.authorization
+      ? [' ', connectionPill(server.authorization),
+        server.authorization.status === 'connected'
+          ? null
+          : [' ', connectButton(server.server, 'Connect', () => this.load())]]
+      : null;
     const item = h('li', { class: 'my-server', 'data-server': server.server },
       h('span', { class: 'name' }, server.server),
       h('span', { class: 'muted' }, ` ${server.url}`),
       server.tools === null || server.tools === undefined
         ? null : h('span', { class: 'muted' }, ` · ${plural(server.tools, 'tool')}`),
-      server.error ? h('span', { class: 'warn' }, ` · ${server.error}`) : null,
+      account,
+      server.error && server.authorization?.status !== 'none'
+        ? h('span', { class: 'warn' }, ` · ${server.error}`) : null,
       ' ', remove,
       boxes.length ? h('div', { class: 'my-server-tools' }, boxes) : null);
     return item;
@@ -67,6 +77,7 @@ export class MyServers {
     const header = String(data.get('header') ?? '').trim();
     const value = String(data.get('value') ?? '');
     if (header) body.headers = { [header]: value };
+    if (data.get('oauth')) body.auth = 'oauth';
     say(this.status, `Connecting to ${body.url}…`);
     try {
       await api('/me/servers', { method: 'POST', body });
