@@ -1094,3 +1094,39 @@ async fn an_operators_name_lists_a_client_id_under_it() {
         json!({"title": "Draft"})
     );
 }
+
+/// A conversation may name its user's page among its servers; to anyone else the page's
+/// server does not exist.
+#[tokio::test]
+async fn a_conversation_selects_its_users_page_and_no_one_elses() {
+    use mcpgate::{gateway::SelectionError, policy::CallContext};
+    let service = Service::start(bridge_config(|_| {}), jwt_auth()).await;
+    let mut page = TestPage::open(&service, "editor", "alice").await;
+    page.register(editor_tools()).await;
+    service
+        .wait_listed(&token("alice", &[]), "webmcp-editor.get_title", true)
+        .await;
+    let caller = |user: &str| CallContext {
+        tenant: "local".into(),
+        user: user.into(),
+        session: "s".into(),
+        roles: vec![],
+        request_id: "selection".into(),
+    };
+    let asked = vec!["webmcp-editor".to_owned(), "demo".to_owned()];
+    let chosen = service
+        .gateway
+        .selectable_servers(&caller("alice"), &asked)
+        .await
+        .expect("alice's page and the demo");
+    assert_eq!(chosen, [id("webmcp-editor"), id("demo")]);
+    assert_eq!(
+        service
+            .gateway
+            .selectable_servers(&caller("bob"), &asked)
+            .await,
+        Err(SelectionError::UnknownServer("webmcp-editor".into()))
+    );
+    drop(page);
+    service.stop().await;
+}
