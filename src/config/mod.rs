@@ -40,7 +40,7 @@ pub use sandbox::{
 };
 pub use secret::{Secret, SecretTemplate};
 pub use service::{AuthConfig, JwtAlgorithm, JwtConfig, ProtectedResourceConfig, ServiceConfig};
-pub use user_servers::{USER_SERVER_PREFIX, UserServersConfig};
+pub use user_servers::{USER_SERVER_PREFIX, UserServersConfig, user_host_allowed};
 pub use validate::{ConfigError, Problem};
 pub use webmcp::{PageVisibility, WEBMCP_PREFIX, WebMcpConfig};
 
@@ -218,6 +218,8 @@ pub struct ServerConfig {
     pub transport: TransportConfig,
     /// Permit loopback/private addresses for this server (local experiments).
     pub allow_private: bool,
+    /// Permit loopback addresses alone (a user's own server under the tests' override).
+    pub allow_loopback: bool,
     /// Permit plain `http://` for this server: as validated, `allow_http` or a loopback URL
     /// with `allow_private` (the network layer applies it as it stands).
     pub allow_http: bool,
@@ -324,6 +326,7 @@ impl ServerConfig {
             id,
             transport,
             allow_private: false,
+            allow_loopback: false,
             allow_http: false,
             allowed_hosts: Vec::new(),
             allowed_tools: None,

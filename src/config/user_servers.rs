@@ -51,18 +51,21 @@ impl Default for UserServersConfig {
 impl UserServersConfig {
     /// Whether `host` (as the URL parser normalised it) is one users may add servers on.
     pub fn host_allowed(&self, host: &str) -> bool {
-        let host = host.trim_end_matches('.').to_ascii_lowercase();
-        self.allowed_hosts.is_empty()
-            || self
-                .allowed_hosts
-                .iter()
-                .any(|entry| match entry.strip_prefix('.') {
-                    Some(suffix) => host
-                        .strip_suffix(suffix)
-                        .is_some_and(|head| head.ends_with('.') && head.len() > 1),
-                    None => *entry == host,
-                })
+        user_host_allowed(&self.allowed_hosts, host)
     }
+}
+
+/// Whether `host` passes `allowed` (entries `host` exactly, `.suffix` any host under it);
+/// an empty list passes every host.
+pub fn user_host_allowed(allowed: &[String], host: &str) -> bool {
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    allowed.is_empty()
+        || allowed.iter().any(|entry| match entry.strip_prefix('.') {
+            Some(suffix) => host
+                .strip_suffix(suffix)
+                .is_some_and(|head| head.ends_with('.') && head.len() > 1),
+            None => *entry == host,
+        })
 }
 
 #[cfg(test)]

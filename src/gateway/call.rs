@@ -273,7 +273,13 @@ impl Gateway {
         }
         // 6: limits.
         let limits = &config.call_limits;
-        let _permit = self.admit(ctx, &tool.server, limits, effect).await?;
+        // A user's own server is theirs alone: its server-wide limits are counted apart from
+        // every other user's server of the same name.
+        let limited = match tool.settings {
+            Some(_) => super::user_servers::limit_id(ctx, &tool.server),
+            None => tool.server.clone(),
+        };
+        let _permit = self.admit(ctx, &limited, limits, effect).await?;
         // 7: the upstream.
         attempt.allowed();
         let timeout = match server {

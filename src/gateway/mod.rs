@@ -31,7 +31,9 @@ pub use pins::{AcceptedPin, PinError, PinReview};
 pub use result::{Part, ToolOutput};
 pub use selection::{MAX_SELECTED_SERVERS, SelectionError};
 pub use shared::{SharedError, SharedStores, StoreHealth};
-pub use user_servers::{NewUserServer, UserServerError, UserServerInfo, is_user_server};
+pub use user_servers::{
+    NewUserServer, ReadOnlyEntry, ReadOnlyMark, UserServerError, UserServerInfo, is_user_server,
+};
 // The vocabulary the gateway's callers speak of what happens below it: a call's relay (what
 // an upstream sends during it, and the caller's answers), resource watches, server states and
 // upstream failures. Callers name them through the gateway, never `upstream` itself, so a
@@ -237,8 +239,9 @@ impl Gateway {
             config
                 .user_servers
                 .enabled
-                .then_some(crate::oauth::connections::UserServerRules {
+                .then(|| crate::oauth::connections::UserServerRules {
                     allow_loopback: config.user_servers.allow_loopback,
+                    allowed_hosts: config.user_servers.allowed_hosts.clone(),
                 });
         let connections = crate::oauth::Connections::with_user_servers(
             &config.servers,

@@ -48,7 +48,7 @@ const MAX_NAME: usize = 32 - USER_SERVER_PREFIX.len();
 /// What a sealed header set is bound to.
 const SEALED_KIND: &str = "user_server_headers";
 /// Headers the gateway sets itself, or that would change what the request is.
-const RESERVED_HEADERS: [&str; 12] = [
+const RESERVED_HEADERS: [&str; 14] = [
     "host",
     "content-length",
     "content-type",
@@ -61,10 +61,12 @@ const RESERVED_HEADERS: [&str; 12] = [
     "mcp-session-id",
     "mcp-protocol-version",
     "last-event-id",
+    "mcp-method",
+    "mcp-name",
 ];
 
 /// A server as a user asks to add it.
-#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[derive(Clone, Default, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NewUserServer {
     pub name: String,
@@ -78,6 +80,49 @@ pub struct NewUserServer {
     /// the headers alone.
     #[serde(default)]
     pub auth: Option<String>,
+}
+
+impl std::fmt::Debug for NewUserServer {
+    /// Header names only: their values are the user's secrets.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("NewUserServer")
+            .field("name", &self.name)
+            .field("url", &self.url)
+            .field("headers", &self.headers.keys().collect::<Vec<_>>())
+            .field("auth", &self.auth)
+            .finish()
+    }
+}
+
+/// A tool to mark read-only: by name, and the fingerprint of the definition the user looked
+/// at (if given, the mark is refused when the server's definition is another by now).
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(untagged)]
+pub enum ReadOnlyEntry {
+    Name(String),
+    Seen { name: String, fingerprint: String },
+}
+
+/// [`ReadOnlyEntry`], as the gateway takes it.
+#[derive(Debug, Clone)]
+pub struct ReadOnlyMark {
+    pub name: String,
+    pub fingerprint: Option<String>,
+}
+
+impl From<ReadOnlyEntry> for ReadOnlyMark {
+    fn from(entry: ReadOnlyEntry) -> ReadOnlyMark {
+        match entry {
+            ReadOnlyEntry::Name(name) => ReadOnlyMark {
+                name,
+                fingerprint: None,
+            },
+            ReadOnlyEntry::Seen { name, fingerprint } => ReadOnlyMark {
+                name,
+                fingerprint: Some(fingerprint),
+            },
+        }
+    }
 }
 
 /// A user's server as they see it: never a header value.
@@ -139,6 +184,8 @@ pub enum UserServerError {
     Vault(#[from] VaultError),
     #[error("`auth` is \"oauth\" or \"none\"")]
     InvalidAuth,
+    #[error("tool `{0}` changed since you saw it: look at it again before marking it")]
+    DefinitionChanged(String),
     #[error(
         "OAuth for your own servers needs the gateway's [server] public_url (where \
          authorization servers send you back)"
@@ -167,6 +214,7 @@ impl UserServerError {
             UserServerError::Unreachable(_) => "server_unreachable",
             UserServerError::Store(_) | UserServerError::Vault(_) => "store_unavailable",
             UserServerError::InvalidAuth => "bad_request",
+            UserServerError::DefinitionChanged(_) => "definition_changed",
             UserServerError::OAuthUnavailable => "oauth_unavailable",
             UserServerError::NotOAuth(_) => "not_oauth",
             UserServerError::OAuth(err) => err.code(),
@@ -225,6 +273,8 @@ pub(super) struct UserServers {
     /// Users' OAuth connections, their own servers' included; `None` without a
     /// `public_url` (then no user server may use OAuth).
     connections: Option<Arc<crate::oauth::Connections>>,
+    /// Random, this process's alone: salts the session keys made from header values.
+    salt: String,
 }
 
 impl UserServers {
@@ -263,6 +313,7 @@ impl UserServers {
             list_timeout: config.limits.list_timeout,
             lookup: Arc::new(SystemLookup),
             connections,
+            salt: crate::digest::random_hex(16),
         }))
     }
 
@@ -270,19 +321,25 @@ impl UserServers {
         self.lists.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Closes idle sessions (the gateway's sweeper calls this now and then).
+    /// Closes idle sessions and forgets old tool lists (the gateway's sweeper calls this now
+    /// and then): a list is kept as a fallback for a while after it is due, not for ever.
     pub(super) fn prune(&self) {
         self.sessions.prune();
+        let keep = self.ttl.max(RETRY_AFTER_FAILURE) * 2 + Duration::from_secs(600);
+        self.lists().retain(|_, listed| listed.at.elapsed() < keep);
     }
 
     pub(super) async fn shutdown(&self) {
         self.sessions.shutdown().await;
     }
 
-    fn record_id<'a>(ctx: &'a CallContext, name: &'a str) -> RecordId<'a> {
+    /// What a server's sealed headers are bound to: whose, which name and which address (a
+    /// row moved to another user or pointed elsewhere no longer opens, so its secrets are
+    /// never sent anywhere but where their owner added them).
+    fn record_id<'a>(ctx: &'a CallContext, name: &'a str, url: &'a str) -> RecordId<'a> {
         RecordId {
             kind: SEALED_KIND,
-            parts: vec![&ctx.tenant, &ctx.user, name],
+            parts: vec![&ctx.tenant, &ctx.user, name, url],
         }
     }
 
@@ -304,9 +361,20 @@ impl UserServers {
         let id = ServerId::new(&format!("{USER_SERVER_PREFIX}{}", row.name))
             .ok_or("its name is not a valid id")?;
         let url = Url::parse(&row.url).map_err(|_| "its URL does not parse")?;
+        // The rules as they are now: a host taken off the operator's list, or the override
+        // turned off, stops the server from then on.
+        let scheme_ok = url.scheme() == "https"
+            || (self.config.allow_loopback
+                && url.scheme() == "http"
+                && url.host().is_some_and(|h| is_loopback_host(&h)));
+        if !scheme_ok || !self.config.host_allowed(url.host_str().unwrap_or("")) {
+            return Err(format!(
+                "`{id}` is no longer allowed by [user_servers] (scheme or host)"
+            ));
+        }
         let plain = Zeroizing::new(
             self.vault
-                .open(&Self::record_id(ctx, &row.name), &row.sealed)
+                .open(&Self::record_id(ctx, &row.name, &row.url), &row.sealed)
                 .map_err(|e| e.to_string())?,
         );
         let sealed: Sealed =
@@ -319,7 +387,9 @@ impl UserServers {
             .collect();
         let read_only: BTreeMap<String, String> =
             serde_json::from_str(&row.read_only).unwrap_or_default();
-        let mut digest_input = Zeroizing::new(format!("{url}\n"));
+        // Salted with this process's own secret: the key never leaves the process, and
+        // nothing about a header's value can be guessed from it.
+        let mut digest_input = Zeroizing::new(format!("{}\n{url}\n", self.salt));
         for (name, value) in &headers {
             digest_input.push_str(&format!("{name}\0{}\n", value.as_str()));
         }
@@ -377,8 +447,10 @@ impl UserServers {
                 headers: Vec::new(),
             }),
         );
+        // Loopback alone under the tests' override: every other private range stays shut.
         let loopback = self.config.allow_loopback;
-        config.allow_private = loopback;
+        config.allow_private = false;
+        config.allow_loopback = loopback;
         config.allow_http = loopback && server.url.scheme() == "http";
         config.confirm = Confirm::Writes;
         config.trust_annotations = false;
@@ -604,10 +676,13 @@ impl UserServers {
             serde_json::to_vec(&Sealed { headers, oauth })
                 .map_err(|e| UserServerError::InvalidHeader(e.to_string()))?,
         );
-        let sealed = self.vault.seal(&Self::record_id(ctx, &name), &plain)?;
+        let url_text = url.to_string();
+        let sealed = self
+            .vault
+            .seal(&Self::record_id(ctx, &name, &url_text), &plain)?;
         let row = UserServerRow {
             name: name.clone(),
-            url: url.to_string(),
+            url: url_text,
             sealed,
             read_only: "{}".to_owned(),
             created_at: now_micros(),
@@ -666,12 +741,15 @@ impl UserServers {
         // Its OAuth connection goes first (revoked where it can be), while its address is
         // still known.
         if let Some(connections) = &self.connections {
-            match connections.disconnect(&connection_key(ctx, &id)).await {
-                Ok(_) | Err(crate::oauth::OAuthError::NotOAuth { .. }) => {}
-                Err(err) => tracing::warn!(
+            let key = connection_key(ctx, &id);
+            if let Err(err) = connections.disconnect(&key).await {
+                // Not revoked (its server is out of reach): removed all the same, so no token
+                // of it is ever sent to a server added later under the name.
+                tracing::info!(
                     code = err.code(),
-                    "a user's server's connection could not be removed"
-                ),
+                    "a user's server's tokens were not revoked"
+                );
+                connections.forget(&key).await?;
             }
         }
         let removed = self.store.delete_user_server(&key).await?;
@@ -683,7 +761,7 @@ impl UserServers {
         &self,
         ctx: &CallContext,
         name: &str,
-        tools: &[String],
+        tools: &[ReadOnlyMark],
     ) -> Result<UserServerInfo, UserServerError> {
         let server = self
             .opened(ctx)
@@ -694,18 +772,21 @@ impl UserServers {
         let (listed, _, error) = self.tools(ctx, &server).await;
         let listed = listed.unwrap_or_default();
         let mut marks = BTreeMap::new();
-        for tool in tools {
+        for mark in tools {
             let definition = listed
                 .iter()
-                .find(|t| t.name.as_ref() == tool.as_str())
+                .find(|t| t.name.as_ref() == mark.name.as_str())
                 .ok_or_else(|| UserServerError::UnknownTool {
                     server: server.id.to_string(),
-                    tool: shown(tool),
+                    tool: shown(&mark.name),
                 })?;
-            marks.insert(
-                tool.clone(),
-                Fingerprint::of(definition).as_str().to_owned(),
-            );
+            let now = Fingerprint::of(definition).as_str().to_owned();
+            // The definition the user saw, if they say which: not one the server swapped in
+            // since.
+            if mark.fingerprint.as_ref().is_some_and(|seen| *seen != now) {
+                return Err(UserServerError::DefinitionChanged(shown(&mark.name)));
+            }
+            marks.insert(mark.name.clone(), now);
         }
         let text = serde_json::to_string(&marks).unwrap_or_else(|_| "{}".to_owned());
         let key = ConnectionKey {
@@ -735,11 +816,9 @@ impl UserServers {
         }
         let url =
             Url::parse(text.trim()).map_err(|e| UserServerError::InvalidUrl(e.to_string()))?;
-        let host = match url.host() {
-            Some(Host::Domain(name)) => name.to_owned(),
-            Some(Host::Ipv4(ip)) => ip.to_string(),
-            Some(Host::Ipv6(ip)) => ip.to_string(),
-            None => return Err(UserServerError::Refused(NetError::MissingHost.to_string())),
+        // As the operator's list spells hosts: IPv6 in brackets.
+        let Some(host) = url.host_str().map(str::to_owned) else {
+            return Err(UserServerError::Refused(NetError::MissingHost.to_string()));
         };
         let loopback_http = self.config.allow_loopback && url.scheme() == "http";
         let strict = NetPolicy::default();
@@ -965,10 +1044,12 @@ impl Gateway {
         self.inner.user_servers.is_some()
     }
 
-    fn user_servers(&self) -> Result<&UserServers, UserServerError> {
+    /// The feature, for a caller of a tenant this gateway serves.
+    fn user_servers_for(&self, ctx: &CallContext) -> Result<&UserServers, UserServerError> {
         self.inner
             .user_servers
             .as_ref()
+            .filter(|_| self.knows_tenant(ctx))
             .ok_or(UserServerError::Disabled)
     }
 
@@ -977,7 +1058,7 @@ impl Gateway {
         &self,
         ctx: &CallContext,
     ) -> Result<Vec<UserServerInfo>, UserServerError> {
-        self.user_servers()?.infos(ctx).await
+        self.user_servers_for(ctx)?.infos(ctx).await
     }
 
     /// Adds a server for `ctx` alone (see [`UserServers::add`]), and audits it as theirs.
@@ -986,7 +1067,7 @@ impl Gateway {
         ctx: &CallContext,
         new: NewUserServer,
     ) -> Result<UserServerInfo, UserServerError> {
-        let added = self.user_servers()?.add(ctx, new).await?;
+        let added = self.user_servers_for(ctx)?.add(ctx, new).await?;
         self.audit_user_server(ctx, &added.server, AccountChange::ServerAdded)
             .await;
         Ok(added)
@@ -1000,7 +1081,7 @@ impl Gateway {
         ctx: &CallContext,
         name: &str,
     ) -> Result<(), UserServerError> {
-        let id = self.user_servers()?.remove(ctx, name).await?;
+        let id = self.user_servers_for(ctx)?.remove(ctx, name).await?;
         self.audit_user_server(ctx, id.as_str(), AccountChange::ServerRemoved)
             .await;
         Ok(())
@@ -1013,9 +1094,11 @@ impl Gateway {
         &self,
         ctx: &CallContext,
         name: &str,
-        tools: &[String],
+        tools: &[ReadOnlyMark],
     ) -> Result<UserServerInfo, UserServerError> {
-        self.user_servers()?.mark_read_only(ctx, name, tools).await
+        self.user_servers_for(ctx)?
+            .mark_read_only(ctx, name, tools)
+            .await
     }
 
     async fn audit_user_server(&self, ctx: &CallContext, server: &str, change: AccountChange) {
@@ -1095,7 +1178,7 @@ impl Gateway {
         ctx: &CallContext,
         name: &str,
     ) -> Result<String, UserServerError> {
-        self.user_servers()?.connect(ctx, name).await
+        self.user_servers_for(ctx)?.connect(ctx, name).await
     }
 
     /// Ends `ctx`'s connection on their server `name`; whether there was one.
@@ -1104,7 +1187,7 @@ impl Gateway {
         ctx: &CallContext,
         name: &str,
     ) -> Result<bool, UserServerError> {
-        let removed = self.user_servers()?.disconnect(ctx, name).await?;
+        let removed = self.user_servers_for(ctx)?.disconnect(ctx, name).await?;
         if removed {
             let key = ConnectionKey {
                 tenant: ctx.tenant.clone(),
@@ -1116,6 +1199,16 @@ impl Gateway {
         }
         Ok(removed)
     }
+}
+
+/// The id a user's own server's calls are limited under: `user-` and a digest of whose and
+/// which server, so one user's server (busy, slow, hung) never holds another user's server of
+/// the same name.
+pub(super) fn limit_id(ctx: &CallContext, server: &ServerId) -> ServerId {
+    let owner = format!("{}\0{}\0{}", ctx.tenant, ctx.user, server);
+    let digest = crate::digest::sha256_hex(owner.as_bytes());
+    ServerId::new(&format!("{USER_SERVER_PREFIX}{}", &digest[..24]))
+        .unwrap_or_else(|| server.clone())
 }
 
 fn connection_key(ctx: &CallContext, server: &ServerId) -> ConnectionKey {
@@ -1183,5 +1276,38 @@ mod tests {
             .map(|i| (format!("x-h{i}"), "v".to_owned()))
             .collect();
         assert!(valid_headers(&many).is_err());
+    }
+
+    #[test]
+    fn each_users_server_is_limited_apart_under_a_valid_id() {
+        let ctx = |user: &str| CallContext {
+            tenant: "t".into(),
+            user: user.into(),
+            session: "s".into(),
+            roles: vec![],
+            request_id: "r".into(),
+        };
+        let notes = ServerId::new("user-notes").expect("valid");
+        let (alice, bob) = (
+            limit_id(&ctx("alice"), &notes),
+            limit_id(&ctx("bob"), &notes),
+        );
+        assert_ne!(alice, bob);
+        assert_ne!(alice, notes);
+        assert_eq!(alice, limit_id(&ctx("alice"), &notes), "the same each time");
+        assert!(alice.as_str().starts_with(USER_SERVER_PREFIX));
+    }
+
+    #[test]
+    fn a_new_server_debugs_without_its_header_values() {
+        let new = NewUserServer {
+            name: "n".into(),
+            url: "https://mcp.example.com/mcp".into(),
+            headers: BTreeMap::from([("X-Api-Key".to_owned(), "hunter2-secret".to_owned())]),
+            auth: None,
+        };
+        let shown = format!("{new:?}");
+        assert!(shown.contains("X-Api-Key"), "{shown}");
+        assert!(!shown.contains("hunter2"), "{shown}");
     }
 }

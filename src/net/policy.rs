@@ -23,6 +23,9 @@ pub struct NetPolicy {
     /// Permit loopback, private and other special-purpose addresses (local experiments).
     /// Cloud metadata endpoints stay blocked even then.
     pub allow_private: bool,
+    /// Permit loopback addresses alone (the tests' override for users' own servers): every
+    /// other special-purpose range stays blocked.
+    pub allow_loopback: bool,
     /// Exact, case-insensitive host allowlist (no suffix or wildcard matching); empty means
     /// any public host.
     pub allowed_hosts: Vec<String>,
@@ -38,6 +41,7 @@ impl Default for NetPolicy {
         NetPolicy {
             allow_http: false,
             allow_private: false,
+            allow_loopback: false,
             allowed_hosts: Vec::new(),
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             read_timeout: DEFAULT_READ_TIMEOUT,
@@ -50,6 +54,9 @@ impl Default for NetPolicy {
 impl NetPolicy {
     /// Whether a connection to `ip` is permitted under this policy.
     pub fn check_ip(&self, ip: IpAddr) -> Result<(), NetError> {
+        if self.allow_loopback && ip.is_loopback() {
+            return Ok(());
+        }
         let range = if self.allow_private {
             is_cloud_metadata(ip).then_some("cloud-metadata")
         } else {

@@ -146,11 +146,14 @@ struct Client {
     redirect_uri: String,
 }
 
-/// How users' own servers' OAuth traffic is held: the strict network rules, loosened only by
-/// the tests' loopback override.
-#[derive(Debug, Clone, Copy)]
+/// How users' own servers' OAuth traffic is held: the strict network rules and the
+/// operator's host list, loosened only by the tests' loopback override.
+#[derive(Debug, Clone)]
 pub struct UserServerRules {
     pub allow_loopback: bool,
+    /// `[user_servers] allowed_hosts`, checked again at each use (a host taken off the list
+    /// is refused from then on).
+    pub allowed_hosts: Vec<String>,
 }
 
 /// What a connection's record seals.
@@ -333,6 +336,7 @@ impl Connections {
         let id = server_id(&key.server)?;
         let Some(rules) = self
             .user_servers
+            .as_ref()
             .filter(|_| crate::gateway::is_user_server(&id))
         else {
             return self.server(&id);
@@ -349,9 +353,12 @@ impl Connections {
             .find(|row| row.name == name)
             .ok_or_else(not_oauth)?;
         let url = url::Url::parse(&row.url).map_err(|_| not_oauth())?;
+        if !crate::config::user_host_allowed(&rules.allowed_hosts, url.host_str().unwrap_or("")) {
+            return Err(not_oauth());
+        }
         let policy = NetPolicy {
             allow_http: rules.allow_loopback,
-            allow_private: rules.allow_loopback,
+            allow_loopback: rules.allow_loopback,
             connect_timeout: super::http::REQUEST_TIMEOUT,
             read_timeout: super::http::REQUEST_TIMEOUT,
             ..NetPolicy::default()
@@ -393,7 +400,7 @@ impl Connections {
         let mut manager = manager;
         manager.set_metadata(metadata.clone());
         let client = self
-            .client(&key.server, server, &mut manager, &metadata)
+            .client(&client_key(key, server), server, &mut manager, &metadata)
             .await?;
 
         let captured = CapturedState::default();
@@ -724,6 +731,12 @@ impl Connections {
                 Err(_) => tracing::warn!("OAuth token revocation failed to reach the server"),
             }
         }
+    }
+
+    /// Removes the connection without revoking anything (its server is gone, so nothing can
+    /// be reached to revoke at); whether there was one.
+    pub async fn forget(&self, key: &ConnectionKey) -> Result<bool, OAuthError> {
+        Ok(self.store.delete_connection(key).await?)
     }
 
     /// A user's connection to one server, if any.
@@ -1166,6 +1179,23 @@ fn client_id<'a>(server: &'a str, issuer: &'a str) -> RecordId<'a> {
     RecordId {
         kind: "client",
         parts: vec![server, issuer],
+    }
+}
+
+/// Under what name the gateway's client at an authorization server is kept: the server's id,
+/// and for a user's own server (whose id is theirs alone, not the gateway's) also whose it is
+/// and where, so no client registered for one user's server is reused for another's.
+fn client_key(key: &ConnectionKey, server: &OAuthServer) -> String {
+    match key.server.starts_with(crate::config::USER_SERVER_PREFIX) {
+        true => {
+            let owner = format!("{}\0{}\0{}", key.tenant, key.user, server.url);
+            format!(
+                "{}#{}",
+                key.server,
+                &crate::digest::sha256_hex(owner.as_bytes())[..16]
+            )
+        }
+        false => key.server.clone(),
     }
 }
 

@@ -428,8 +428,9 @@ async fn start_turn(
     )));
     // The slot and the gateway lease live as long as the stream: a dropped stream (the
     // client went away) frees the slot and ends the turn with it.
+    let user_servers = gateway.user_servers_enabled();
     let held = (slot, gateway);
-    let mut calls = state.metrics.agent_calls();
+    let mut calls = state.metrics.agent_calls(user_servers);
     let events = events.map(move |event| {
         let _held = &held;
         calls.observe(&event);

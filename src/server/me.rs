@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 
 use super::{AppState, errors::ApiError};
 use crate::{
-    gateway::{NewUserServer, UserServerError},
+    gateway::{NewUserServer, ReadOnlyEntry, ReadOnlyMark, UserServerError},
     policy::CallContext,
 };
 
@@ -42,7 +42,9 @@ fn api_error(err: &UserServerError) -> ApiError {
         | UserServerError::InvalidHeader(_)
         | UserServerError::UnknownTool { .. } => StatusCode::BAD_REQUEST,
         UserServerError::HostNotAllowed(_) => StatusCode::FORBIDDEN,
-        UserServerError::NameTaken(_) | UserServerError::TooMany(_) => StatusCode::CONFLICT,
+        UserServerError::NameTaken(_)
+        | UserServerError::TooMany(_)
+        | UserServerError::DefinitionChanged(_) => StatusCode::CONFLICT,
         UserServerError::Unreachable(_) => StatusCode::BAD_GATEWAY,
         UserServerError::InvalidAuth => StatusCode::BAD_REQUEST,
         UserServerError::NotOAuth(_) => StatusCode::NOT_FOUND,
@@ -116,7 +118,7 @@ async fn remove(
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct ReadOnlyBody {
-    tools: Vec<String>,
+    tools: Vec<ReadOnlyEntry>,
 }
 
 async fn read_only(
@@ -129,10 +131,15 @@ async fn read_only(
     if !gateway.user_servers_enabled() {
         return Err(api_error(&UserServerError::Disabled));
     }
-    let body: ReadOnlyBody = serde_json::from_slice(&body)
-        .map_err(|e| unparsable(&e, "{\"tools\": [\"tool name\", ...]}"))?;
+    let body: ReadOnlyBody = serde_json::from_slice(&body).map_err(|e| {
+        unparsable(
+            &e,
+            "{\"tools\": [\"tool name\" or {\"name\": \"...\", \"fingerprint\": \"...\"}, ...]}",
+        )
+    })?;
+    let marks: Vec<ReadOnlyMark> = body.tools.into_iter().map(Into::into).collect();
     let server = gateway
-        .mark_my_server_read_only(&ctx, &name, &body.tools)
+        .mark_my_server_read_only(&ctx, &name, &marks)
         .await
         .map_err(|e| api_error(&e))?;
     Ok(Json(json!({ "server": server })))

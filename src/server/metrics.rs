@@ -200,6 +200,9 @@ impl Drop for CallTimer<'_> {
 /// ends (its stream dropped) count as `cancelled`.
 pub struct AgentCalls {
     metrics: Arc<Metrics>,
+    /// Users' own servers exist (`[user_servers]`): their names and tools are the users',
+    /// counted as [`OTHER_TOOL`] on no server, as on the other routes.
+    user_servers: bool,
     /// Call id → (server, tool label) of calls started and not yet finished.
     open: HashMap<String, (Option<String>, String)>,
 }
@@ -214,15 +217,16 @@ impl AgentCalls {
                 ..
             } => {
                 // The event names a tool the catalog does not have by the model's own name.
-                let label = match server {
-                    Some(_) => tool.clone(),
-                    None => OTHER_TOOL.to_owned(),
+                let own = self.user_servers
+                    && server
+                        .as_deref()
+                        .is_some_and(|s| s.starts_with(crate::config::USER_SERVER_PREFIX));
+                let (server, label) = match server {
+                    Some(_) if own => (None, OTHER_TOOL.to_owned()),
+                    Some(_) => (server.clone(), tool.clone()),
+                    None => (None, OTHER_TOOL.to_owned()),
                 };
-                if self
-                    .open
-                    .insert(call_id.clone(), (server.clone(), label))
-                    .is_none()
-                {
+                if self.open.insert(call_id.clone(), (server, label)).is_none() {
                     self.metrics.in_flight.fetch_add(1, Ordering::Relaxed);
                 }
             }
@@ -296,9 +300,10 @@ impl Metrics {
 
     /// Follows one chat turn's events: its tool calls count like REST and MCP calls (in
     /// flight from `tool_call` to `tool_result` or `tool_error`, then by outcome and time).
-    pub fn agent_calls(self: &Arc<Self>) -> AgentCalls {
+    pub fn agent_calls(self: &Arc<Self>, user_servers: bool) -> AgentCalls {
         AgentCalls {
             metrics: self.clone(),
+            user_servers,
             open: HashMap::new(),
         }
     }

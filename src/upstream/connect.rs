@@ -382,6 +382,7 @@ async fn connect_http(
     let policy = NetPolicy {
         allow_http: server.allow_http,
         allow_private: server.allow_private,
+        allow_loopback: server.allow_loopback,
         allowed_hosts: server.allowed_hosts.clone(),
         connect_timeout: server
             .connect_timeout

@@ -477,6 +477,47 @@ async fn a_user_adds_a_server_uses_it_alone_and_its_secret_goes_nowhere() {
         (status, &body["code"]),
         (StatusCode::BAD_REQUEST, &json!("unknown_tool"))
     );
+    // Marked as seen: the definition the user looked at, or refused.
+    let (_, listed) = client.get("/api/v1/mcp/tools", "alice").await;
+    let seen = listed["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .find(|t| t["name"] == "user-notes.big")
+        .and_then(|t| t["fingerprint"].as_str())
+        .expect("big is listed")
+        .to_owned();
+    let (status, body) = client
+        .send(
+            reqwest::Method::PUT,
+            "/api/v1/me/servers/notes/read-only",
+            "alice",
+            Some(json!({ "tools": ["echo", { "name": "big", "fingerprint": "0".repeat(64) }] })),
+        )
+        .await;
+    assert_eq!(
+        (status, &body["code"]),
+        (StatusCode::CONFLICT, &json!("definition_changed")),
+        "{body}"
+    );
+    let (status, body) = client
+        .send(
+            reqwest::Method::PUT,
+            "/api/v1/me/servers/notes/read-only",
+            "alice",
+            Some(json!({ "tools": ["echo", { "name": "big", "fingerprint": seen }] })),
+        )
+        .await;
+    let mut marked: Vec<&str> = body["server"]["readOnly"]
+        .as_array()
+        .map(|list| list.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    marked.sort_unstable();
+    assert_eq!(
+        (status, marked),
+        (StatusCode::OK, vec!["big", "echo"]),
+        "{body}"
+    );
     assert!(upstream.accepted() > 0);
 
     // Bob cannot remove it; Alice can, and then it is gone.
@@ -662,4 +703,44 @@ async fn a_conversation_may_select_its_users_own_server_and_a_dead_one_holds_no_
     let servers = gateway.my_servers(&alice).await.expect("listed");
     assert_eq!(servers.len(), 2);
     gateway.shutdown().await;
+}
+
+/// The rules hold at every use, not only when a server is added: an instance whose operator
+/// no longer allows the host (here a second gateway on the same state file) neither lists nor
+/// calls a server added before.
+#[tokio::test]
+async fn a_host_taken_off_the_list_stops_servers_added_before() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let upstream = KeyedUpstream::start("k").await;
+    let with_hosts = |hosts: &[&str]| {
+        let mut config = crate::support::config(vec![crate::support::no_confirm(
+            crate::support::in_process("demo", mcpgate::fixtures::demo::DemoServer::new()),
+        )]);
+        crate::support::with_user_servers(&mut config);
+        config.user_servers.allowed_hosts = hosts.iter().map(|h| (*h).to_owned()).collect();
+        config.state = mcpgate::config::StateConfig::Sqlite {
+            path: dir.path().join("state.db"),
+        };
+        config
+    };
+    let alice = caller("alice");
+    let first = crate::support::gateway(with_hosts(&["127.0.0.1"])).await;
+    first
+        .add_my_server(&alice, new_server("notes", &upstream.url, "k"))
+        .await
+        .expect("added while its host is allowed");
+    first.shutdown().await;
+
+    let narrowed = crate::support::gateway(with_hosts(&[".example.com"])).await;
+    let tools = narrowed.list_tools(&alice).await;
+    assert!(
+        !tools.iter().any(|t| t.server.as_str() == "user-notes"),
+        "not listed once its host is off the list"
+    );
+    let err = narrowed
+        .call_tool(&alice, "user-notes.echo", json!({ "message": "x" }), None)
+        .await
+        .expect_err("not callable");
+    assert_eq!(err.code(), "not_found", "{err}");
+    narrowed.shutdown().await;
 }

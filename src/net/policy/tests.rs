@@ -234,3 +234,25 @@ fn error_messages_do_not_echo_credentials_or_queries() {
         "{message}"
     );
 }
+
+/// `allow_loopback` opens loopback and nothing else: private, link-local, metadata and the
+/// IPv4-mapped spelling of loopback stay blocked.
+#[test]
+fn allow_loopback_opens_loopback_alone() {
+    let policy = NetPolicy {
+        allow_loopback: true,
+        ..NetPolicy::default()
+    };
+    assert_eq!(policy.check_ip(LOOPBACK), Ok(()));
+    assert_eq!(policy.check_ip(IpAddr::V6(Ipv6Addr::LOCALHOST)), Ok(()));
+    for ip in [
+        IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1)),
+        IpAddr::V4(Ipv4Addr::new(192, 168, 1, 1)),
+        IpAddr::V4(Ipv4Addr::new(169, 254, 169, 254)),
+        IpAddr::V6(Ipv4Addr::LOCALHOST.to_ipv6_mapped()),
+        IpAddr::V6("fd00::1".parse().expect("ipv6")),
+    ] {
+        assert!(policy.check_ip(ip).is_err(), "{ip}");
+    }
+    assert!(NetPolicy::default().check_ip(LOOPBACK).is_err());
+}

@@ -105,6 +105,11 @@ pub(super) fn routes() -> Vec<Route> {
                     "Error",
                 ),
                 OFF,
+                (
+                    409,
+                    "A tool's definition is no longer the one with the fingerprint given (`definition_changed`).",
+                    "Error",
+                ),
                 STORE,
             ],
         },
@@ -220,7 +225,12 @@ pub(super) fn schemas() -> Map<String, Value> {
             "type": "object",
             "required": ["tools"],
             "additionalProperties": false,
-            "properties": { "tools": { "type": "array", "items": { "type": "string" } } },
+            "properties": { "tools": { "type": "array", "items": { "oneOf": [
+                { "type": "string", "description": "A tool's name: its definition as listed now." },
+                { "type": "object", "required": ["name", "fingerprint"], "additionalProperties": false,
+                  "properties": { "name": { "type": "string" }, "fingerprint": { "type": "string",
+                    "description": "The definition the user looked at; refused (409) if the server lists another by now." } } },
+            ] } } },
         },
     });
     match schemas {

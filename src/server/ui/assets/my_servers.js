@@ -45,7 +45,10 @@ export class MyServers {
     const readOnly = new Set(server.readOnly ?? []);
     const boxes = own.map((tool) => {
       const name = tool.name.slice(server.server.length + 1);
-      const box = h('input', { type: 'checkbox', value: name, checked: readOnly.has(name) });
+      const box = h('input', {
+        type: 'checkbox', value: name, checked: readOnly.has(name),
+        dataset: { fingerprint: tool.fingerprint ?? '' },
+      });
       box.addEventListener('change', () => this.markReadOnly(server, item));
       return h('label', { class: 'my-server-tool' }, box, ` ${name} is read-only`);
     });
@@ -106,11 +109,14 @@ export class MyServers {
   }
 
   async markReadOnly(server, item) {
-    const tools = [...item.querySelectorAll('.my-server-tool input')]
-      .filter((box) => box.checked).map((box) => box.value);
+    // Each with the definition the user is looking at: one the server swapped in since is
+    // refused, not marked.
+    const boxes = [...item.querySelectorAll('.my-server-tool input')].filter((box) => box.checked);
+    const tools = boxes.map((box) => box.value);
+    const marks = boxes.map((box) => ({ name: box.value, fingerprint: box.dataset.fingerprint }));
     try {
       await api(`/me/servers/${encodeURIComponent(server.name)}/read-only`,
-        { method: 'PUT', body: { tools } });
+        { method: 'PUT', body: { tools: marks } });
       say(this.status, `${server.server}: ${tools.length ? tools.join(', ') : 'no tool'} read-only.`);
     } catch (error) {
       rejected(error);
