@@ -8,6 +8,7 @@ mod call;
 mod chat;
 #[cfg(feature = "testkit")]
 mod conformance;
+mod import;
 mod pin;
 mod scan;
 mod serve;
@@ -85,6 +86,9 @@ enum Command {
     /// Scan tool definitions for poisoning: a file of definitions, or `--server ID`'s live
     /// tools. Exit 1 when any has a high-severity finding.
     Scan(scan::ScanArgs),
+    /// Import the MCP servers configured in Claude Desktop, Cursor, VS Code or Windsurf (or a
+    /// file): shown, and written as mcpgate servers with secrets as `${VAR}` references.
+    Import(import::ImportArgs),
     /// Configuration commands.
     Config {
         #[command(subcommand)]
@@ -332,6 +336,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let loaded = load(cli.config.as_deref())?;
             audit::run(&loaded.config, args).await
         }
+        Command::Import(args) => import::run(&args),
         Command::Scan(args) => match &args.server {
             None => scan::scan_file(&args),
             Some(server) => {

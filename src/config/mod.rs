@@ -10,6 +10,7 @@ mod external_env;
 mod gate;
 mod gate_rules;
 mod host;
+pub mod import;
 mod limit_rules;
 mod load;
 mod mcp_servers;

@@ -279,3 +279,78 @@ fn scan_reports_findings_and_says_so_in_its_exit_code() {
     assert_eq!(out.status.code(), Some(0), "{text}");
     assert!(text.contains("demo.echo  clean"), "{text}");
 }
+
+/// `mcpgate import` finds each client's configuration where the client documents it (under a
+/// home of the test's own), writes the servers as a new file that `config check` accepts, with
+/// no secret of the samples in it, and never replaces a file.
+#[test]
+fn import_reads_every_clients_configuration_and_writes_no_secret() {
+    let samples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/import");
+    let root = tempfile::tempdir().expect("temp dir");
+    let (home, project) = (root.path().join("home"), root.path().join("project"));
+    for (sample, place) in [
+        (
+            "claude_desktop_config.json",
+            home.join(".config/Claude/claude_desktop_config.json"),
+        ),
+        ("cursor_mcp.json", home.join(".cursor/mcp.json")),
+        (
+            "windsurf_mcp_config.json",
+            home.join(".codeium/windsurf/mcp_config.json"),
+        ),
+        ("vscode_mcp.json", project.join(".vscode/mcp.json")),
+    ] {
+        std::fs::create_dir_all(place.parent().expect("a folder")).expect("mkdir");
+        std::fs::copy(samples.join(sample), &place).expect("copied");
+    }
+    let import = |args: &[&str]| {
+        Command::new(mcpgate_bin())
+            .current_dir(&project)
+            .env("HOME", &home)
+            .env_remove("APPDATA")
+            .args(args)
+            .output()
+            .expect("mcpgate runs")
+    };
+    let out = import(&["import", "--write", "mcpgate.toml"]);
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    assert!(said.contains("10 servers found in 4 files"), "{said}");
+    let written = std::fs::read_to_string(project.join("mcpgate.toml")).expect("written");
+    for secret in [
+        "ghp_claudeSampleSecret",
+        "BSAclaudeArgSecret",
+        "ntn_cursorSampleSecret",
+        "cursorInlineSecret",
+        "pplx-vscodeSampleSecret",
+        "vscodeHeaderSecret",
+        "sntrys_windsurfSampleSecret",
+    ] {
+        assert!(!written.contains(secret), "{secret} in:\n{written}");
+        assert!(!said.contains(secret), "{secret} said: {said}");
+    }
+    assert!(written.contains("${SENTRY_AUTHORIZATION}"), "{written}");
+    // As root, stdio servers must name the user they run as: the operator's call, not the
+    // importer's, so the check gets one here.
+    if nix::unistd::geteuid().is_root() {
+        std::fs::write(
+            project.join("mcpgate.toml"),
+            format!("[sandbox]\nrun_as = \"nobody\"\n\n{written}"),
+        )
+        .expect("rewritten");
+    }
+    let check = mcpgate(&project, &["config", "check"]);
+    assert!(
+        check.status.success(),
+        "{}",
+        String::from_utf8_lossy(&check.stderr)
+    );
+    // An existing file is never replaced.
+    let again = import(&["import", "--write", "mcpgate.toml"]);
+    assert!(!again.status.success());
+    // One client alone, printed.
+    let cursor = import(&["import", "--from", "cursor"]);
+    let printed = String::from_utf8_lossy(&cursor.stdout);
+    assert!(printed.contains("[servers.linear]"), "{printed}");
+    assert!(!printed.contains("[servers.github]"), "{printed}");
+}
