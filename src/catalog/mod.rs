@@ -17,6 +17,9 @@ pub use naming::{MAX_FUNCTION_NAME_LEN, canonical_id, function_names};
 pub use pins::{
     ChangedPin, PinFileProblem, PinReport, PinStatus, Pins, PinsError, check, removed, status,
 };
-pub use scan::{Finding, FindingCode, Severity, cross_catalog, scan_tool, scan_tool_cached};
+pub use scan::{
+    Finding, FindingCode, Severity, cross_catalog, cross_catalog_beside, scan_tool,
+    scan_tool_cached,
+};
 pub use schema::{sanitize_input_schema, sanitize_schema};
 pub use snapshot::{Catalog, CatalogTool, ServerTools, ToolStatus};

@@ -25,7 +25,7 @@ use rmcp::model::{JsonObject, Tool};
 use serde_json::Value;
 use unicode_normalization::{IsNormalized, UnicodeNormalization as _};
 
-pub use cross::cross_catalog;
+pub use cross::{cross_catalog, cross_catalog_beside};
 use phrases::{Normalized, OwnNames};
 use rules::Family;
 pub(super) use unicode::{escaped, is_invisible};

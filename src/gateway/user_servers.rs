@@ -556,7 +556,7 @@ impl UserServers {
     /// `ctx`'s own catalog: their servers' tools, scanned and fingerprinted, each carrying
     /// its server's settings. Empty when they have none (or the store cannot be read: the
     /// failure is logged, and their servers are missing until it can).
-    pub(super) async fn catalog(&self, ctx: &CallContext) -> Catalog {
+    pub(super) async fn catalog(&self, ctx: &CallContext, beside: &Catalog) -> Catalog {
         let servers = match self.opened(ctx).await {
             Ok(servers) => servers,
             Err(err) => {
@@ -577,7 +577,9 @@ impl UserServers {
             list.settings = Some(Arc::new(self.settings(server, read_only)));
             all.push(list);
         }
-        Catalog::build(all)
+        // Against the operator's catalog too: a user's server telling how a configured tool
+        // must be used is shadowing, whoever added it.
+        Catalog::build_beside(all, beside)
     }
 
     async fn infos(&self, ctx: &CallContext) -> Result<Vec<UserServerInfo>, UserServerError> {
@@ -1116,7 +1118,7 @@ impl Gateway {
         if !self.knows_tenant(ctx) {
             return None;
         }
-        let catalog = servers.catalog(ctx).await;
+        let catalog = servers.catalog(ctx, &self.catalog()).await;
         (!catalog.is_empty()).then_some(catalog)
     }
 

@@ -42,9 +42,19 @@ const MIN_NEAR_MISS_LEN: usize = 6;
 /// The findings of each of `tools` (server, definition) that only the whole catalog shows,
 /// in the order given.
 pub fn cross_catalog(tools: &[(&ServerId, &Tool)]) -> Vec<Vec<Finding>> {
+    cross_catalog_beside(tools, &[])
+}
+
+/// [`cross_catalog`] for `tools` joining `others` without being part of them (a user's own
+/// servers beside the operator's catalog): `others`' tools count as other servers' tools that
+/// `tools` may shadow or imitate; only `tools` get findings.
+pub fn cross_catalog_beside(
+    tools: &[(&ServerId, &Tool)],
+    others: &[(&ServerId, &Tool)],
+) -> Vec<Vec<Finding>> {
     // Each name, lowercased, with the servers that offer it.
     let mut owners: HashMap<String, HashSet<&ServerId>> = HashMap::new();
-    for (server, tool) in tools {
+    for (server, tool) in tools.iter().chain(others) {
         owners
             .entry(tool.name.to_lowercase())
             .or_default()
