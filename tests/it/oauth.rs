@@ -1406,3 +1406,40 @@ async fn a_users_own_server_signs_them_in_with_its_authorization_server() {
         assert!(!log.contains(&s.token), "the log holds a token");
     }
 }
+
+/// The page connects a user's own OAuth server (tests/browser/my_server_connect.mjs).
+#[tokio::test]
+async fn a_users_own_server_is_connected_from_the_page_in_chromium() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let o = outbound_with(
+        dir.path(),
+        "\n[user_servers]\nenabled = true\nallow_loopback = true\n",
+    )
+    .await;
+    let added = http()
+        .post(format!("{}/api/v1/me/servers", o.gateway.base))
+        .bearer_auth(caller_token("alice"))
+        .json(&json!({ "name": "mine", "url": o.upstream.url, "auth": "oauth" }))
+        .send()
+        .await
+        .expect("answers");
+    assert_eq!(added.status(), 201);
+    crate::page::run_script(
+        "my_server_connect.mjs",
+        &[
+            ("MCPGATE_URL", &o.gateway.base),
+            ("MCPGATE_TOKEN", &caller_token("alice")),
+        ],
+        &[
+            "the server waits for the user's account, with Connect",
+            "Connect signs the user in, and the row says connected with its tools",
+        ],
+    )
+    .await;
+    let (status, done) = o.get("alice", "/api/v1/me/servers").await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        done["servers"][0]["authorization"]["status"], "connected",
+        "{done}"
+    );
+}

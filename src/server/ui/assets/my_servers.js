@@ -59,7 +59,10 @@ export class MyServers {
       ? [' ', connectionPill(server.authorization),
         server.authorization.status === 'connected'
           ? null
-          : [' ', connectButton(server.server, 'Connect', () => this.load())]]
+          : [' ', connectButton(server.server, 'Connect', () => {
+            this.load();
+            this.onChange();
+          })]]
       : null;
     const item = h('li', { class: 'my-server', 'data-server': server.server },
       h('span', { class: 'name' }, server.server),
