@@ -235,6 +235,9 @@ pub struct CallLimits {
     /// Extra attempts for read tools whose connection failed; writes are never retried once
     /// sent.
     pub retries: u32,
+    /// How long the answer to a call sent with an `Idempotency-Key` is kept for its retries;
+    /// zero: the header is ignored.
+    pub idempotency_window: Duration,
 }
 
 impl Default for CallLimits {
@@ -249,6 +252,7 @@ impl Default for CallLimits {
             user_calls_per_minute: 600,
             server_calls_per_minute: 6000,
             retries: 1,
+            idempotency_window: Duration::from_secs(24 * 3600),
         }
     }
 }

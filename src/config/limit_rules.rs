@@ -196,6 +196,18 @@ pub(super) fn call_limits(raw: &RawLimits, report: &mut Report) -> CallLimits {
             )
         })
         .unwrap_or(d.concurrency_wait);
+    let idempotency_window = raw
+        .idempotency_window
+        .as_ref()
+        .and_then(|r| {
+            duration(
+                r,
+                &IDEMPOTENCY_WINDOW_RANGE,
+                "limits.idempotency_window",
+                report,
+            )
+        })
+        .unwrap_or(d.idempotency_window);
     if user_concurrency > server_concurrency {
         report.warn(
             "limits.user_concurrency",
@@ -216,5 +228,10 @@ pub(super) fn call_limits(raw: &RawLimits, report: &mut Report) -> CallLimits {
         user_calls_per_minute,
         server_calls_per_minute,
         retries,
+        idempotency_window,
     }
 }
+
+/// Up to a week: a client retries within minutes, or hours after an outage.
+const IDEMPOTENCY_WINDOW_RANGE: RangeInclusive<Duration> =
+    Duration::ZERO..=Duration::from_secs(7 * 24 * 3600);

@@ -25,6 +25,8 @@
 //! server_calls_per_minute = 6000   # per server, all users (0 = off ..= 1000000)
 //! retries = 1                      # extra attempts of a read tool whose connection failed
 //!                                  # (0 ..= 5); a write is never sent twice
+//! idempotency_window = "24h"       # a call's answer kept for retries with the same
+//!                                  # Idempotency-Key (0 ..= 7d; 0 ignores the header)
 //!
 //! [state]
 //! database = "mcpgate.db"          # SQLite file for confirmations, audit and pins, relative
@@ -376,6 +378,7 @@ pub struct RawLimits {
     pub user_calls_per_minute: Option<u64>,
     pub server_calls_per_minute: Option<u64>,
     pub retries: Option<u64>,
+    pub idempotency_window: Option<RawDuration>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]

@@ -79,6 +79,8 @@ pub struct Stores {
     /// Connected browser pages (the WebMCP bridge); `None`: the gateway starts its own. A
     /// gateway started by a reload keeps the pages of the one it replaces.
     pub pages: Option<Arc<crate::webmcp::Pages>>,
+    /// Requests sent with an `Idempotency-Key` (SQLite, else memory).
+    pub idempotency: Arc<dyn crate::store::IdempotencyStore>,
 }
 
 impl Stores {
@@ -97,6 +99,7 @@ impl Stores {
                     oauth: Arc::new(crate::oauth::MemoryOAuth::default()),
                     shared: SharedStores::default(),
                     pages: None,
+                    idempotency: Arc::new(crate::store::MemoryIdempotency::default()),
                 })
             }
             StateConfig::Sqlite { path } => {
@@ -107,6 +110,7 @@ impl Stores {
                     oauth: stores.oauth(),
                     shared: SharedStores::default(),
                     pages: None,
+                    idempotency: stores.idempotency(),
                 })
             }
         }
@@ -128,6 +132,7 @@ impl Stores {
                 oauth: Arc::new(crate::oauth::MemoryOAuth::default()),
                 shared: SharedStores::default(),
                 pages: None,
+                idempotency: Arc::new(crate::store::MemoryIdempotency::default()),
             }
         };
         let instance = &config.shared.instance;
@@ -182,6 +187,7 @@ struct Inner {
     confirmations: Arc<dyn ConfirmationStore>,
     audit: Arc<dyn AuditStore>,
     oauth_store: Arc<dyn crate::oauth::OAuthStore>,
+    idempotency: Arc<dyn crate::store::IdempotencyStore>,
     /// Users' connections to `auth = "oauth"` servers; `None` without such servers.
     connections: Option<Arc<crate::oauth::Connections>>,
     clock: Clock,
@@ -298,6 +304,7 @@ impl Gateway {
             confirmations: stores.confirmations,
             audit: stores.audit,
             oauth_store: stores.oauth,
+            idempotency: stores.idempotency,
             connections,
             clock: options.clock,
             schemas: Mutex::new(HashMap::new()),
@@ -469,6 +476,7 @@ impl Gateway {
             oauth: self.inner.oauth_store.clone(),
             shared: self.inner.shared.clone(),
             pages: Some(self.inner.pages.clone()),
+            idempotency: self.inner.idempotency.clone(),
         }
     }
 
@@ -480,6 +488,11 @@ impl Gateway {
     /// Whether each shared store answers now (none for a single instance).
     pub async fn shared_health(&self) -> Vec<StoreHealth> {
         self.inner.shared.health().await
+    }
+
+    /// Requests sent with an `Idempotency-Key` (the REST call route's).
+    pub fn idempotency_store(&self) -> &Arc<dyn crate::store::IdempotencyStore> {
+        &self.inner.idempotency
     }
 
     /// The audit log (for `mcpgate audit` and the API).
@@ -597,6 +610,9 @@ impl Gateway {
                     }
                     if let Some(servers) = &self.inner.user_servers {
                         servers.prune();
+                    }
+                    if let Err(err) = self.inner.idempotency.purge(now).await {
+                        tracing::warn!(error = %err, "purging expired idempotency keys failed");
                     }
                     // Sign-ins nobody finished: their sealed verifiers go too.
                     if let Some(connections) = &self.inner.connections

@@ -8,6 +8,7 @@ pub mod chat;
 mod connect;
 mod errors;
 mod guard;
+pub mod idempotent;
 pub mod markdown;
 pub mod mcp;
 mod me;

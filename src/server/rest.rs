@@ -55,17 +55,53 @@ async fn list_tools(
 
 /// `{ tool, arguments, confirmationToken? }`. The body is parsed by the gate's own argument
 /// parser, so duplicate keys anywhere in it are refused.
+///
+/// With an `Idempotency-Key` header (`[limits] idempotency_window` above zero), see
+/// [`super::idempotent`]: a retry of the same request gets the first answer.
 async fn call_tool(
     State(state): State<AppState>,
     Extension(ctx): Extension<Arc<CallContext>>,
     Extension(overhead): Extension<Overhead>,
+    headers: axum::http::HeaderMap,
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let ([tool], arguments, token) = call_body(&state, &body, ["tool"])?;
     let gateway = state.gateway.current();
-    let timer = state.metrics.start_call(&gateway, &tool);
+    let request = json!({ "tool": tool, "arguments": arguments, "confirmationToken": token });
+    let claim = match super::idempotent::claim(&state, &gateway, &ctx, &headers, &request).await {
+        Ok(Some(claim)) => claim,
+        Ok(None) => {
+            return call_once(
+                &state,
+                &gateway,
+                (&ctx, &overhead),
+                (tool, arguments, token),
+            )
+            .await;
+        }
+        Err(answer) => return Ok(answer),
+    };
+    let answer = call_once(
+        &state,
+        &gateway,
+        (&ctx, &overhead),
+        (tool, arguments, token),
+    )
+    .await
+    .unwrap_or_else(IntoResponse::into_response);
+    Ok(claim.finish(&gateway, answer).await)
+}
+
+/// One call through the gate, answered.
+async fn call_once(
+    state: &AppState,
+    gateway: &Gateway,
+    (ctx, overhead): (&CallContext, &Overhead),
+    (tool, arguments, token): (String, Value, Option<String>),
+) -> Result<Response, ApiError> {
+    let timer = state.metrics.start_call(gateway, &tool);
     let (outcome, upstream) = gateway
-        .call_tool_measured(&ctx, &tool, arguments, token.as_deref())
+        .call_tool_measured(ctx, &tool, arguments, token.as_deref())
         .await;
     timer.finish(&outcome);
     overhead.exclude(upstream);

@@ -9,6 +9,7 @@ mod audit;
 mod clock;
 mod confirmations;
 mod error;
+pub mod idempotency;
 mod memory;
 pub mod postgres;
 pub mod redis;
@@ -27,6 +28,7 @@ pub use confirmations::{
     Approved, Binding, ConfirmationStore, MAX_MEMORY_ENTRIES, MAX_PER_USER, Pending,
 };
 pub use error::StoreError;
+pub use idempotency::{IdempotencyStore, MemoryIdempotency};
 pub use memory::{MEMORY_AUDIT_BYTES, MEMORY_AUDIT_RECORDS, MemoryAudit, MemoryConfirmations};
 pub use sqlite::{SqliteStores, open_sqlite, open_sqlite_with};
 

@@ -15,6 +15,7 @@ use tokio::net::TcpListener;
 
 use crate::support::{self, fixture, in_process, no_confirm};
 
+mod idempotency;
 mod tenants;
 pub(crate) mod webmcp;
 

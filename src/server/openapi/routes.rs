@@ -96,7 +96,9 @@ pub(super) fn routes() -> Vec<Route> {
             id: "callTool",
             access: Access::Caller,
             summary: "Calls a tool through the gate.",
-            parameters: none(),
+            parameters: json!([{ "name": "Idempotency-Key", "in": "header", "required": false,
+                "description": "A retry of the same request with the same key (`\"...\"`, 1 to 255 characters) gets the first answer again, marked `Idempotent-Replayed: true`, without a second call; kept for `[limits] idempotency_window`. Answers 428, 429 and 503 are not kept.",
+                "schema": { "type": "string" } }]),
             body: Some(json!({ "required": true, "content": {
                 "application/json": { "schema": schema_ref("CallRequest") } } })),
             ok: json_body(
@@ -106,7 +108,7 @@ pub(super) fn routes() -> Vec<Route> {
             errors: &[
                 (
                     400,
-                    "The body is not acceptable (`bad_request`) or the arguments fail the tool's schema or limits (`invalid_arguments`).",
+                    "The body is not acceptable (`bad_request`), the `Idempotency-Key` is malformed (`invalid_idempotency_key`), or the arguments fail the tool's schema or limits (`invalid_arguments`).",
                     "Error",
                 ),
                 (
@@ -116,7 +118,12 @@ pub(super) fn routes() -> Vec<Route> {
                 ),
                 (
                     409,
-                    "The confirmation token is unknown, used, expired or bound to another call (`confirmation_invalid`).",
+                    "The confirmation token is unknown, used, expired or bound to another call (`confirmation_invalid`), or the first request with this `Idempotency-Key` is still running (`idempotency_key_in_use`; see `Retry-After`).",
+                    "Error",
+                ),
+                (
+                    422,
+                    "This `Idempotency-Key` was used for another request (`idempotency_key_reused`).",
                     "Error",
                 ),
                 (

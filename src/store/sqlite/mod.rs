@@ -5,6 +5,7 @@
 mod audit;
 mod audit_writer;
 mod confirmations;
+mod idempotency;
 mod oauth;
 mod schema;
 #[cfg(test)]
@@ -56,6 +57,11 @@ impl SqliteStores {
             self.pool.clone(),
             self.writer.clone(),
         ))
+    }
+
+    /// Requests sent with an `Idempotency-Key`, in the same file.
+    pub fn idempotency(&self) -> Arc<dyn crate::store::IdempotencyStore> {
+        Arc::new(idempotency::SqliteIdempotency::new(self.pool.clone()))
     }
 
     /// Users' upstream OAuth connections, in the same file.

@@ -139,9 +139,21 @@ const OAUTH_V3: [&str; 4] = [
     ) STRICT",
 ];
 
-/// Version 4: the remote servers users add for themselves (`[user_servers]`); the headers
-/// sent to each are sealed like OAuth tokens.
-const USER_SERVERS_V4: [&str; 1] = ["CREATE TABLE user_servers (
+/// Version 4: the remote servers users add for themselves (`[user_servers]`), the headers
+/// sent to each sealed like OAuth tokens; and requests sent with an `Idempotency-Key`, found
+/// by a digest (`lookup`), their answers sealed under a key only the client holds.
+const USER_SERVERS_V4: [&str; 3] = [
+    "CREATE TABLE idempotency (
+        lookup TEXT PRIMARY KEY NOT NULL,
+        request_hash TEXT NOT NULL,
+        key_id TEXT,
+        nonce BLOB,
+        sealed BLOB,
+        started_at INTEGER NOT NULL,
+        expires_at INTEGER
+    ) STRICT",
+    "CREATE INDEX idempotency_expiry ON idempotency (expires_at)",
+    "CREATE TABLE user_servers (
         tenant_id TEXT NOT NULL,
         user_id TEXT NOT NULL,
         name TEXT NOT NULL,
@@ -152,7 +164,8 @@ const USER_SERVERS_V4: [&str; 1] = ["CREATE TABLE user_servers (
         read_only TEXT NOT NULL,
         created_at INTEGER NOT NULL,
         PRIMARY KEY (tenant_id, user_id, name)
-    ) STRICT"];
+    ) STRICT",
+];
 
 /// Checks the version and creates the schema in a fresh file, or migrates an older one, in
 /// one write transaction: two processes opening one file cannot both create or migrate it,

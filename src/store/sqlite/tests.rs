@@ -301,7 +301,11 @@ async fn a_version_3_file_gains_users_servers_and_keeps_its_connections() {
         .put_connection(&key, &row)
         .await
         .expect("put");
-    for statement in ["DROP TABLE user_servers", "PRAGMA user_version = 3"] {
+    for statement in [
+        "DROP TABLE user_servers",
+        "DROP TABLE idempotency",
+        "PRAGMA user_version = 3",
+    ] {
         sqlx::query(statement)
             .execute(&stores.pool)
             .await

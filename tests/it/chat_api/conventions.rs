@@ -374,7 +374,8 @@ fn the_openapi_document_describes_the_same_convention() {
                     }
                 }
                 if let Some(Value::Array(parameters)) = map.get("parameters") {
-                    for parameter in parameters {
+                    // Header names are HTTP's (`Idempotency-Key`), not ours to spell.
+                    for parameter in parameters.iter().filter(|p| p["in"] != "header") {
                         let name = parameter["name"].as_str().unwrap_or_default();
                         if !camel_case(name) {
                             out.push(format!("{place}: parameter {name} is not camelCase"));

@@ -46,6 +46,7 @@ fn every_per_call_limit_is_read_from_limits_beside_the_old_ones() {
         user_calls_per_minute = 0
         server_calls_per_minute = 7
         retries = 0
+        idempotency_window = "2h"
     "#);
     assert_eq!(loaded.config.limits.call_timeout, Duration::from_secs(5));
     let want = CallLimits {
@@ -58,6 +59,7 @@ fn every_per_call_limit_is_read_from_limits_beside_the_old_ones() {
         user_calls_per_minute: 0,
         server_calls_per_minute: 7,
         retries: 0,
+        idempotency_window: Duration::from_secs(7200),
     };
     assert_eq!(loaded.config.call_limits, want);
     assert!(loaded.warnings.is_empty(), "{:?}", loaded.warnings);

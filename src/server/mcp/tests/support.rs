@@ -222,6 +222,7 @@ impl Endpoint {
             audit,
             oauth: Arc::new(crate::oauth::MemoryOAuth::default()),
             pages: None,
+            idempotency: Arc::new(crate::store::MemoryIdempotency::default()),
         };
         let gateway = Gateway::start_with_stores(config, GatewayOptions::default(), stores)
             .expect("the gateway starts");
