@@ -123,6 +123,39 @@ pub trait IdempotencyStore: Send + Sync {
     async fn purge(&self, now: SystemTime) -> Result<u64, StoreError>;
 }
 
+/// What a store holds of a key, as [`decide`] reads it (times in microseconds since the
+/// epoch).
+pub(crate) struct Held {
+    pub request_hash: String,
+    pub answer: Option<Sealed>,
+    pub started: i64,
+    pub expires_at: Option<i64>,
+}
+
+/// What a request may do given what is held of its key: `None` to claim it (nothing held,
+/// expired, or a claim abandoned `stale_after` ago), else the answer.
+pub(crate) fn decide(
+    held: Held,
+    request_hash: &str,
+    now: i64,
+    stale_after: Duration,
+) -> Option<Begin> {
+    let stale = i64::try_from(stale_after.as_micros()).unwrap_or(i64::MAX);
+    let expired = held.expires_at.is_some_and(|at| at <= now);
+    let abandoned = held.answer.is_none() && held.started.saturating_add(stale) <= now;
+    if expired || abandoned {
+        return None;
+    }
+    Some(if held.request_hash != request_hash {
+        Begin::Mismatch
+    } else {
+        match held.answer {
+            Some(sealed) => Begin::Replay(sealed),
+            None => Begin::InFlight,
+        }
+    })
+}
+
 #[derive(Debug, Clone)]
 struct Entry {
     request_hash: String,
@@ -148,17 +181,19 @@ impl IdempotencyStore for MemoryIdempotency {
     ) -> Result<Begin, StoreError> {
         let mut entries = self.entries.lock().unwrap_or_else(PoisonError::into_inner);
         if let Some(entry) = entries.get(&key.lookup) {
-            let expired = entry.expires_at.is_some_and(|at| at <= now);
-            let abandoned = entry.answer.is_none() && entry.started + stale_after <= now;
-            if !expired && !abandoned {
-                return Ok(if entry.request_hash != request_hash {
-                    Begin::Mismatch
-                } else {
-                    match &entry.answer {
-                        Some(sealed) => Begin::Replay(sealed.clone()),
-                        None => Begin::InFlight,
-                    }
-                });
+            let held = Held {
+                request_hash: entry.request_hash.clone(),
+                answer: entry.answer.clone(),
+                started: super::clock::to_micros(entry.started),
+                expires_at: entry.expires_at.map(super::clock::to_micros),
+            };
+            if let Some(begin) = decide(
+                held,
+                request_hash,
+                super::clock::to_micros(now),
+                stale_after,
+            ) {
+                return Ok(begin);
             }
         }
         if entries.len() >= MAX_MEMORY_RECORDS {

@@ -12,7 +12,7 @@ use crate::{
     store::{
         StoreError,
         clock::to_micros,
-        idempotency::{Begin, IdempotencyKey, IdempotencyStore},
+        idempotency::{Begin, Held, IdempotencyKey, IdempotencyStore, decide},
     },
 };
 
@@ -36,7 +36,6 @@ impl IdempotencyStore for SqliteIdempotency {
         stale_after: Duration,
     ) -> Result<Begin, StoreError> {
         let now = to_micros(now);
-        let stale = i64::try_from(stale_after.as_micros()).unwrap_or(i64::MAX);
         let mut tx = self
             .pool
             .begin_with("BEGIN IMMEDIATE")
@@ -51,31 +50,24 @@ impl IdempotencyStore for SqliteIdempotency {
         .await
         .map_err(store_error)?;
         if let Some(row) = row {
-            let hash: String = row.try_get("request_hash").map_err(store_error)?;
             let key_id: Option<String> = row.try_get("key_id").map_err(store_error)?;
             let nonce: Option<Vec<u8>> = row.try_get("nonce").map_err(store_error)?;
             let sealed: Option<Vec<u8>> = row.try_get("sealed").map_err(store_error)?;
-            let started: i64 = row.try_get("started_at").map_err(store_error)?;
-            let expires: Option<i64> = row.try_get("expires_at").map_err(store_error)?;
-            let answer = match (key_id, nonce, sealed) {
-                (Some(key_id), Some(nonce), Some(ciphertext)) => Some(Sealed {
-                    key_id,
-                    nonce,
-                    ciphertext,
-                }),
-                _ => None,
+            let held = Held {
+                request_hash: row.try_get("request_hash").map_err(store_error)?,
+                answer: match (key_id, nonce, sealed) {
+                    (Some(key_id), Some(nonce), Some(ciphertext)) => Some(Sealed {
+                        key_id,
+                        nonce,
+                        ciphertext,
+                    }),
+                    _ => None,
+                },
+                started: row.try_get("started_at").map_err(store_error)?,
+                expires_at: row.try_get("expires_at").map_err(store_error)?,
             };
-            let expired = expires.is_some_and(|at| at <= now);
-            let abandoned = answer.is_none() && started.saturating_add(stale) <= now;
-            if !expired && !abandoned {
-                return Ok(if hash != request_hash {
-                    Begin::Mismatch
-                } else {
-                    match answer {
-                        Some(sealed) => Begin::Replay(sealed),
-                        None => Begin::InFlight,
-                    }
-                });
+            if let Some(begin) = decide(held, request_hash, now, stale_after) {
+                return Ok(begin);
             }
         }
         sqlx::query(
