@@ -457,22 +457,50 @@ fn sse_event(event: &AgentEvent) -> Event {
     Event::default().event(event.kind()).data(data.to_string())
 }
 
+/// With an `Idempotency-Key` (as on the call route, see [`super::idempotent`]): a retry of
+/// the same decision gets the first answer, not `not_found` for a decision already made.
 async fn decide(
     State(state): State<AppState>,
     Extension(hub): Extension<Arc<ChatHub>>,
     Extension(ctx): Extension<Arc<CallContext>>,
     Path((session, call_id)): Path<(String, String)>,
+    headers: axum::http::HeaderMap,
     body: Bytes,
+) -> Response {
+    let gateway = state.gateway.current();
+    let request = json!({
+        "route": "chat-approval", "session": session, "callId": call_id,
+        "body": String::from_utf8_lossy(&body),
+    });
+    let claim = match super::idempotent::claim(&state, &gateway, &ctx, &headers, &request).await {
+        Ok(claim) => claim,
+        Err(answer) => return answer,
+    };
+    let answer = decide_once(&state, &hub, &ctx, (session, call_id), &body)
+        .await
+        .into_response();
+    match claim {
+        Some(claim) => claim.finish(&gateway, answer).await,
+        None => answer,
+    }
+}
+
+async fn decide_once(
+    state: &AppState,
+    hub: &ChatHub,
+    ctx: &CallContext,
+    (session, call_id): (String, String),
+    body: &[u8],
 ) -> Result<Json<Value>, ApiError> {
     valid_session(&session)?;
-    let body: DecisionBody = parse_body(&body)?;
+    let body: DecisionBody = parse_body(body)?;
     let (decision, word) = match body.decision {
         DecisionValue::Approve => (Decision::Approve, "approve"),
         DecisionValue::Deny => (Decision::Deny, "deny"),
     };
     let ctx = CallContext {
         session,
-        ..Arc::unwrap_or_clone(ctx)
+        ..ctx.clone()
     };
     if let Err(err) = hub.approvals.decide(&ctx, &call_id, decision) {
         // The turn may run on another instance.

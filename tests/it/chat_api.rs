@@ -530,3 +530,45 @@ async fn requests_are_bounded_and_refusals_typed() {
     );
     chat.stop().await;
 }
+
+/// A decision sent with an `Idempotency-Key` and retried (the answer was lost on the way)
+/// gets its first answer again instead of `not_found` for a call already decided.
+#[tokio::test]
+async fn a_retried_approval_with_its_key_gets_its_first_answer() {
+    let chat = Chat::start(
+        vec![
+            Reply::tool_calls(&[("demo_add_note", json!({ "title": "kept", "body": "b" }))]),
+            Reply::text("Saved."),
+        ],
+        |_| {},
+    )
+    .await;
+    let mut body = user("note it");
+    body["session"] = json!("tab-k");
+    let response = chat.post("/chat", &body).await;
+    let mut events = Events::new(response.bytes_stream().boxed());
+    let seen = events.until("approval_required").await;
+    let call_id = find(&seen, "approval_required")["callId"]
+        .as_str()
+        .expect("call id")
+        .to_owned();
+    let approve = || {
+        chat.client
+            .post(format!("{}/chat/tab-k/approvals/{call_id}", chat.base))
+            .bearer_auth(&chat.token)
+            .header("Idempotency-Key", "\"approve-1\"")
+            .json(&json!({ "decision": "approve" }))
+            .send()
+    };
+    let first = approve().await.expect("answers");
+    assert_eq!(first.status(), StatusCode::OK);
+    assert!(first.headers().get("idempotent-replayed").is_none());
+    let first: Value = first.json().await.expect("JSON");
+    let rest = events.rest().await;
+    assert_eq!(find(&rest, "final")["message"], "Saved.");
+    let again = approve().await.expect("answers");
+    assert_eq!(again.status(), StatusCode::OK, "not not_found");
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
+    assert_eq!(again.json::<Value>().await.expect("JSON"), first);
+    chat.stop().await;
+}

@@ -78,22 +78,40 @@ pub(super) fn routes() -> Vec<Route> {
             id: "chatDecide",
             access: Access::Caller,
             summary: "Approves or denies a write tool call waiting in a running turn (same user and session).",
-            parameters: path(&[
-                SESSION,
-                ("callId", "The `callId` of the `approval_required` event."),
-            ]),
+            parameters: {
+                let mut parameters = path(&[
+                    SESSION,
+                    ("callId", "The `callId` of the `approval_required` event."),
+                ]);
+                if let Value::Array(list) = &mut parameters {
+                    list.push(json!({ "name": "Idempotency-Key", "in": "header", "required": false,
+                        "description": "A retry of the same decision with the same key gets the first answer again (`Idempotent-Replayed: true`), as on the call route.",
+                        "schema": { "type": "string" } }));
+                }
+                parameters
+            },
             body: Some(json!({ "required": true, "content": {
                 "application/json": { "schema": schema_ref("ChatDecision") } } })),
             ok: json_body("Decided.", schema_ref("ChatDecided")),
             errors: &[
                 (
                     400,
-                    "The body or the session id is not acceptable (`bad_request`).",
+                    "The body or the session id is not acceptable (`bad_request`), or the `Idempotency-Key` is malformed (`invalid_idempotency_key`).",
                     "Error",
                 ),
                 (
                     404,
                     "No approval of that call waits for this user in this session (`not_found`).",
+                    "Error",
+                ),
+                (
+                    409,
+                    "The first decision with this `Idempotency-Key` is still being made (`idempotency_key_in_use`).",
+                    "Error",
+                ),
+                (
+                    422,
+                    "This `Idempotency-Key` was used for another request (`idempotency_key_reused`).",
                     "Error",
                 ),
             ],
