@@ -180,7 +180,7 @@ impl Gateway {
             && name.starts_with(crate::config::USER_SERVER_PREFIX)
             && let Some(own) = self.user_catalog(ctx).await
         {
-            catalog = Arc::new(own);
+            catalog = own;
         }
         if self.resolve(&catalog, ctx, name).is_none()
             && name.starts_with(crate::config::USER_SERVER_PREFIX)

@@ -254,6 +254,30 @@ struct Listed {
     error: Option<String>,
 }
 
+/// What a user's catalog was built from: the operator's catalog it was checked beside, and
+/// per server its tool list (the same `Arc` while the list is fresh), staleness and marks.
+/// Held, not just compared by address, so an address can never be reused under it.
+/// One server's input to its owner's catalog: its tools, whether stale, its read-only marks.
+type BuiltFrom = (Arc<Vec<Tool>>, bool, BTreeMap<String, String>);
+
+struct Built {
+    beside: Arc<Catalog>,
+    lists: Vec<BuiltFrom>,
+    catalog: Arc<Catalog>,
+}
+
+impl Built {
+    fn same(&self, beside: &Arc<Catalog>, lists: &[BuiltFrom]) -> bool {
+        Arc::ptr_eq(&self.beside, beside)
+            && self.lists.len() == lists.len()
+            && self
+                .lists
+                .iter()
+                .zip(lists)
+                .all(|(a, b)| Arc::ptr_eq(&a.0, &b.0) && a.1 == b.1 && a.2 == b.2)
+    }
+}
+
 /// How long a server that failed to list is not asked again: a black-holed address would
 /// otherwise hold each of its owner's listings for the whole connect deadline.
 const RETRY_AFTER_FAILURE: Duration = Duration::from_secs(15);
@@ -266,6 +290,10 @@ pub(super) struct UserServers {
     sessions: UserServerSessions,
     /// By owner and session key.
     lists: Mutex<HashMap<(String, String), Listed>>,
+    /// By owner, their catalog as built last: rebuilt only when a list, a mark or the
+    /// operator's catalog changed (building scans beside the whole operator's catalog, too
+    /// much for every listing and call).
+    built: Mutex<HashMap<String, Built>>,
     /// How long a tool list is used before the server is asked again.
     ttl: Duration,
     list_timeout: Duration,
@@ -309,6 +337,7 @@ impl UserServers {
             store,
             vault,
             lists: Mutex::new(HashMap::new()),
+            built: Mutex::new(HashMap::new()),
             ttl: config.cache.ttl,
             list_timeout: config.limits.list_timeout,
             lookup: Arc::new(SystemLookup),
@@ -327,6 +356,8 @@ impl UserServers {
         self.sessions.prune();
         let keep = self.ttl.max(RETRY_AFTER_FAILURE) * 2 + Duration::from_secs(600);
         self.lists().retain(|_, listed| listed.at.elapsed() < keep);
+        // A built catalog holds lists that may be gone now: built again when next asked.
+        self.built.lock().unwrap_or_else(|p| p.into_inner()).clear();
     }
 
     pub(super) async fn shutdown(&self) {
@@ -556,30 +587,56 @@ impl UserServers {
     /// `ctx`'s own catalog: their servers' tools, scanned and fingerprinted, each carrying
     /// its server's settings. Empty when they have none (or the store cannot be read: the
     /// failure is logged, and their servers are missing until it can).
-    pub(super) async fn catalog(&self, ctx: &CallContext, beside: &Catalog) -> Catalog {
+    pub(super) async fn catalog(&self, ctx: &CallContext, beside: Arc<Catalog>) -> Arc<Catalog> {
         let servers = match self.opened(ctx).await {
             Ok(servers) => servers,
             Err(err) => {
                 tracing::warn!(error = %err, "reading a user's servers failed");
-                return Catalog::default();
+                return Arc::default();
             }
         };
         if servers.is_empty() {
-            return Catalog::default();
+            return Arc::default();
         }
         let lists = futures::future::join_all(servers.iter().map(|s| self.tools(ctx, s))).await;
-        let mut all = Vec::with_capacity(servers.len());
+        let mut inputs = Vec::with_capacity(servers.len());
+        let mut listed = Vec::with_capacity(servers.len());
         for (server, (tools, stale, _)) in servers.iter().zip(lists) {
             let Some(tools) = tools else { continue };
-            let read_only = marked_read_only(&server.read_only, &tools);
-            let mut list = ServerTools::new(server.id.clone(), tools.to_vec(), stale);
-            list.scan = self.config.scan;
-            list.settings = Some(Arc::new(self.settings(server, read_only)));
-            all.push(list);
+            inputs.push((tools.clone(), stale, server.read_only.clone()));
+            listed.push((server, tools, stale));
         }
+        let owner = owner_key(ctx);
+        let mut built = self.built.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(last) = built.get(&owner)
+            && last.same(&beside, &inputs)
+        {
+            return last.catalog.clone();
+        }
+        drop(built);
+        let all = listed
+            .into_iter()
+            .map(|(server, tools, stale)| {
+                let read_only = marked_read_only(&server.read_only, &tools);
+                let mut list = ServerTools::new(server.id.clone(), tools.to_vec(), stale);
+                list.scan = self.config.scan;
+                list.settings = Some(Arc::new(self.settings(server, read_only)));
+                list
+            })
+            .collect();
         // Against the operator's catalog too: a user's server telling how a configured tool
         // must be used is shadowing, whoever added it.
-        Catalog::build_beside(all, beside)
+        let catalog = Arc::new(Catalog::build_beside(all, &beside));
+        built = self.built.lock().unwrap_or_else(|p| p.into_inner());
+        built.insert(
+            owner,
+            Built {
+                beside,
+                lists: inputs,
+                catalog: catalog.clone(),
+            },
+        );
+        catalog
     }
 
     async fn infos(&self, ctx: &CallContext) -> Result<Vec<UserServerInfo>, UserServerError> {
@@ -1113,12 +1170,12 @@ impl Gateway {
     }
 
     /// `ctx`'s own servers' tools; empty when the feature is off or they have none.
-    pub(super) async fn user_catalog(&self, ctx: &CallContext) -> Option<Catalog> {
+    pub(super) async fn user_catalog(&self, ctx: &CallContext) -> Option<Arc<Catalog>> {
         let servers = self.inner.user_servers.as_ref()?;
         if !self.knows_tenant(ctx) {
             return None;
         }
-        let catalog = servers.catalog(ctx, &self.catalog()).await;
+        let catalog = servers.catalog(ctx, self.catalog()).await;
         (!catalog.is_empty()).then_some(catalog)
     }
 

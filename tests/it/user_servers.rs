@@ -236,6 +236,16 @@ async fn without_the_section_the_routes_are_not_found() {
             "/api/v1/me/servers/notes/read-only",
             Some(json!({ "tools": [] })),
         ),
+        (
+            reqwest::Method::GET,
+            "/api/v1/me/servers/notes/connect",
+            None,
+        ),
+        (
+            reqwest::Method::DELETE,
+            "/api/v1/me/servers/notes/connect",
+            None,
+        ),
     ] {
         let (status, body) = client.send(method.clone(), path, "alice", body).await;
         assert_eq!(
