@@ -79,7 +79,7 @@ pub struct Stores {
     /// Connected browser pages (the WebMCP bridge); `None`: the gateway starts its own. A
     /// gateway started by a reload keeps the pages of the one it replaces.
     pub pages: Option<Arc<crate::webmcp::Pages>>,
-    /// Requests sent with an `Idempotency-Key` (SQLite, else memory).
+    /// Requests sent with an `Idempotency-Key` (PostgreSQL when shared, SQLite, else memory).
     pub idempotency: Arc<dyn crate::store::IdempotencyStore>,
 }
 
@@ -139,6 +139,8 @@ impl Stores {
         if let Some(pool) = &shared.postgres {
             // Users' connections are made on one instance and used on all.
             stores.oauth = Arc::new(crate::store::postgres::PgOAuth::new(pool.clone()));
+            // A retry may reach any instance, and a kept answer must outlive them all.
+            stores.idempotency = Arc::new(crate::store::postgres::PgIdempotency::new(pool.clone()));
             stores.audit = Arc::new(crate::store::postgres::PgAudit::new(
                 pool.clone(),
                 instance,

@@ -309,17 +309,9 @@ async fn sqlite_keeps_the_contract() {
 /// The machine's PostgreSQL (loopback, trust), in a database of this test's own, dropped after.
 #[tokio::test]
 async fn postgres_keeps_the_contract_and_locks_refreshes_across_pools() {
-    use sqlx::{AssertSqlSafe, PgPool};
-    let admin = PgPool::connect("postgres://postgres@127.0.0.1:5432/postgres")
-        .await
-        .expect("the machine's PostgreSQL answers on 127.0.0.1:5432");
-    let name = format!("mcpgate_oauth_{}", crate::digest::random_hex(6));
-    // The name is ours, made of hex digits: nothing to escape.
-    sqlx::query(AssertSqlSafe(format!("CREATE DATABASE {name}")))
-        .execute(&admin)
-        .await
-        .expect("database created");
-    let url = format!("postgres://postgres@127.0.0.1:5432/{name}");
+    use sqlx::PgPool;
+    let scratch = crate::store::postgres::scratch::Database::create("oauth").await;
+    let url = scratch.url();
     let run = async {
         let pool = PgPool::connect(&url).await.expect("connect");
         crate::store::postgres::migrate(&pool)
@@ -376,10 +368,7 @@ async fn postgres_keeps_the_contract_and_locks_refreshes_across_pools() {
         pool.close().await;
     };
     run.await;
-    sqlx::query(AssertSqlSafe(format!("DROP DATABASE {name} WITH (FORCE)")))
-        .execute(&admin)
-        .await
-        .expect("database dropped");
+    scratch.drop_it().await;
 }
 
 /// The Client ID Metadata Document: the gateway's own URL as client id, with an https

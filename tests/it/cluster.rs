@@ -6,6 +6,7 @@
 
 mod chat;
 mod confirmations;
+mod idempotency;
 mod limits;
 mod outages;
 mod pins;

@@ -1,12 +1,16 @@
 //! Durable state of several instances in PostgreSQL: the audit log (group commit off the
-//! request path; a call is answered only once its record is committed) and the record of
-//! every consumed confirmation token, and the pins. The schema is applied at start under an advisory lock,
-//! so instances starting together do not race.
+//! request path; a call is answered only once its record is committed), the record of every
+//! consumed confirmation token, the pins, users' OAuth connections and servers, and the
+//! answers kept for `Idempotency-Key` retries. The schema is applied at start under an
+//! advisory lock, so instances starting together do not race.
 
 mod audit;
 mod consumed;
+mod idempotency;
 mod oauth;
 mod pins;
+#[cfg(test)]
+pub(crate) mod scratch;
 
 use std::{str::FromStr as _, time::Duration};
 
@@ -17,6 +21,7 @@ use sqlx::{
 
 pub use audit::PgAudit;
 pub use consumed::Consumed;
+pub use idempotency::PgIdempotency;
 pub use oauth::PgOAuth;
 pub use pins::SharedPins;
 
@@ -109,6 +114,16 @@ CREATE TABLE IF NOT EXISTS mcpgate_user_servers (
     created_at bigint NOT NULL,
     PRIMARY KEY (tenant, user_name, name)
 );
+CREATE TABLE IF NOT EXISTS mcpgate_idempotency (
+    lookup text PRIMARY KEY,
+    request_hash text NOT NULL,
+    key_id text,
+    nonce bytea,
+    sealed bytea,
+    started_at bigint NOT NULL,
+    expires_at bigint
+);
+CREATE INDEX IF NOT EXISTS mcpgate_idempotency_expiry ON mcpgate_idempotency (expires_at);
 CREATE TABLE IF NOT EXISTS mcpgate_oauth_clients (
     server text NOT NULL,
     issuer text NOT NULL,
