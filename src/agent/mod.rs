@@ -9,6 +9,7 @@
 //! - `turn`: the rounds of one turn; `executor`: one round's calls, run at once.
 //! - [`approvals`]: write tool calls waiting for the user's decision.
 //! - `preprompt`, `time_zone`: the system preamble and the user's clock in it.
+//! - [`models`]: which of the configured models answers a turn (routing).
 //! - `output`: what the model reads of a tool result; `eta`: expected call durations.
 
 pub mod approvals;
@@ -17,6 +18,7 @@ mod eta;
 pub mod events;
 mod executor;
 pub mod llm;
+pub mod models;
 mod output;
 mod preprompt;
 mod relay;

@@ -93,15 +93,7 @@ impl Turn {
         // Offered: what the model may call. Withheld: tools the caller may use that this
         // turn does not offer (an MCP App's own tools, servers the conversation left out);
         // a call naming one is answered as the gate answers a name it does not know.
-        let selected = |t: &CatalogTool| {
-            self.options
-                .servers
-                .as_ref()
-                .is_none_or(|only| only.contains(&t.server))
-        };
-        let (tools, withheld): (Vec<_>, Vec<_>) = tools
-            .into_iter()
-            .partition(|t| selected(t) && apps::visible_to(&t.upstream, apps::Caller::Model));
+        let (tools, withheld) = super::models::offered(tools, self.options.servers.as_deref());
         let definitions: Vec<Value> = tools.iter().map(definition).collect();
         let names: Vec<String> = tools.iter().map(|t| t.function_name.clone()).collect();
         let now = self.options.now.unwrap_or_else(SystemTime::now);

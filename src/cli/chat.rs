@@ -14,6 +14,7 @@ use mcpgate::{
     agent::{
         Agent, AgentEvent, ApprovalPolicy, Decision, ToolChoice, TurnOptions, UserTimeZone,
         llm::{LlmClient, Message},
+        models,
     },
     gateway::Gateway,
     policy::CallContext,
@@ -51,30 +52,56 @@ pub struct ChatArgs {
     /// Offer the model only this server's tools (repeatable); default: every server's.
     #[arg(long = "server", value_name = "ID")]
     servers: Vec<String>,
+    /// The model to ask, by its name in `[[llm.models]]`; default: `[llm] default`. A turn
+    /// that offers tools on a model without them goes to a model with tools.
+    #[arg(long, value_name = "NAME")]
+    model: Option<String>,
 }
 
 pub async fn run(gateway: &Gateway, settle: Duration, args: ChatArgs) -> anyhow::Result<ExitCode> {
     let config = gateway.config();
-    let llm = config.llm.clone().context(
-        "no model is configured: set [llm] in the configuration, or OPENAI_BASE_URL and \
-         MCPGATE_MODEL (and OPENAI_API_KEY if the server needs one)",
-    )?;
+    if config.llm.is_none() {
+        anyhow::bail!(
+            "no model is configured: set [llm] in the configuration, or OPENAI_BASE_URL and \
+             MCPGATE_MODEL (and OPENAI_API_KEY if the server needs one)"
+        );
+    }
     let time_zone = match &args.time_zone {
         Some(zone) => UserTimeZone::parse(zone)?,
         None => UserTimeZone::system(),
     };
-    let client = LlmClient::new(llm.clone()).context("cannot set up the model client")?;
     gateway.wait_ready(settle).await;
-    let agent = Agent::builder(client, gateway.clone())
-        .config(config.agent.clone())
-        .tools_supported(llm.tools)
-        .build();
     let ctx = CallContext::local();
     let servers = if args.servers.is_empty() {
         None
     } else {
         Some(gateway.selectable_servers(&ctx, &args.servers).await?)
     };
+    let offers_tools = models::offers_tools(gateway, &ctx, servers.as_deref()).await;
+    let choice = models::choose(config, &ctx.tenant, args.model.as_deref(), offers_tools).map_err(
+        |err| match err {
+            models::ModelError::NotAvailable(_) => {
+                let names: Vec<String> = models::available(config, &ctx.tenant)
+                    .into_iter()
+                    .map(|m| m.name)
+                    .collect();
+                anyhow::anyhow!("{err} (configured: {})", names.join(", "))
+            }
+            models::ModelError::NoModel => anyhow::anyhow!(err),
+        },
+    )?;
+    if let Some(asked) = &choice.routed_from {
+        eprintln!(
+            "note: {asked} has no tools; {} answers this turn",
+            choice.model.name
+        );
+    }
+    let llm = choice.model.llm;
+    let client = LlmClient::new(llm.clone()).context("cannot set up the model client")?;
+    let agent = Agent::builder(client, gateway.clone())
+        .config(config.agent.clone())
+        .tools_supported(llm.tools)
+        .build();
     let options = TurnOptions {
         servers,
         time_zone,

@@ -53,6 +53,7 @@ pub(super) fn validate(raw: &RawAccess, known: &Known<'_>, report: &mut Report) 
             tenants.push(TenantAccess {
                 tenant: name.clone(),
                 servers: ids,
+                models: tenant.models.clone(),
             });
         }
         listed.insert(name, name_ok.then_some(sees));

@@ -48,6 +48,37 @@ impl LlmConfig {
     }
 }
 
+/// A model the chat may use, under the name clients choose it by.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NamedModel {
+    pub name: String,
+    pub llm: LlmConfig,
+    /// Turns on this model at once (within `[agent] max_running_turns`); `None`: no bound
+    /// of its own.
+    pub max_running_turns: Option<usize>,
+}
+
+/// `[[llm.models]]`: several models, clients choosing among them; empty with one `[llm]`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ModelsConfig {
+    pub list: Vec<NamedModel>,
+    /// The model a turn uses unless it names one; `None`: the first.
+    pub default: Option<String>,
+    /// Where a turn that offers tools goes when its model has none; `None`: the first model
+    /// with tools.
+    pub tools_model: Option<String>,
+}
+
+impl ModelsConfig {
+    /// The default model, `None` when the list is empty.
+    pub fn default_model(&self) -> Option<&NamedModel> {
+        match &self.default {
+            Some(name) => self.list.iter().find(|m| &m.name == name),
+            None => self.list.first(),
+        }
+    }
+}
+
 /// The loop's bounds (DESIGN.md "One chat turn").
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentConfig {

@@ -7,7 +7,7 @@ use std::{ops::RangeInclusive, time::Duration};
 use url::Url;
 
 use super::{
-    AgentConfig, Env, LlmConfig, Secret, SecretTemplate,
+    AgentConfig, Env, LlmConfig, ModelsConfig, NamedModel, Secret, SecretTemplate,
     raw::{RawAgent, RawLlm},
     secret_rules,
     validate::{Report, count, duration},
@@ -34,6 +34,8 @@ const REQUEST_TIMEOUT_RANGE: RangeInclusive<Duration> =
     Duration::from_secs(1)..=Duration::from_secs(3600);
 const MAX_RESPONSE_BYTES_RANGE: RangeInclusive<usize> = 1024..=256 * 1024 * 1024;
 const MAX_MODEL_CHARS: usize = 256;
+/// A model's name in `[[llm.models]]`.
+const MAX_MODEL_NAME_CHARS: usize = 64;
 
 const MAX_ROUNDS_RANGE: RangeInclusive<u32> = 1..=100;
 const MAX_TOOL_OUTPUT_CHARS_RANGE: RangeInclusive<usize> = 100..=1_000_000;
@@ -45,22 +47,224 @@ const MAX_MESSAGES_RANGE: RangeInclusive<usize> = 1..=10_000;
 const MAX_PREPROMPT_CHARS: usize = 32 * 1024;
 
 /// The model, when `[llm]` is written or `MCPGATE_MODEL` is set; `None` otherwise (chat is
-/// then refused). Broken fields keep their defaults (the report fails the load anyway).
-pub(super) fn llm(raw: Option<&RawLlm>, env: &Env, report: &mut Report) -> Option<LlmConfig> {
+/// then refused). Broken fields keep their defaults (the report fails the load anyway). With
+/// `[[llm.models]]`, the default one of them, beside the list.
+pub(super) fn llm(
+    raw: Option<&RawLlm>,
+    env: &Env,
+    report: &mut Report,
+) -> (Option<LlmConfig>, ModelsConfig) {
     let env_model = env.setting(MODEL);
     if raw.is_none() && env_model.is_none() {
-        return None;
+        return (None, ModelsConfig::default());
     }
     let empty = RawLlm::default();
     let raw = raw.unwrap_or(&empty);
-    let model = model(raw, env_model, report);
-    let (base_url, written) = base_url(raw, env, report);
+    if raw.models.is_some() {
+        let models = models(raw, env, report);
+        return (models.default_model().map(|m| m.llm.clone()), models);
+    }
+    let at = |field: &str| format!("llm.{field}");
+    let one = one_model(raw, &at, env_model, env, report);
+    (Some(one), ModelsConfig::default())
+}
+
+/// `[[llm.models]]`, each with what it does not write inherited from `[llm]` (but a model
+/// with its own `base_url` inherits no key and no header: a secret for one provider never
+/// reaches another); empty without the list.
+fn models(raw: &RawLlm, env: &Env, report: &mut Report) -> ModelsConfig {
+    let Some(entries) = &raw.models else {
+        return ModelsConfig::default();
+    };
+    if entries.is_empty() {
+        report.problem("llm.models", "lists no model: remove it, or add one");
+    }
+    if raw.model.is_some() {
+        report.problem(
+            "llm.model",
+            "is not used with [[llm.models]]: give each model its own (default: its name)",
+        );
+    }
+    if env.setting(MODEL).is_some() {
+        report.warn(
+            MODEL,
+            "is ignored with [[llm.models]]: choose the default with llm.default",
+        );
+    }
+    let mut list: Vec<NamedModel> = Vec::new();
+    for (i, entry) in entries.iter().enumerate() {
+        let path = format!("llm.models[{i}]");
+        let Some(name) = model_name(entry.name.as_deref(), &format!("{path}.name"), report) else {
+            continue;
+        };
+        if list.iter().any(|m| m.name == name) {
+            report.problem(format!("{path}.name"), format!("`{name}` is listed twice"));
+            continue;
+        }
+        let own_url = entry.base_url.is_some();
+        let merged = RawLlm {
+            base_url: entry.base_url.clone().or_else(|| raw.base_url.clone()),
+            model: Some(entry.model.clone().unwrap_or_else(|| name.clone())),
+            api_key: entry
+                .api_key
+                .clone()
+                .or_else(|| (!own_url).then(|| raw.api_key.clone()).flatten()),
+            headers: entry
+                .headers
+                .clone()
+                .or_else(|| (!own_url).then(|| raw.headers.clone()).flatten()),
+            connect_timeout: entry
+                .connect_timeout
+                .clone()
+                .or_else(|| raw.connect_timeout.clone()),
+            request_timeout: entry
+                .request_timeout
+                .clone()
+                .or_else(|| raw.request_timeout.clone()),
+            idle_timeout: entry
+                .idle_timeout
+                .clone()
+                .or_else(|| raw.idle_timeout.clone()),
+            stream: entry.stream.or(raw.stream),
+            tools: entry.tools.or(raw.tools),
+            max_response_bytes: entry.max_response_bytes.or(raw.max_response_bytes),
+            models: None,
+            default: None,
+            tools_model: None,
+        };
+        let written = |field: &str| match field {
+            "base_url" => own_url,
+            "model" => true,
+            "api_key" => entry.api_key.is_some(),
+            "headers" => entry.headers.is_some(),
+            "connect_timeout" => entry.connect_timeout.is_some(),
+            "request_timeout" => entry.request_timeout.is_some(),
+            "idle_timeout" => entry.idle_timeout.is_some(),
+            "stream" => entry.stream.is_some(),
+            "tools" => entry.tools.is_some(),
+            _ => entry.max_response_bytes.is_some(),
+        };
+        let at = |field: &str| {
+            if written(field) {
+                format!("{path}.{field}")
+            } else {
+                format!("llm.{field}")
+            }
+        };
+        let llm = one_model(&merged, &at, None, env, report);
+        let max_running_turns = entry.max_running_turns.and_then(|n| {
+            count(
+                n,
+                &MAX_RUNNING_TURNS_RANGE,
+                &format!("{path}.max_running_turns"),
+                report,
+            )
+        });
+        list.push(NamedModel {
+            name,
+            llm,
+            max_running_turns,
+        });
+    }
+    let pick = |field: &str, written: Option<&String>, report: &mut Report| {
+        let name = written?;
+        if list.iter().any(|m| &m.name == name) {
+            Some(name.clone())
+        } else {
+            report.problem(
+                format!("llm.{field}"),
+                format!("`{name}` is not the name of one of [[llm.models]]"),
+            );
+            None
+        }
+    };
+    let default = pick("default", raw.default.as_ref(), report);
+    let tools_model = pick("tools_model", raw.tools_model.as_ref(), report);
+    if let Some(name) = &tools_model
+        && list.iter().any(|m| &m.name == name && !m.llm.tools)
+    {
+        report.problem(
+            "llm.tools_model",
+            format!("`{name}` has `tools = false`: name a model with tools"),
+        );
+    }
+    ModelsConfig {
+        list,
+        default,
+        tools_model,
+    }
+}
+
+/// Every name in a tenant's `models` is a configured model's.
+pub(super) fn check_tenant_models(
+    access: &super::AccessConfig,
+    llm: Option<&LlmConfig>,
+    models: &ModelsConfig,
+    report: &mut Report,
+) {
+    for tenant in &access.tenants {
+        let Some(names) = &tenant.models else {
+            continue;
+        };
+        let at = format!(
+            "{}.models",
+            super::validate::join("access.tenants", &tenant.tenant)
+        );
+        for name in names {
+            let known = if models.list.is_empty() {
+                llm.is_some_and(|l| &l.model == name)
+            } else {
+                models.list.iter().any(|m| &m.name == name)
+            };
+            if !known {
+                report.problem(
+                    at.as_str(),
+                    format!("`{name}` is not a configured model's name"),
+                );
+            }
+        }
+    }
+}
+
+/// A model's name: what clients pick it by, shown in the page and in events.
+fn model_name(name: Option<&str>, at: &str, report: &mut Report) -> Option<String> {
+    let Some(name) = name else {
+        report.problem(at, "is required: the name clients choose this model by");
+        return None;
+    };
+    let fits = (1..=MAX_MODEL_NAME_CHARS).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._:/-".contains(c));
+    if !fits {
+        report.problem(
+            at,
+            format!(
+                "must be 1 to {MAX_MODEL_NAME_CHARS} characters of letters, digits, `.`, `_`, \
+                 `:`, `/` and `-`"
+            ),
+        );
+        return None;
+    }
+    Some(name.to_owned())
+}
+
+/// One model's settings; `at(field)` is where each field is reported.
+fn one_model(
+    raw: &RawLlm,
+    at: &dyn Fn(&str) -> String,
+    env_model: Option<&str>,
+    env: &Env,
+    report: &mut Report,
+) -> LlmConfig {
+    let model = model(raw, at, env_model, report);
+    let (base_url, written) = base_url(raw, at, env, report);
     let mut config = LlmConfig::new(base_url, model);
-    config.api_key = api_key(raw, written, env, report);
-    config.headers = headers(raw, config.api_key.is_some(), env, report);
+    config.api_key = api_key(raw, at, written, env, report);
+    config.headers = headers(raw, at, config.api_key.is_some(), env, report);
     let within = |raw: &Option<_>, range, field: &str, report: &mut Report| {
         raw.as_ref()
-            .and_then(|r| duration(r, range, &format!("llm.{field}"), report))
+            .and_then(|r| duration(r, range, &at(field), report))
     };
     config.connect_timeout = within(
         &raw.connect_timeout,
@@ -85,7 +289,7 @@ pub(super) fn llm(raw: Option<&RawLlm>, env: &Env, report: &mut Report) -> Optio
     .unwrap_or(config.idle_timeout);
     if config.idle_timeout > config.request_timeout {
         report.warn(
-            "llm.idle_timeout",
+            &at("idle_timeout"),
             "is longer than request_timeout, which ends a silent request first",
         );
     }
@@ -97,21 +301,27 @@ pub(super) fn llm(raw: Option<&RawLlm>, env: &Env, report: &mut Report) -> Optio
             count(
                 n,
                 &MAX_RESPONSE_BYTES_RANGE,
-                "llm.max_response_bytes",
+                &at("max_response_bytes"),
                 report,
             )
         })
         .unwrap_or(config.max_response_bytes);
-    Some(config)
+    config
 }
 
-fn model(raw: &RawLlm, env_model: Option<&str>, report: &mut Report) -> String {
+fn model(
+    raw: &RawLlm,
+    at: &dyn Fn(&str) -> String,
+    env_model: Option<&str>,
+    report: &mut Report,
+) -> String {
+    let written = at("model");
     let (text, at) = match (env_model, raw.model.as_deref()) {
         (Some(text), _) => (text, MODEL),
-        (None, Some(text)) => (text, "llm.model"),
+        (None, Some(text)) => (text, written.as_str()),
         (None, None) => {
             report.problem(
-                "llm.model",
+                written.as_str(),
                 format!("is required: name the model the server serves (or set {MODEL})"),
             );
             return String::new();
@@ -132,10 +342,16 @@ fn model(raw: &RawLlm, env_model: Option<&str>, report: &mut Report) -> String {
 
 /// The base URL and whether the file wrote it. Messages never quote the URL, which may hold
 /// a password written by mistake.
-fn base_url(raw: &RawLlm, env: &Env, report: &mut Report) -> (Url, bool) {
+fn base_url(
+    raw: &RawLlm,
+    at: &dyn Fn(&str) -> String,
+    env: &Env,
+    report: &mut Report,
+) -> (Url, bool) {
     let default = || Url::parse(DEFAULT_BASE_URL).expect("the default base URL is valid");
+    let file_at = at("base_url");
     let (text, at, written) = match (raw.base_url.as_deref(), env.setting(BASE_URL)) {
-        (Some(text), _) => (text, "llm.base_url", true),
+        (Some(text), _) => (text, file_at.as_str(), true),
         (None, Some(text)) => (text, BASE_URL, false),
         (None, None) => return (default(), false),
     };
@@ -157,8 +373,15 @@ fn base_url(raw: &RawLlm, env: &Env, report: &mut Report) -> (Url, bool) {
 
 /// The key: the file's `${VAR}` reference resolved, else `OPENAI_API_KEY` when the base URL
 /// is not the file's (a key for one provider is never sent to a server the file names).
-fn api_key(raw: &RawLlm, base_url_written: bool, env: &Env, report: &mut Report) -> Option<Secret> {
-    let at = "llm.api_key";
+fn api_key(
+    raw: &RawLlm,
+    at: &dyn Fn(&str) -> String,
+    base_url_written: bool,
+    env: &Env,
+    report: &mut Report,
+) -> Option<Secret> {
+    let at = at("api_key");
+    let at = at.as_str();
     let Some(text) = raw.api_key.as_deref() else {
         return (!base_url_written)
             .then(|| env.setting(API_KEY))
@@ -190,15 +413,22 @@ fn api_key(raw: &RawLlm, base_url_written: bool, env: &Env, report: &mut Report)
 
 /// Extra headers, checked as servers' are, resolved now (an unset variable drops the header
 /// with the warning the header rules give).
-fn headers(raw: &RawLlm, has_key: bool, env: &Env, report: &mut Report) -> Vec<(String, Secret)> {
+fn headers(
+    raw: &RawLlm,
+    at: &dyn Fn(&str) -> String,
+    has_key: bool,
+    env: &Env,
+    report: &mut Report,
+) -> Vec<(String, Secret)> {
     let Some(written) = &raw.headers else {
         return Vec::new();
     };
     let cx = secret_rules::Context { env, enabled: true };
     let mut out = Vec::new();
-    for (name, template) in secret_rules::headers(written, "llm.headers", &cx, report) {
+    let prefix = at("headers");
+    for (name, template) in secret_rules::headers(written, &prefix, &cx, report) {
         let lower = name.to_ascii_lowercase();
-        let at = super::validate::join("llm.headers", &name);
+        let at = super::validate::join(&prefix, &name);
         if CLIENT_HEADERS.contains(&lower.as_str()) {
             report.problem(at, "is set by the model client and cannot be configured");
             continue;

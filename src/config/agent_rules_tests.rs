@@ -12,7 +12,7 @@ fn raw_llm(toml_text: &str) -> RawLlm {
 fn run(raw: Option<&RawLlm>, env: &[(&str, &str)]) -> (Option<LlmConfig>, Report) {
     let env = Env::from_pairs(env.iter().copied());
     let mut report = Report::default();
-    let config = llm(raw, &env, &mut report);
+    let (config, _) = llm(raw, &env, &mut report);
     (config, report)
 }
 
@@ -233,4 +233,128 @@ fn agent_bounds() {
     );
     assert!(toml::from_str::<RawAgent>("max_round = 3").is_err());
     assert!(toml::from_str::<RawLlm>("modle = \"m\"").is_err());
+}
+
+fn run_models(toml_text: &str, env: &[(&str, &str)]) -> (Option<LlmConfig>, ModelsConfig, Report) {
+    let raw = raw_llm(toml_text);
+    let env = Env::from_pairs(env.iter().copied());
+    let mut report = Report::default();
+    let (llm, models) = llm(Some(&raw), &env, &mut report);
+    (llm, models, report)
+}
+
+#[test]
+fn several_models_inherit_from_llm_but_not_a_key_for_another_server() {
+    let (llm, models, report) = run_models(
+        r#"
+        base_url = "http://127.0.0.1:8000/v1"
+        api_key = "${MAIN_KEY}"
+        request_timeout = "2m"
+        default = "big"
+        tools_model = "big"
+
+        [[models]]
+        name = "small"
+        tools = false
+        max_running_turns = 4
+
+        [[models]]
+        name = "big"
+        model = "org/big-model:latest"
+
+        [[models]]
+        name = "elsewhere"
+        base_url = "http://127.0.0.1:9000/v1"
+        "#,
+        &[("MAIN_KEY", "sk-main")],
+    );
+    assert!(report.finish().is_ok());
+    let names: Vec<&str> = models.list.iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(names, ["small", "big", "elsewhere"]);
+    let [small, big, elsewhere] = &models.list[..] else {
+        panic!("three models")
+    };
+    assert_eq!(small.llm.model, "small", "the model defaults to the name");
+    assert!(!small.llm.tools && big.llm.tools);
+    assert_eq!(small.max_running_turns, Some(4));
+    assert_eq!(big.llm.model, "org/big-model:latest");
+    assert_eq!(big.llm.request_timeout, Duration::from_secs(120));
+    assert_eq!(
+        big.llm.api_key.as_ref().expect("inherited").expose(),
+        "sk-main"
+    );
+    assert_eq!(elsewhere.llm.base_url.as_str(), "http://127.0.0.1:9000/v1");
+    assert!(
+        elsewhere.llm.api_key.is_none(),
+        "a model on another server inherits no key"
+    );
+    assert_eq!(models.default.as_deref(), Some("big"));
+    assert_eq!(models.tools_model.as_deref(), Some("big"));
+    assert_eq!(llm.expect("the default").model, "org/big-model:latest");
+}
+
+#[test]
+fn broken_model_lists_are_reported_with_their_paths() {
+    let (_, _, report) = run_models(
+        r#"
+        model = "top"
+        default = "nope"
+        tools_model = "plain"
+        [[models]]
+        name = "plain"
+        tools = false
+        [[models]]
+        name = "plain"
+        [[models]]
+        name = "has space"
+        [[models]]
+        model = "unnamed"
+        [[models]]
+        name = "slow"
+        request_timeout = "forever"
+        "#,
+        &[],
+    );
+    let found = problems(report);
+    let paths: Vec<&str> = found.iter().map(|(p, _)| p.as_str()).collect();
+    for path in [
+        "llm.model",
+        "llm.default",
+        "llm.tools_model",
+        "llm.models[1].name",
+        "llm.models[2].name",
+        "llm.models[3].name",
+        "llm.models[4].request_timeout",
+    ] {
+        assert!(paths.contains(&path), "{path} in {found:?}");
+    }
+    let (_, _, report) = run_models("models = []", &[]);
+    assert_eq!(problems(report)[0].0, "llm.models");
+}
+
+#[test]
+fn a_tenants_models_are_configured_ones() {
+    let (llm, models, _) = run_models(
+        r#"
+        [[models]]
+        name = "small"
+        [[models]]
+        name = "big"
+        "#,
+        &[],
+    );
+    let access = super::super::AccessConfig {
+        tenants: vec![super::super::TenantAccess {
+            tenant: "acme".into(),
+            servers: Vec::new(),
+            models: Some(vec!["small".into(), "huge".into()]),
+        }],
+        ..Default::default()
+    };
+    let mut report = Report::default();
+    check_tenant_models(&access, llm.as_ref(), &models, &mut report);
+    let found = problems(report);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].0, "access.tenants.acme.models");
+    assert!(found[0].1.contains("huge"), "{found:?}");
 }

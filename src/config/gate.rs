@@ -31,6 +31,8 @@ pub struct Operator {
 pub struct TenantAccess {
     pub tenant: String,
     pub servers: Vec<super::ServerId>,
+    /// The chat models this tenant may use, by name; `None`: every configured one.
+    pub models: Option<Vec<String>>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

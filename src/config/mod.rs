@@ -27,7 +27,7 @@ mod webmcp;
 
 use std::{fmt, path::PathBuf, time::Duration};
 
-pub use agent::{AgentConfig, LlmConfig};
+pub use agent::{AgentConfig, LlmConfig, ModelsConfig, NamedModel};
 pub use env::Env;
 pub use gate::{
     AccessConfig, AuditConfig, AuditSync, CallLimits, ConfirmationConfig, Grant, Operator,
@@ -96,7 +96,10 @@ pub struct Config {
     /// `mcpgate serve`.
     pub service: ServiceConfig,
     /// The model for the agent loop; `None` when none is configured (chat is then refused).
+    /// With `[[llm.models]]`, the default one of `models`.
     pub llm: Option<LlmConfig>,
+    /// Several models, routed (`[[llm.models]]`); empty when `[llm]` names one.
+    pub models: ModelsConfig,
     pub agent: AgentConfig,
     /// How users' upstream OAuth tokens are kept (servers with `auth = "oauth"`).
     pub oauth: OAuthConfig,

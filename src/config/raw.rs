@@ -147,6 +147,17 @@
 //! tools = true                     # false: the model has no function calling
 //! max_response_bytes = 8388608     # largest response (1 KiB ..= 256 MiB)
 //!
+//! # Several models instead of one `model`: each inherits the fields above that it does not
+//! # write, except that a model with its own base_url inherits no api_key and no headers.
+//! # default = "small"              # the model a turn uses unless it names one; default: the first
+//! # tools_model = "big"            # where a turn that offers tools goes when its model has
+//! #                                # none; default: the first model with tools
+//! # [[llm.models]]
+//! # name = "small"                 # what clients choose it by: 1 to 64 of [A-Za-z0-9._:/-]
+//! # model = "qwen2.5-1.5b-instruct" # default: the name
+//! # tools = false
+//! # max_running_turns = 8          # turns on this model at once (1 ..= 10000); default: no bound
+//!
 //! [agent]                          # the chat loop's bounds
 //! max_rounds = 10                  # model requests with tools per turn (1 ..= 100)
 //! max_tool_output_chars = 16000    # tool output the model reads per call (100 ..= 1000000)
@@ -187,6 +198,7 @@
 //! # server. With one, a caller sees only what a grant of its tenant gives it.
 //! [access.tenants.acme]            # tenant, user and role names: 1 to 128 characters,
 //! servers = ["github", "time"]     # no control characters; servers: ids, or ["*"] for all
+//! models = ["small"]               # chat models it may use, by name; absent: every one
 //!
 //! [[access.grants]]
 //! tenant = "acme"                  # a tenant listed above
@@ -454,6 +466,8 @@ pub struct RawOperator {
 #[serde(deny_unknown_fields)]
 pub struct RawTenant {
     pub servers: Option<Vec<String>>,
+    /// The chat models (`[[llm.models]]` names) this tenant may use; absent: every one.
+    pub models: Option<Vec<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

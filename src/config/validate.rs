@@ -360,6 +360,10 @@ impl Draft {
         let service =
             service_rules::validate(&self.service, env, (&self.base, single_tenant), report);
         oauth_rules::check_servers(&self.servers, &self.oauth, &service, report);
+        let (llm, models) = agent_rules::llm(self.llm.as_ref(), env, report);
+        if let Some(access) = &access {
+            agent_rules::check_tenant_models(access, llm.as_ref(), &models, report);
+        }
         user_server_rules::check(
             &self.user_servers,
             &self.servers,
@@ -380,7 +384,8 @@ impl Draft {
             audit,
             pins: self.pins,
             service,
-            llm: agent_rules::llm(self.llm.as_ref(), env, report),
+            llm,
+            models,
             agent: agent_rules::agent(&self.agent, report),
             oauth: self.oauth,
             webmcp: self.webmcp,

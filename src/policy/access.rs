@@ -180,10 +180,12 @@ mod tests {
                 TenantAccess {
                     tenant: "acme".into(),
                     servers: vec![id("github"), id("time")],
+                    models: None,
                 },
                 TenantAccess {
                     tenant: "other".into(),
                     servers: vec![id("time")],
+                    models: None,
                 },
             ],
             grants: vec![

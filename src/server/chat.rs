@@ -37,8 +37,10 @@ use crate::{
         Agent, AgentEvent, ApprovalPolicy, Approvals, Decision, Etas, ToolChoice, TurnOptions,
         UserTimeZone,
         llm::{LlmClient, Message},
+        models,
     },
-    config::LlmConfig,
+    config::{LlmConfig, NamedModel, ServerId},
+    gateway::Gateway,
     policy::CallContext,
 };
 
@@ -82,7 +84,8 @@ struct ChatHub {
     etas: Arc<Etas>,
     turns: Mutex<HashMap<u64, Running>>,
     next_turn: AtomicU64,
-    client: Mutex<Option<(LlmConfig, Arc<LlmClient>)>>,
+    /// The clients of the configured models, by name.
+    clients: Mutex<HashMap<String, (LlmConfig, Arc<LlmClient>)>>,
     /// Set at the first turn when instances share events: decisions and cancels of turns
     /// running here that reach other instances come here.
     following: std::sync::OnceLock<()>,
@@ -93,6 +96,8 @@ struct Running {
     tenant: String,
     user: String,
     session: String,
+    /// The name of the model answering.
+    model: String,
     cancel: CancellationToken,
 }
 
@@ -102,15 +107,22 @@ impl ChatHub {
         self.turns.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Admits a turn of `ctx` if fewer than `limit` run; it counts until the slot drops.
+    /// Admits a turn of `ctx` on `model` if fewer than `limit` run, and fewer than the
+    /// model's own bound on it; it counts until the slot drops.
     fn admit(
         self: &Arc<Self>,
         ctx: &CallContext,
         cancel: CancellationToken,
         limit: usize,
+        model: &NamedModel,
     ) -> Option<TurnSlot> {
         let mut turns = self.turns();
         if turns.len() >= limit {
+            return None;
+        }
+        if let Some(bound) = model.max_running_turns
+            && turns.values().filter(|t| t.model == model.name).count() >= bound
+        {
             return None;
         }
         let id = self.next_turn.fetch_add(1, Ordering::Relaxed);
@@ -120,6 +132,7 @@ impl ChatHub {
                 tenant: ctx.tenant.clone(),
                 user: ctx.user.clone(),
                 session: ctx.session.clone(),
+                model: model.name.clone(),
                 cancel,
             },
         );
@@ -143,10 +156,16 @@ impl ChatHub {
         count
     }
 
-    /// The client for `config`, built once per configuration.
-    fn client(&self, config: &LlmConfig) -> Result<Arc<LlmClient>, ApiError> {
-        let mut cached = self.client.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((built_for, client)) = cached.as_ref()
+    /// The client for `model`, built once per configuration; `current` names the models
+    /// configured now (clients of others are dropped).
+    fn client(
+        &self,
+        model: &NamedModel,
+        current: &[NamedModel],
+    ) -> Result<Arc<LlmClient>, ApiError> {
+        let config = &model.llm;
+        let mut cached = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((built_for, client)) = cached.get(&model.name)
             && built_for == config
         {
             return Ok(client.clone());
@@ -159,7 +178,8 @@ impl ChatHub {
                 "the configured model client cannot be built",
             )
         })?);
-        *cached = Some((config.clone(), client.clone()));
+        cached.retain(|name, _| current.iter().any(|m| &m.name == name));
+        cached.insert(model.name.clone(), (config.clone(), client.clone()));
         Ok(client)
     }
 }
@@ -189,6 +209,8 @@ struct ChatBody {
     app_context: Option<Vec<AppContext>>,
     /// The servers whose tools the turn offers (ids the caller may use); absent: all.
     servers: Option<Vec<String>>,
+    /// The model's name (`GET /chat` lists them); absent: the default.
+    model: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -336,14 +358,28 @@ fn sampling(options: Option<Map<String, Value>>) -> Result<Map<String, Value>, A
     Ok(options)
 }
 
-/// `GET /chat`: which model the chat talks to, so a client can say before the first question
-/// that there is none (the name only: never the URL, a key or a header).
-async fn model(State(state): State<AppState>) -> Json<Value> {
+/// `GET /chat`: the models the caller may choose and the default, so a client can offer a
+/// choice, or say before the first question that there is none (names only: never a URL, a
+/// key or a header).
+async fn model(
+    State(state): State<AppState>,
+    Extension(ctx): Extension<Arc<CallContext>>,
+) -> Json<Value> {
     let gateway = state.gateway.current();
-    let llm = gateway.config().llm.as_ref();
+    let config = gateway.config();
+    let models = models::available(config, &ctx.tenant);
+    let default = models::default_name(config, &models);
+    let chosen = models.iter().find(|m| Some(&m.name) == default.as_ref());
+    let listed: Vec<Value> = models
+        .iter()
+        .map(|m| json!({ "name": m.name, "tools": m.llm.tools }))
+        .collect();
     Json(json!({
-        "model": llm.map(|l| l.model.as_str()),
-        "tools": llm.is_some_and(|l| l.tools),
+        "model": default,
+        "tools": chosen.is_some_and(|m| m.llm.tools),
+        "models": listed,
+        "toolsModel": config.models.tools_model.as_deref()
+            .filter(|name| models.iter().any(|m| &m.name == name)),
     }))
 }
 
@@ -379,14 +415,9 @@ async fn start_turn(
         }
         None => crate::digest::random_hex(16),
     };
-    let Some(llm) = config.llm.clone() else {
-        return Err(ApiError::new(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "no_model",
-            "no model is configured: set [llm] (or OPENAI_BASE_URL and MCPGATE_MODEL)",
-        ));
-    };
-    let client = hub.client(&llm)?;
+    let choice = choose_model(&gateway, &ctx, body.model.as_deref(), servers.as_deref()).await?;
+    let model = &choice.model;
+    let client = hub.client(model, &models::available(config, &ctx.tenant))?;
     let ctx = CallContext {
         session: session.clone(),
         ..Arc::unwrap_or_clone(ctx)
@@ -397,7 +428,7 @@ async fn start_turn(
         });
     }
     let cancel = state.shutdown.child_token();
-    let Some(slot) = hub.admit(&ctx, cancel.clone(), config.agent.max_running_turns) else {
+    let Some(slot) = hub.admit(&ctx, cancel.clone(), config.agent.max_running_turns, model) else {
         let mut busy = ApiError::new(
             StatusCode::TOO_MANY_REQUESTS,
             "too_many_turns",
@@ -408,7 +439,7 @@ async fn start_turn(
     };
     let agent = Agent::builder(client, (*gateway).clone())
         .config(config.agent.clone())
-        .tools_supported(llm.tools)
+        .tools_supported(model.llm.tools)
         .approvals(hub.approvals.clone())
         .etas(hub.etas.clone())
         .build();
@@ -422,7 +453,10 @@ async fn start_turn(
         ..TurnOptions::default()
     };
     let events = agent.run_stream(ctx, messages, options);
-    let first = json!({ "type": "session", "session": session });
+    let mut first = json!({ "type": "session", "session": session, "model": model.name });
+    if let Some(asked) = &choice.routed_from {
+        first["routedFrom"] = json!(asked);
+    }
     let opening = futures::stream::once(futures::future::ready(Ok::<Event, Infallible>(
         Event::default().event("session").data(first.to_string()),
     )));
@@ -445,6 +479,32 @@ async fn start_turn(
             .insert(HeaderName::from_static(SESSION_HEADER), value);
     }
     Ok(response)
+}
+
+/// The model for a turn (see [`models::choose`]); whether the turn offers tools is asked
+/// only when the model chosen has none.
+async fn choose_model(
+    gateway: &Gateway,
+    ctx: &CallContext,
+    requested: Option<&str>,
+    servers: Option<&[ServerId]>,
+) -> Result<models::ModelChoice, ApiError> {
+    let refused = |err: models::ModelError| match err {
+        models::ModelError::NoModel => {
+            ApiError::new(StatusCode::SERVICE_UNAVAILABLE, err.code(), err.to_string())
+        }
+        models::ModelError::NotAvailable(_) => ApiError::new(
+            StatusCode::BAD_REQUEST,
+            err.code(),
+            format!("{err}; GET /api/v1/chat lists the models you may choose"),
+        ),
+    };
+    let config = gateway.config();
+    let plain = models::choose(config, &ctx.tenant, requested, false).map_err(refused)?;
+    if plain.model.llm.tools || !models::offers_tools(gateway, ctx, servers).await {
+        return Ok(plain);
+    }
+    models::choose(config, &ctx.tenant, requested, true).map_err(refused)
 }
 
 /// One event as SSE: `event: <type>`, `data: <the event's JSON>`; `final` also carries

@@ -4,6 +4,7 @@
 //! route and event.
 
 mod conventions;
+mod models;
 
 use std::{net::SocketAddr, sync::Arc, time::Duration};
 

@@ -229,6 +229,70 @@ async fn server_offers_only_the_servers_named() {
     assert_eq!(llm.requests().len(), 1, "no turn started");
 }
 
+/// `--model` names one of `[[llm.models]]`; without it the default, which has no tools, so
+/// the turn (it offers tools) goes to the tools model, with a note saying so.
+#[tokio::test]
+async fn model_picks_one_of_several_and_a_turn_with_tools_goes_to_the_tools_model() {
+    let writer = ScriptedLlm::start(vec![]).await;
+    let tools = ScriptedLlm::start(vec![Reply::text("routed"), Reply::text("named")]).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let config = write_config(dir.path());
+    let mut text = std::fs::read_to_string(&config).expect("config");
+    text.push_str(&format!(
+        r#"
+[llm]
+default = "writer"
+[[llm.models]]
+name = "writer"
+base_url = "{}"
+tools = false
+[[llm.models]]
+name = "tools"
+base_url = "{}"
+"#,
+        writer.base_url(),
+        tools.base_url()
+    ));
+    std::fs::write(&config, text).expect("config written");
+    let chat = |args: &[&str]| {
+        let mut command = Command::new(mcpgate_bin());
+        command
+            .current_dir(dir.path())
+            .arg("--config")
+            .arg(&config)
+            .arg("chat")
+            .args(args)
+            .env_remove("MCPGATE_MODEL")
+            .env_remove("OPENAI_BASE_URL")
+            .env_remove("OPENAI_API_KEY")
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        command
+    };
+    let out = run(chat(&["hi"])).await;
+    assert!(out.success, "{}", out.stderr);
+    assert!(out.stdout.contains("routed"), "{}", out.stdout);
+    assert!(
+        out.stderr.contains("writer has no tools; tools answers"),
+        "{}",
+        out.stderr
+    );
+    let out = run(chat(&["--model", "tools", "hi"])).await;
+    assert!(out.success, "{}", out.stderr);
+    assert!(out.stdout.contains("named"), "{}", out.stdout);
+    assert!(!out.stderr.contains("has no tools"), "{}", out.stderr);
+
+    let out = run(chat(&["--model", "huge", "hi"])).await;
+    assert_eq!(out.code, Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("\"huge\" is not available") && out.stderr.contains("writer, tools"),
+        "{}",
+        out.stderr
+    );
+    assert!(writer.requests().is_empty());
+    assert_eq!(tools.requests().len(), 2);
+}
+
 /// Single-quoted for `sh`.
 fn quoted(text: &str) -> String {
     format!("'{}'", text.replace('\'', r"'\''"))

@@ -209,6 +209,7 @@ fn the_documented_example_loads_with_every_option() {
         tenants: vec![TenantAccess {
             tenant: "acme".to_owned(),
             servers: vec![id("github"), id("time")],
+            models: None,
         }],
         grants: vec![Grant {
             tenant: "acme".to_owned(),

@@ -24,6 +24,33 @@ pub struct RawLlm {
     pub stream: Option<bool>,
     pub tools: Option<bool>,
     pub max_response_bytes: Option<u64>,
+    /// Several models (`[[llm.models]]`); the fields above are then what each inherits.
+    pub models: Option<Vec<RawModel>>,
+    /// The name of the model a turn uses unless it names one; default: the first.
+    pub default: Option<String>,
+    /// Where a turn that offers tools goes when its model has none; default: the first
+    /// model with tools.
+    pub tools_model: Option<String>,
+}
+
+/// One of `[[llm.models]]`: a name clients pick it by, and what differs from `[llm]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawModel {
+    pub name: Option<String>,
+    pub base_url: Option<String>,
+    /// Default: the name.
+    pub model: Option<String>,
+    pub api_key: Option<String>,
+    pub headers: Option<BTreeMap<String, String>>,
+    pub connect_timeout: Option<RawDuration>,
+    pub request_timeout: Option<RawDuration>,
+    pub idle_timeout: Option<RawDuration>,
+    pub stream: Option<bool>,
+    pub tools: Option<bool>,
+    pub max_response_bytes: Option<u64>,
+    /// Turns on this model at once.
+    pub max_running_turns: Option<u64>,
 }
 
 /// `[agent]`: bounds of one chat turn and of the turns running at once.

@@ -29,8 +29,9 @@ pub(super) fn routes() -> Vec<Route> {
             path: "/api/v1/chat",
             id: "chatModel",
             access: Access::Caller,
-            summary: "Names the model the chat talks to (null when none is configured), so a \
-                client can say so before the first question.",
+            summary: "Lists the models the caller may choose and names the default (null when \
+                none is configured), so a client can offer a choice, or say before the first \
+                question that there is none.",
             parameters: json!([]),
             body: None,
             ok: json_body("The model.", schema_ref("ChatModel")),
@@ -57,7 +58,7 @@ pub(super) fn routes() -> Vec<Route> {
             errors: &[
                 (
                     400,
-                    "The body is not acceptable: messages, session id, time zone or model options (`bad_request`).",
+                    "The body is not acceptable: messages, session id, time zone or model options (`bad_request`), or the model named is not one the caller may use (`model_not_available`).",
                     "Error",
                 ),
                 (
@@ -161,8 +162,12 @@ pub(super) fn schemas() -> Map<String, Value> {
     let mut events = Vec::new();
     events.push(event(
         "session",
-        &["session"],
-        json!({ "session": string() }),
+        &["session", "model"],
+        json!({ "session": string(),
+                "model": { "type": "string", "description": "The name of the model answering." },
+                "routedFrom": { "type": "string",
+                    "description": "The model asked for (or the default) when it has no tools, \
+                        the turn offers some, and a model with tools answers instead." } }),
     ));
     events.push(event(
         "round_start",
@@ -253,6 +258,10 @@ pub(super) fn schemas() -> Map<String, Value> {
                              "properties": crate::server::chat::SAMPLING_OPTIONS.iter()
                                  .map(|o| ((*o).to_owned(), json!({})))
                                  .collect::<Map<String, Value>>() },
+                "model": { "type": "string",
+                    "description": "The model's name (`GET /api/v1/chat` lists them); absent: \
+                        the default. A turn that offers tools on a model without them is \
+                        answered by a model with tools (the `session` event says which)." },
                 "servers": { "type": "array", "maxItems": crate::gateway::MAX_SELECTED_SERVERS,
                     "items": { "type": "string" },
                     "description": "Only these servers' tools are offered to the model (ids \
@@ -282,11 +291,19 @@ pub(super) fn schemas() -> Map<String, Value> {
     schemas.insert(
         "ChatModel".into(),
         object(
-            &["model", "tools"],
+            &["model", "tools", "models", "toolsModel"],
             json!({ "model": { "type": ["string", "null"],
-                               "description": "The configured model's name; null: no model." },
+                               "description": "The default model's name; null: no model." },
                     "tools": { "type": "boolean",
-                               "description": "Whether the model is offered the tools." } }),
+                               "description": "Whether the default model is offered the tools." },
+                    "models": { "type": "array",
+                        "description": "Every model the caller may choose, in configuration order.",
+                        "items": object(&["name", "tools"], json!({
+                            "name": string(),
+                            "tools": { "type": "boolean" } })) },
+                    "toolsModel": { "type": ["string", "null"],
+                        "description": "Where a turn that offers tools goes when its model has \
+                            none (`[llm] tools_model`, when the caller may use it)." } }),
         ),
     );
     schemas.insert(

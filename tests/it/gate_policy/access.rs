@@ -37,10 +37,12 @@ fn access() -> AccessConfig {
             TenantAccess {
                 tenant: "acme".into(),
                 servers: vec![id("demo"), id("extra")],
+                models: None,
             },
             TenantAccess {
                 tenant: "beta".into(),
                 servers: vec![id("demo")],
+                models: None,
             },
         ],
         grants: vec![

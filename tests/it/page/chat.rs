@@ -222,3 +222,55 @@ async fn server_toggles_narrow_the_tools_the_model_is_offered() {
     );
     service.stop().await;
 }
+
+/// Two models: `writer` (no tools, the default) and `tools`; the page picks, and each turn
+/// reaches the model the gateway routed it to.
+#[tokio::test]
+async fn the_model_picker_chooses_and_routing_shows_in_the_page() {
+    use mcpgate::config::{ModelsConfig, NamedModel};
+    let writer = ScriptedLlm::start(vec![Reply::text("Leaves fall, tools rest.")]).await;
+    let tools = ScriptedLlm::start(vec![
+        Reply::text("It is time to test."),
+        Reply::text("Still time to test."),
+    ])
+    .await;
+    let mut plain = LlmConfig::new(writer.base_url(), "writer-model");
+    plain.tools = false;
+    let named = |name: &str, llm: LlmConfig| NamedModel {
+        name: name.to_owned(),
+        llm,
+        max_running_turns: None,
+    };
+    let mut config = support::config(servers());
+    config.models = ModelsConfig {
+        list: vec![
+            named("writer", plain.clone()),
+            named("tools", LlmConfig::new(tools.base_url(), "tools-model")),
+        ],
+        default: Some("writer".into()),
+        tools_model: Some("tools".into()),
+    };
+    config.llm = Some(plain);
+    let service = PageService::start(support::gateway(config).await).await;
+    run_script(
+        "chat_models.mjs",
+        &[
+            ("MCPGATE_URL", &service.base),
+            ("MCPGATE_TOKEN", &jwt("ada", &["admin"])),
+        ],
+        &[
+            "the picker lists the models with the default chosen",
+            "without tools the chosen model answers",
+            "a turn with tools on a model without them is answered by the tools model",
+            "the model picked is the one asked",
+        ],
+    )
+    .await;
+    let asked = writer.requests();
+    assert_eq!(asked.len(), 1, "the writer answered the turn without tools");
+    assert!(offered(&asked[0]).is_empty());
+    let asked = tools.requests();
+    assert_eq!(asked.len(), 2, "the tools model answered the other two");
+    assert!(offered(&asked[0]).iter().any(|n| n.starts_with("demo_")));
+    service.stop().await;
+}

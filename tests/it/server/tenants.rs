@@ -24,10 +24,12 @@ fn two_tenants() -> Config {
             TenantAccess {
                 tenant: "a".into(),
                 servers: vec![id("alpha")],
+                models: None,
             },
             TenantAccess {
                 tenant: "b".into(),
                 servers: vec![id("beta")],
+                models: None,
             },
         ],
         grants: vec![everyone("a", "alpha"), everyone("b", "beta")],

@@ -274,6 +274,7 @@ async fn the_upgrade_refuses_what_the_api_would() {
         tenants: vec![TenantAccess {
             tenant: "local".into(),
             servers: vec![id("demo")],
+            models: None,
         }],
         grants: vec![Grant {
             tenant: "local".into(),

@@ -291,6 +291,7 @@ async fn a_view_is_hidden_with_the_tools_that_name_it() {
         tenants: vec![TenantAccess {
             tenant: "local".into(),
             servers: vec![server_id("apps")],
+            models: None,
         }],
         grants: vec![grant("alice", "apps.*"), grant("bob", "apps.plain")],
         operators: vec![],

@@ -163,6 +163,7 @@ async fn a_server_without_grants_shows_nothing() {
         tenants: vec![TenantAccess {
             tenant: "local".into(),
             servers: vec![server("conf"), server("demo")],
+            models: None,
         }],
         grants: vec![grant("alice", "conf.*"), grant("bob", "demo.echo")],
         operators: vec![],

@@ -148,6 +148,7 @@ async fn unknown_and_hidden_servers_are_404_alike() {
         tenants: vec![TenantAccess {
             tenant: "local".into(),
             servers: vec![server("conf"), server("demo")],
+            models: None,
         }],
         grants: vec![grant("bob", "demo.echo")],
         operators: vec![],

@@ -412,6 +412,7 @@ async fn a_hidden_servers_resource_cannot_be_subscribed() {
         tenants: vec![TenantAccess {
             tenant: "local".into(),
             servers: vec![server("conf"), server("demo")],
+            models: None,
         }],
         grants: vec![Grant {
             tenant: "local".into(),

@@ -32,6 +32,8 @@ export class Chat {
     this.approvalsBar = root.querySelector('#approvals-bar');
     this.serverBox = root.querySelector('#chat-servers');
     this.serverList = root.querySelector('.chat-server-list');
+    this.modelPicker = root.querySelector('#model-picker');
+    this.modelSelect = root.querySelector('#model');
     this.myServers = new MyServers(root.querySelector('#my-servers'), () => this.loadServers());
     this.messages = [];
     this.turn = null;
@@ -125,17 +127,24 @@ export class Chat {
   }
 
   /**
-   * Asks which model the chat talks to; with none, says so before the first question and
-   * shows how to set one up (the catalog and its forms work without one).
+   * Asks which models the chat may talk to: several, a picker (the choice kept while the
+   * model stays offered); none, a note before the first question on how to set one up (the
+   * catalog and its forms work without one).
    */
   async checkModel() {
     let model;
+    let models;
     try {
-      ({ model } = await api('/chat'));
+      ({ model, models = [] } = await api('/chat'));
     } catch (error) {
       rejected(error);
       return;
     }
+    const chosen = this.modelSelect.value;
+    replace(this.modelSelect, models.map((m) => h('option', { value: m.name },
+      m.tools ? m.name : `${m.name} (no tools)`)));
+    this.modelSelect.value = models.some((m) => m.name === chosen) ? chosen : (model ?? '');
+    this.modelPicker.hidden = models.length < 2;
     const missing = model === null;
     this.prompt.disabled = missing;
     this.sendButton.disabled = missing;
@@ -202,6 +211,7 @@ export class Chat {
           timeZone: Intl.DateTimeFormat().resolvedOptions().timeZone,
           appContext: appContexts(),
           servers: this.selectedServers(),
+          model: this.modelPicker.hidden ? undefined : this.modelSelect.value,
         },
       });
       if (!response.ok) {
@@ -354,6 +364,13 @@ class Turn {
         card?.showError(event);
         this.chat.updateApprovals();
         break;
+      case 'session':
+        // Which model answers; another than the one chosen when that one has no tools.
+        this.model = event.routedFrom
+          ? `${event.model} (${event.routedFrom} has no tools)`
+          : event.model;
+        this.meta.textContent = this.model ?? '';
+        break;
       case 'final':
         this.finish(event);
         break;
@@ -393,8 +410,8 @@ class Turn {
     this.answer.classList.add('markdown');
     const usage = event.usage;
     if (usage && Number.isFinite(usage.totalTokens)) {
-      this.meta.textContent = `${usage.promptTokens} prompt + ${usage.completionTokens} `
-        + `completion tokens`;
+      const tokens = `${usage.promptTokens} prompt + ${usage.completionTokens} completion tokens`;
+      this.meta.textContent = this.model ? `${this.model} · ${tokens}` : tokens;
     }
   }
 
