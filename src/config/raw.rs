@@ -198,7 +198,7 @@
 //! # server. With one, a caller sees only what a grant of its tenant gives it.
 //! [access.tenants.acme]            # tenant, user and role names: 1 to 128 characters,
 //! servers = ["github", "time"]     # no control characters; servers: ids, or ["*"] for all
-//! models = ["small"]               # chat models it may use, by name; absent: every one
+//! # models = ["small"]             # chat models it may use, by name; absent: every one
 //!
 //! [[access.grants]]
 //! tenant = "acme"                  # a tenant listed above
