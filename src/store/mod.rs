@@ -16,6 +16,7 @@ pub mod redis;
 mod sqlite;
 #[cfg(test)]
 mod tests;
+pub mod usage;
 
 use std::sync::Arc;
 
@@ -31,6 +32,7 @@ pub use error::StoreError;
 pub use idempotency::{IdempotencyStore, MemoryIdempotency};
 pub use memory::{MEMORY_AUDIT_BYTES, MEMORY_AUDIT_RECORDS, MemoryAudit, MemoryConfirmations};
 pub use sqlite::{SqliteStores, open_sqlite, open_sqlite_with};
+pub use usage::{MemoryUsage, ModelUse, UsageQuery, UsageStore};
 
 /// Fresh in-memory stores with the default bounds.
 pub fn memory_stores() -> (Arc<dyn ConfirmationStore>, Arc<dyn AuditStore>) {

@@ -66,6 +66,14 @@ impl MemoryAudit {
         }
     }
 
+    /// Shows `visit` every record held, oldest first (under the lock: keep it short).
+    pub(crate) fn visit(&self, mut visit: impl FnMut(&AuditRecord)) {
+        let ring = lock(&self.ring);
+        for (_, record) in &ring.records {
+            visit(record);
+        }
+    }
+
     fn query_now(&self, query: &AuditQuery) -> Vec<(i64, AuditRecord)> {
         let ring = lock(&self.ring);
         ring.records

@@ -10,6 +10,7 @@ mod oauth;
 mod schema;
 #[cfg(test)]
 mod tests;
+mod usage;
 
 use std::{os::unix::fs::PermissionsExt, path::Path, sync::Arc, time::Duration};
 
@@ -62,6 +63,11 @@ impl SqliteStores {
     /// Requests sent with an `Idempotency-Key`, in the same file.
     pub fn idempotency(&self) -> Arc<dyn crate::store::IdempotencyStore> {
         Arc::new(idempotency::SqliteIdempotency::new(self.pool.clone()))
+    }
+
+    /// Usage: rollups of the audit log and chat turns' model use, in the same file.
+    pub fn usage(&self) -> Arc<dyn crate::store::UsageStore> {
+        Arc::new(usage::SqliteUsage::new(self.pool.clone()))
     }
 
     /// Users' upstream OAuth connections, in the same file.

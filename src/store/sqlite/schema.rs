@@ -7,10 +7,10 @@ use crate::store::StoreError;
 
 /// The schema this build reads and writes. A file with a newer version is refused; an older
 /// one is migrated.
-pub(super) const SCHEMA_VERSION: i64 = 4;
+pub(super) const SCHEMA_VERSION: i64 = 5;
 
 const _: () = assert!(
-    SCHEMA_VERSION == 4,
+    SCHEMA_VERSION == 5,
     "write the migration and its user_version"
 );
 
@@ -203,20 +203,25 @@ pub(super) async fn prepare(pool: &SqlitePool) -> Result<(), StoreError> {
     let first = if found == 0 { &SCHEMA_V1[..] } else { &[] };
     let audit_v2 = if found < 2 { &AUDIT_V2[..] } else { &[] };
     let oauth_v3 = if found < 3 { &OAUTH_V3[..] } else { &[] };
-    for &statement in first
+    // Version 5: usage (chat turns' model use, and the rollups of the audit log).
+    let usage_v5 = super::usage::schema_v5();
+    let user_servers_v4 = if found < 4 { &USER_SERVERS_V4[..] } else { &[] };
+    for statement in first
         .iter()
         .chain(audit_v2)
         .chain(oauth_v3)
-        .chain(&USER_SERVERS_V4)
+        .chain(user_servers_v4)
+        .copied()
+        .chain(usage_v5.iter().map(String::as_str))
     {
-        sqlx::query(statement)
+        sqlx::query(sqlx::AssertSqlSafe(statement))
             .execute(&mut *tx)
             .await
             .map_err(store_error)?;
     }
     // PRAGMA takes no bound parameters, so the version is spelled out; the assertion above
     // keeps it equal to SCHEMA_VERSION.
-    sqlx::query("PRAGMA user_version = 4")
+    sqlx::query("PRAGMA user_version = 5")
         .execute(&mut *tx)
         .await
         .map_err(store_error)?;
