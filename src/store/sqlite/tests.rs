@@ -304,6 +304,10 @@ async fn a_version_3_file_gains_users_servers_and_keeps_its_connections() {
     for statement in [
         "DROP TABLE user_servers",
         "DROP TABLE idempotency",
+        "DROP TABLE model_usage",
+        "DROP TABLE usage_state",
+        "DROP TABLE usage_calls",
+        "DROP TABLE usage_models",
         "PRAGMA user_version = 3",
     ] {
         sqlx::query(statement)
