@@ -48,6 +48,7 @@ pub fn available(config: &Config, tenant: &str) -> Vec<NamedModel> {
                 name: llm.model.clone(),
                 llm: llm.clone(),
                 max_running_turns: None,
+                price: None,
             })
             .collect()
     } else {
@@ -159,6 +160,7 @@ mod tests {
             name: name.to_owned(),
             llm,
             max_running_turns: None,
+            price: None,
         }
     }
 

@@ -56,9 +56,34 @@ pub struct NamedModel {
     /// Turns on this model at once (within `[agent] max_running_turns`); `None`: no bound
     /// of its own.
     pub max_running_turns: Option<usize>,
+    /// What its tokens cost; `None`: no cost is counted.
+    pub price: Option<Price>,
 }
 
-/// `[[llm.models]]`: several models, clients choosing among them; empty with one `[llm]`.
+/// Prices per million tokens, in the operator's currency.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Price {
+    pub per_mtok_in: f64,
+    pub per_mtok_out: f64,
+    /// Prompt tokens read from the provider's cache; default: `per_mtok_in`.
+    pub per_mtok_cached: f64,
+}
+
+impl Price {
+    /// The cost of a turn in millionths of the currency (prompt tokens include the cached
+    /// ones, as providers report them).
+    pub fn cost_micros(&self, prompt: u64, completion: u64, cached: u64) -> u64 {
+        let cached = cached.min(prompt);
+        let cost = (prompt - cached) as f64 * self.per_mtok_in
+            + cached as f64 * self.per_mtok_cached
+            + completion as f64 * self.per_mtok_out;
+        // Prices are bounded by validation, so this stays far below u64::MAX.
+        cost.round().max(0.0) as u64
+    }
+}
+
+/// The models clients choose among: `[[llm.models]]`, or the one `[llm]` model under its
+/// model id; empty without a model.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct ModelsConfig {
     pub list: Vec<NamedModel>,

@@ -7,7 +7,7 @@ use std::{ops::RangeInclusive, time::Duration};
 use url::Url;
 
 use super::{
-    AgentConfig, Env, LlmConfig, ModelsConfig, NamedModel, Secret, SecretTemplate,
+    AgentConfig, Env, LlmConfig, ModelsConfig, NamedModel, Price, Secret, SecretTemplate,
     raw::{RawAgent, RawLlm},
     secret_rules,
     validate::{Report, count, duration},
@@ -36,6 +36,8 @@ const MAX_RESPONSE_BYTES_RANGE: RangeInclusive<usize> = 1024..=256 * 1024 * 1024
 const MAX_MODEL_CHARS: usize = 256;
 /// A model's name in `[[llm.models]]`.
 const MAX_MODEL_NAME_CHARS: usize = 64;
+/// A price per million tokens beyond any model's.
+const MAX_PRICE: f64 = 1_000_000.0;
 
 const MAX_ROUNDS_RANGE: RangeInclusive<u32> = 1..=100;
 const MAX_TOOL_OUTPUT_CHARS_RANGE: RangeInclusive<usize> = 100..=1_000_000;
@@ -66,7 +68,22 @@ pub(super) fn llm(
     }
     let at = |field: &str| format!("llm.{field}");
     let one = one_model(raw, &at, env_model, env, report);
-    (Some(one), ModelsConfig::default())
+    let prices = (
+        raw.price_per_mtok_in,
+        raw.price_per_mtok_out,
+        raw.price_per_mtok_cached,
+    );
+    let models = ModelsConfig {
+        list: vec![NamedModel {
+            name: one.model.clone(),
+            llm: one.clone(),
+            max_running_turns: None,
+            price: price(prices, "llm", report),
+        }],
+        default: None,
+        tools_model: None,
+    };
+    (Some(one), models)
 }
 
 /// `[[llm.models]]`, each with what it does not write inherited from `[llm]` (but a model
@@ -83,6 +100,12 @@ fn models(raw: &RawLlm, env: &Env, report: &mut Report) -> ModelsConfig {
         report.problem(
             "llm.model",
             "is not used with [[llm.models]]: give each model its own (default: its name)",
+        );
+    }
+    if raw.price_per_mtok_in.is_some() || raw.price_per_mtok_out.is_some() {
+        report.problem(
+            "llm.price_per_mtok_in",
+            "is not used with [[llm.models]]: give each model its own prices",
         );
     }
     if env.setting(MODEL).is_some() {
@@ -131,6 +154,9 @@ fn models(raw: &RawLlm, env: &Env, report: &mut Report) -> ModelsConfig {
             models: None,
             default: None,
             tools_model: None,
+            price_per_mtok_in: None,
+            price_per_mtok_out: None,
+            price_per_mtok_cached: None,
         };
         let written = |field: &str| match field {
             "base_url" => own_url,
@@ -160,10 +186,20 @@ fn models(raw: &RawLlm, env: &Env, report: &mut Report) -> ModelsConfig {
                 report,
             )
         });
+        let price = price(
+            (
+                entry.price_per_mtok_in,
+                entry.price_per_mtok_out,
+                entry.price_per_mtok_cached,
+            ),
+            &path,
+            report,
+        );
         list.push(NamedModel {
             name,
             llm,
             max_running_turns,
+            price,
         });
     }
     let pick = |field: &str, written: Option<&String>, report: &mut Report| {
@@ -192,6 +228,43 @@ fn models(raw: &RawLlm, env: &Env, report: &mut Report) -> ModelsConfig {
         list,
         default,
         tools_model,
+    }
+}
+
+/// Prices per million tokens: both `in` and `out` or neither, each at most a million.
+pub(super) fn price(
+    (input, output, cached): (Option<f64>, Option<f64>, Option<f64>),
+    path: &str,
+    report: &mut Report,
+) -> Option<Price> {
+    let mut ok = true;
+    for (value, field) in [
+        (input, "price_per_mtok_in"),
+        (output, "price_per_mtok_out"),
+        (cached, "price_per_mtok_cached"),
+    ] {
+        if value.is_some_and(|v| !(0.0..=MAX_PRICE).contains(&v)) {
+            report.problem(
+                format!("{path}.{field}"),
+                format!("must be a price per million tokens from 0 to {MAX_PRICE}"),
+            );
+            ok = false;
+        }
+    }
+    match (input, output) {
+        (Some(per_mtok_in), Some(per_mtok_out)) => ok.then_some(Price {
+            per_mtok_in,
+            per_mtok_out,
+            per_mtok_cached: cached.unwrap_or(per_mtok_in),
+        }),
+        (None, None) if cached.is_none() => None,
+        _ => {
+            report.problem(
+                format!("{path}.price_per_mtok_in"),
+                "and price_per_mtok_out go together: give both, or neither",
+            );
+            None
+        }
     }
 }
 

@@ -27,7 +27,7 @@ mod webmcp;
 
 use std::{fmt, path::PathBuf, time::Duration};
 
-pub use agent::{AgentConfig, LlmConfig, ModelsConfig, NamedModel};
+pub use agent::{AgentConfig, LlmConfig, ModelsConfig, NamedModel, Price};
 pub use env::Env;
 pub use gate::{
     AccessConfig, AuditConfig, AuditSync, CallLimits, ConfirmationConfig, Grant, Operator,

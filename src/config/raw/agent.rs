@@ -31,6 +31,10 @@ pub struct RawLlm {
     /// Where a turn that offers tools goes when its model has none; default: the first
     /// model with tools.
     pub tools_model: Option<String>,
+    /// Prices per million tokens of the one model (usage and cost).
+    pub price_per_mtok_in: Option<f64>,
+    pub price_per_mtok_out: Option<f64>,
+    pub price_per_mtok_cached: Option<f64>,
 }
 
 /// One of `[[llm.models]]`: a name clients pick it by, and what differs from `[llm]`.
@@ -51,6 +55,10 @@ pub struct RawModel {
     pub max_response_bytes: Option<u64>,
     /// Turns on this model at once.
     pub max_running_turns: Option<u64>,
+    /// Prices per million tokens (usage and cost); never inherited.
+    pub price_per_mtok_in: Option<f64>,
+    pub price_per_mtok_out: Option<f64>,
+    pub price_per_mtok_cached: Option<f64>,
 }
 
 /// `[agent]`: bounds of one chat turn and of the turns running at once.

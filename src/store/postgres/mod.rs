@@ -11,6 +11,7 @@ mod oauth;
 mod pins;
 #[cfg(test)]
 pub(crate) mod scratch;
+mod usage;
 
 use std::{str::FromStr as _, time::Duration};
 
@@ -24,6 +25,7 @@ pub use consumed::Consumed;
 pub use idempotency::PgIdempotency;
 pub use oauth::PgOAuth;
 pub use pins::SharedPins;
+pub use usage::PgUsage;
 
 use super::StoreError;
 use crate::config::{Secret, SharedConfig};
@@ -124,6 +126,20 @@ CREATE TABLE IF NOT EXISTS mcpgate_idempotency (
     expires_at bigint
 );
 CREATE INDEX IF NOT EXISTS mcpgate_idempotency_expiry ON mcpgate_idempotency (expires_at);
+CREATE TABLE IF NOT EXISTS mcpgate_model_usage (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    time_us bigint NOT NULL,
+    tenant text NOT NULL,
+    user_name text NOT NULL,
+    session text NOT NULL,
+    model text NOT NULL,
+    requests bigint NOT NULL,
+    prompt_tokens bigint NOT NULL,
+    completion_tokens bigint NOT NULL,
+    cached_tokens bigint NOT NULL,
+    cost_micros bigint NOT NULL
+);
+CREATE INDEX IF NOT EXISTS mcpgate_model_usage_time ON mcpgate_model_usage (time_us);
 CREATE TABLE IF NOT EXISTS mcpgate_oauth_clients (
     server text NOT NULL,
     issuer text NOT NULL,

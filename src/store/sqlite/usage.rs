@@ -531,7 +531,6 @@ impl UsageStore for SqliteUsage {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
     use crate::store::usage::contract;
 
     /// The contract read three ways: nothing folded (all from the log), everything folded

@@ -15,6 +15,7 @@ fn named(name: &str, llm: LlmConfig) -> NamedModel {
         name: name.to_owned(),
         llm,
         max_running_turns: None,
+        price: None,
     }
 }
 

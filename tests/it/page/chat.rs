@@ -240,6 +240,7 @@ async fn the_model_picker_chooses_and_routing_shows_in_the_page() {
         name: name.to_owned(),
         llm,
         max_running_turns: None,
+        price: None,
     };
     let mut config = support::config(servers());
     config.models = ModelsConfig {
