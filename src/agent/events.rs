@@ -13,6 +13,9 @@ pub struct Usage {
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
     pub total_tokens: u64,
+    /// Of the prompt tokens, those the provider read from its cache
+    /// (`prompt_tokens_details.cached_tokens`); 0 when it does not say.
+    pub cached_tokens: u64,
 }
 
 /// One event of a chat turn. `callId` is the model's tool call id (synthesized when the
@@ -151,10 +154,12 @@ mod tests {
             prompt_tokens: 1,
             completion_tokens: 2,
             total_tokens: 3,
+            cached_tokens: 0,
         };
         assert_eq!(
             serde_json::to_value(usage).expect("serializes"),
-            json!({ "promptTokens": 1, "completionTokens": 2, "totalTokens": 3 })
+            json!({ "promptTokens": 1, "completionTokens": 2, "totalTokens": 3,
+                    "cachedTokens": 0 })
         );
     }
 }

@@ -446,6 +446,7 @@ fn add_usage(total: Option<Usage>, more: Option<Usage>) -> Option<Usage> {
             prompt_tokens: a.prompt_tokens.saturating_add(b.prompt_tokens),
             completion_tokens: a.completion_tokens.saturating_add(b.completion_tokens),
             total_tokens: a.total_tokens.saturating_add(b.total_tokens),
+            cached_tokens: a.cached_tokens.saturating_add(b.cached_tokens),
         }),
         (a, b) => a.or(b),
     }

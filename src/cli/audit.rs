@@ -75,7 +75,7 @@ pub async fn run(config: &Config, args: AuditArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn parse_since(text: &str) -> anyhow::Result<SystemTime> {
+pub(super) fn parse_since(text: &str) -> anyhow::Result<SystemTime> {
     if let Some(at) = parse_instant(text) {
         return Ok(at);
     }

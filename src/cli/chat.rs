@@ -12,7 +12,8 @@ use anyhow::Context as _;
 use futures::StreamExt as _;
 use mcpgate::{
     agent::{
-        Agent, AgentEvent, ApprovalPolicy, Decision, ToolChoice, TurnOptions, UserTimeZone,
+        Agent, AgentEvent, ApprovalPolicy, Decision, Metering, ToolChoice, TurnOptions,
+        UserTimeZone,
         llm::{LlmClient, Message},
         models,
     },
@@ -96,7 +97,7 @@ pub async fn run(gateway: &Gateway, settle: Duration, args: ChatArgs) -> anyhow:
             choice.model.name
         );
     }
-    let llm = choice.model.llm;
+    let llm = choice.model.llm.clone();
     let client = LlmClient::new(llm.clone()).context("cannot set up the model client")?;
     let agent = Agent::builder(client, gateway.clone())
         .config(config.agent.clone())
@@ -117,6 +118,7 @@ pub async fn run(gateway: &Gateway, settle: Duration, args: ChatArgs) -> anyhow:
         ..TurnOptions::default()
     };
     let mut events = agent.run_stream(ctx.clone(), vec![Message::user(&args.question)], options);
+    let mut metering = Metering::new(gateway.usage_store().clone(), &choice.model, &ctx);
     let mut screen = Screen::new(args.json, std::io::stdout().is_terminal());
     let mut answers = Answers::default();
     let mut spin = tokio::time::interval(SPIN_EVERY);
@@ -130,6 +132,7 @@ pub async fn run(gateway: &Gateway, settle: Duration, args: ChatArgs) -> anyhow:
             }
         };
         let Some(event) = event else { break };
+        metering.observe(&event);
         screen.show(&event);
         match &event {
             AgentEvent::ApprovalRequired {
@@ -149,6 +152,7 @@ pub async fn run(gateway: &Gateway, settle: Duration, args: ChatArgs) -> anyhow:
         }
     }
     screen.finish();
+    metering.finish().await;
     Ok(if failed {
         ExitCode::from(TURN_FAILED)
     } else {

@@ -13,6 +13,7 @@ mod pin;
 mod scan;
 mod serve;
 mod tools;
+mod usage;
 
 use std::{ffi::OsString, path::PathBuf, process::ExitCode, time::Duration};
 
@@ -83,6 +84,8 @@ enum Command {
     },
     /// Show the audit log: who called what, with whose approval.
     Audit(audit::AuditArgs),
+    /// Sum the audit log and chat turns: calls, errors, latency, confirmations, tokens, cost.
+    Usage(usage::UsageArgs),
     /// Scan tool definitions for poisoning: a file of definitions, or `--server ID`'s live
     /// tools. Exit 1 when any has a high-severity finding.
     Scan(scan::ScanArgs),
@@ -335,6 +338,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Audit(args) => {
             let loaded = load(cli.config.as_deref())?;
             audit::run(&loaded.config, args).await
+        }
+        Command::Usage(args) => {
+            let loaded = load(cli.config.as_deref())?;
+            usage::run(&loaded.config, args).await
         }
         Command::Import(args) => import::run(&args),
         Command::Scan(args) => match &args.server {

@@ -49,12 +49,16 @@ use crate::{
     policy::{
         Access, Admin, CallContext, Clock, CompiledSchema, Limiter, classify, needs_confirmation,
     },
-    store::{AuditStore, ConfirmationStore, StoreError, memory_stores, open_sqlite_with},
+    store::{AuditStore, ConfirmationStore, StoreError, open_sqlite_with},
     upstream::{ConnectOptions, Manager},
 };
 
 /// How often expired confirmations are swept from the store.
 const PURGE_EVERY: Duration = Duration::from_secs(60);
+/// How often new audit records are folded into the usage rollups.
+const ROLL_EVERY: Duration = Duration::from_secs(10);
+/// Chunks folded per tick at most (each a short write transaction).
+const MAX_ROLLS_PER_TICK: usize = 20;
 
 /// What the gateway needs from its surroundings besides configuration.
 #[derive(Debug, Clone, Default)]
@@ -81,9 +85,25 @@ pub struct Stores {
     pub pages: Option<Arc<crate::webmcp::Pages>>,
     /// Requests sent with an `Idempotency-Key` (PostgreSQL when shared, SQLite, else memory).
     pub idempotency: Arc<dyn crate::store::IdempotencyStore>,
+    /// Usage, summed from the audit log's store and chat turns' model use.
+    pub usage: Arc<dyn crate::store::UsageStore>,
 }
 
 impl Stores {
+    /// Stores in memory, gone with the process.
+    pub fn memory() -> Stores {
+        let audit = Arc::new(crate::store::MemoryAudit::new());
+        Stores {
+            confirmations: Arc::new(crate::store::MemoryConfirmations::new()),
+            usage: Arc::new(crate::store::MemoryUsage::new(audit.clone())),
+            audit,
+            oauth: Arc::new(crate::oauth::MemoryOAuth::default()),
+            shared: SharedStores::default(),
+            pages: None,
+            idempotency: Arc::new(crate::store::MemoryIdempotency::default()),
+        }
+    }
+
     /// Opens the stores `state` names (SQLite file, or memory); `audit_sync` says when the
     /// SQLite audit log's records reach the disk.
     pub async fn open_embedded(
@@ -91,17 +111,7 @@ impl Stores {
         audit_sync: AuditSync,
     ) -> Result<Stores, StoreError> {
         match state {
-            StateConfig::Memory => {
-                let (confirmations, audit) = memory_stores();
-                Ok(Stores {
-                    confirmations,
-                    audit,
-                    oauth: Arc::new(crate::oauth::MemoryOAuth::default()),
-                    shared: SharedStores::default(),
-                    pages: None,
-                    idempotency: Arc::new(crate::store::MemoryIdempotency::default()),
-                })
-            }
+            StateConfig::Memory => Ok(Stores::memory()),
             StateConfig::Sqlite { path } => {
                 let stores = open_sqlite_with(path, audit_sync).await?;
                 Ok(Stores {
@@ -111,6 +121,7 @@ impl Stores {
                     shared: SharedStores::default(),
                     pages: None,
                     idempotency: stores.idempotency(),
+                    usage: stores.usage(),
                 })
             }
         }
@@ -125,20 +136,14 @@ impl Stores {
         let mut stores = if needs_embedded {
             Stores::open_embedded(&config.state, config.audit.sync).await?
         } else {
-            let (confirmations, audit) = memory_stores();
-            Stores {
-                confirmations,
-                audit,
-                oauth: Arc::new(crate::oauth::MemoryOAuth::default()),
-                shared: SharedStores::default(),
-                pages: None,
-                idempotency: Arc::new(crate::store::MemoryIdempotency::default()),
-            }
+            // Replaced below where shared, the rest of no use beyond the process.
+            Stores::memory()
         };
         let instance = &config.shared.instance;
         if let Some(pool) = &shared.postgres {
             // Users' connections are made on one instance and used on all.
             stores.oauth = Arc::new(crate::store::postgres::PgOAuth::new(pool.clone()));
+            stores.usage = Arc::new(crate::store::postgres::PgUsage::new(pool.clone()));
             // A retry may reach any instance, and a kept answer must outlive them all.
             stores.idempotency = Arc::new(crate::store::postgres::PgIdempotency::new(pool.clone()));
             stores.audit = Arc::new(crate::store::postgres::PgAudit::new(
@@ -190,6 +195,7 @@ struct Inner {
     audit: Arc<dyn AuditStore>,
     oauth_store: Arc<dyn crate::oauth::OAuthStore>,
     idempotency: Arc<dyn crate::store::IdempotencyStore>,
+    usage: Arc<dyn crate::store::UsageStore>,
     /// Users' connections to `auth = "oauth"` servers; `None` without such servers.
     connections: Option<Arc<crate::oauth::Connections>>,
     clock: Clock,
@@ -307,6 +313,7 @@ impl Gateway {
             audit: stores.audit,
             oauth_store: stores.oauth,
             idempotency: stores.idempotency,
+            usage: stores.usage,
             connections,
             clock: options.clock,
             schemas: Mutex::new(HashMap::new()),
@@ -328,6 +335,11 @@ impl Gateway {
             .inner
             .tasks
             .spawn(async move { sweeper.purge_expired().await });
+        let roller = gateway.clone();
+        gateway
+            .inner
+            .tasks
+            .spawn(async move { roller.roll_usage().await });
         let follower = gateway.clone();
         gateway
             .inner
@@ -479,7 +491,13 @@ impl Gateway {
             shared: self.inner.shared.clone(),
             pages: Some(self.inner.pages.clone()),
             idempotency: self.inner.idempotency.clone(),
+            usage: self.inner.usage.clone(),
         }
+    }
+
+    /// Usage: the audit log's sums and chat turns' model use.
+    pub fn usage_store(&self) -> &Arc<dyn crate::store::UsageStore> {
+        &self.inner.usage
     }
 
     /// Users' connections to `auth = "oauth"` servers; `None` when no server has it.
@@ -591,6 +609,30 @@ impl Gateway {
         }
     }
 
+    /// Folds new audit records into the usage rollups, a chunk at a time, until none is
+    /// left, every [`ROLL_EVERY`]; a long backlog (a first start on a large log) is folded
+    /// over several ticks.
+    async fn roll_usage(&self) {
+        let mut every = tokio::time::interval(ROLL_EVERY);
+        loop {
+            tokio::select! {
+                _ = every.tick() => {
+                    for _ in 0..MAX_ROLLS_PER_TICK {
+                        match self.inner.usage.roll().await {
+                            Ok(0) => break,
+                            Ok(_) => tokio::task::yield_now().await,
+                            Err(err) => {
+                                tracing::warn!(error = %err, "folding usage failed");
+                                break;
+                            }
+                        }
+                    }
+                }
+                () = self.inner.cancel.cancelled() => return,
+            }
+        }
+    }
+
     async fn purge_expired(&self) {
         let mut every = tokio::time::interval(PURGE_EVERY);
         loop {
@@ -606,9 +648,13 @@ impl Gateway {
                         .audit
                         .retention
                         .and_then(|keep| now.checked_sub(keep))
-                        && let Err(err) = self.inner.audit.purge_before(before).await
                     {
-                        tracing::warn!(error = %err, "purging old audit records failed");
+                        if let Err(err) = self.inner.audit.purge_before(before).await {
+                            tracing::warn!(error = %err, "purging old audit records failed");
+                        }
+                        if let Err(err) = self.inner.usage.purge_before(before).await {
+                            tracing::warn!(error = %err, "purging old usage failed");
+                        }
                     }
                     if let Some(servers) = &self.inner.user_servers {
                         servers.prune();

@@ -34,8 +34,8 @@ mod instances;
 use super::{ApiError, AppState, auth::SESSION_HEADER, markdown};
 use crate::{
     agent::{
-        Agent, AgentEvent, ApprovalPolicy, Approvals, Decision, Etas, ToolChoice, TurnOptions,
-        UserTimeZone,
+        Agent, AgentEvent, ApprovalPolicy, Approvals, Decision, Etas, Metering, ToolChoice,
+        TurnOptions, UserTimeZone,
         llm::{LlmClient, Message},
         models,
     },
@@ -452,6 +452,8 @@ async fn start_turn(
         servers,
         ..TurnOptions::default()
     };
+    // Kept when the stream ends, however it ends.
+    let mut metering = Metering::new(gateway.usage_store().clone(), model, &ctx);
     let events = agent.run_stream(ctx, messages, options);
     let mut first = json!({ "type": "session", "session": session, "model": model.name });
     if let Some(asked) = &choice.routed_from {
@@ -468,6 +470,7 @@ async fn start_turn(
     let events = events.map(move |event| {
         let _held = &held;
         calls.observe(&event);
+        metering.observe(&event);
         Ok::<Event, Infallible>(sse_event(&event))
     });
     let mut response = Sse::new(opening.chain(events))

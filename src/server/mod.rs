@@ -19,6 +19,7 @@ pub mod reload;
 pub mod rest;
 pub mod sandbox;
 pub mod ui;
+pub mod usage;
 pub mod webmcp;
 
 use std::{

@@ -37,6 +37,7 @@ pub fn routes() -> Router<AppState> {
         .route("/mcp/servers", get(list_servers))
         .route("/mcp/servers/{id}/refresh", post(refresh_server))
         .route("/audit", get(audit))
+        .route("/usage", get(super::usage::usage))
 }
 
 async fn list_tools(

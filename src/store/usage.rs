@@ -414,6 +414,175 @@ pub fn time_of(micros: i64) -> SystemTime {
     from_micros(micros)
 }
 
+/// Most groups a report lists in each part; the rest are summed in the totals only.
+pub const MAX_REPORT_GROUPS: usize = 10_000;
+
+/// Percentile `p` (0..1) of a histogram, interpolated within its bucket; `None` when empty.
+pub fn percentile(buckets: &[u64; BUCKETS], p: f64) -> Option<f64> {
+    let total: u64 = buckets.iter().sum();
+    if total == 0 {
+        return None;
+    }
+    let rank = p * total as f64;
+    let mut below = 0u64;
+    for (i, &count) in buckets.iter().enumerate() {
+        if count > 0 && (below + count) as f64 >= rank {
+            let low = if i == 0 { 0 } else { LATENCY_BOUNDS_MS[i - 1] } as f64;
+            let Some(&high) = LATENCY_BOUNDS_MS.get(i) else {
+                return Some(low);
+            };
+            let within = ((rank - below as f64) / count as f64).clamp(0.0, 1.0);
+            return Some(low + within * (high as f64 - low));
+        }
+        below += count;
+    }
+    None
+}
+
+/// The rows as the API and `mcpgate usage --json` show them: one group per key, biggest
+/// first, and the totals.
+pub fn report(rows: &UsageRows, query: &UsageQuery) -> serde_json::Value {
+    use serde_json::{Map, Value, json};
+    let (since, until) = query.hours();
+    let fields = |key: &Key| -> Map<String, Value> {
+        let mut out = Map::new();
+        for (dim, value) in query.group_by.iter().zip(&key.values) {
+            if let Some(value) = value {
+                out.insert(dim.as_str().to_owned(), json!(value));
+            }
+        }
+        if let Some(time) = key.time {
+            out.insert("time".into(), json!(super::rfc3339(from_micros(time))));
+        }
+        out
+    };
+    #[derive(Default)]
+    struct Group {
+        calls: u64,
+        errors: u64,
+        by_code: BTreeMap<String, u64>,
+        latency: CallSums,
+        result_bytes: u64,
+        asked: u64,
+        approved: u64,
+        denied: u64,
+    }
+    let mut groups: BTreeMap<&Key, Group> = BTreeMap::new();
+    for ((key, class, outcome), sums) in &rows.calls {
+        let group = groups.entry(key).or_default();
+        match class {
+            Class::Call | Class::Refused => {
+                group.calls += sums.calls;
+                group.result_bytes += sums.result_bytes;
+                if outcome != "ok" {
+                    group.errors += sums.calls;
+                    *group.by_code.entry(outcome.clone()).or_default() += sums.calls;
+                }
+                if *class == Class::Call {
+                    group.latency.add(sums);
+                }
+            }
+            Class::Asked => group.asked += sums.calls,
+            Class::Approved => group.approved += sums.calls,
+            Class::Denied => group.denied += sums.calls,
+            Class::Other => {}
+        }
+    }
+    let mut calls: Vec<(&Key, Group)> = groups
+        .into_iter()
+        .filter(|(_, g)| g.calls + g.asked + g.approved + g.denied > 0)
+        .collect();
+    calls.sort_by(|a, b| b.1.calls.cmp(&a.1.calls).then(a.0.cmp(b.0)));
+    let (mut total_calls, mut total_errors) = (0, 0);
+    for (_, g) in &calls {
+        total_calls += g.calls;
+        total_errors += g.errors;
+    }
+    let call_groups: Vec<Value> = calls
+        .iter()
+        .take(MAX_REPORT_GROUPS)
+        .map(|(key, g)| {
+            let mut out = fields(key);
+            let at = |p| percentile(&g.latency.buckets, p).map(|ms| (ms * 10.0).round() / 10.0);
+            out.extend([
+                ("calls".into(), json!(g.calls)),
+                ("errors".into(), json!(g.errors)),
+                (
+                    "errorsByCode".into(),
+                    // A list, not an object: codes are data, not field names.
+                    Value::Array(
+                        g.by_code
+                            .iter()
+                            .map(|(code, count)| json!({ "code": code, "count": count }))
+                            .collect(),
+                    ),
+                ),
+                (
+                    "latencyMs".into(),
+                    if g.latency.calls == 0 {
+                        Value::Null
+                    } else {
+                        json!({ "p50": at(0.5), "p90": at(0.9), "p99": at(0.99) })
+                    },
+                ),
+                ("resultBytes".into(), json!(g.result_bytes)),
+                (
+                    "confirmations".into(),
+                    json!({ "asked": g.asked, "approved": g.approved, "denied": g.denied }),
+                ),
+            ]);
+            Value::Object(out)
+        })
+        .collect();
+    let mut models: Vec<(&Key, &ModelSums)> = rows.models.iter().collect();
+    models.sort_by(|a, b| {
+        b.1.cost_micros
+            .cmp(&a.1.cost_micros)
+            .then(b.1.prompt_tokens.cmp(&a.1.prompt_tokens))
+            .then(a.0.cmp(b.0))
+    });
+    let mut total = ModelSums::default();
+    for (_, sums) in &models {
+        total.add(sums);
+    }
+    let cost = |micros: u64| micros as f64 / 1e6;
+    let model_groups: Vec<Value> = models
+        .iter()
+        .take(MAX_REPORT_GROUPS)
+        .map(|(key, s)| {
+            let mut out = fields(key);
+            out.extend([
+                ("turns".into(), json!(s.turns)),
+                ("requests".into(), json!(s.requests)),
+                ("promptTokens".into(), json!(s.prompt_tokens)),
+                ("completionTokens".into(), json!(s.completion_tokens)),
+                ("cachedTokens".into(), json!(s.cached_tokens)),
+                ("cost".into(), json!(cost(s.cost_micros))),
+            ]);
+            Value::Object(out)
+        })
+        .collect();
+    json!({
+        "since": super::rfc3339(from_micros(since)),
+        "until": super::rfc3339(from_micros(until)),
+        "groupBy": query.group_by.iter().map(|d| d.as_str()).collect::<Vec<_>>(),
+        "interval": query.interval.map(|i| match i { Interval::Hour => "hour", Interval::Day => "day" }),
+        "calls": call_groups,
+        "models": model_groups,
+        "truncated": calls.len() > MAX_REPORT_GROUPS || models.len() > MAX_REPORT_GROUPS,
+        "totals": {
+            "calls": total_calls,
+            "errors": total_errors,
+            "turns": total.turns,
+            "requests": total.requests,
+            "promptTokens": total.prompt_tokens,
+            "completionTokens": total.completion_tokens,
+            "cachedTokens": total.cached_tokens,
+            "cost": cost(total.cost_micros),
+        },
+    })
+}
+
 #[cfg(test)]
 pub(crate) mod contract {
     //! What every usage store answers alike, from the same records.
@@ -689,7 +858,10 @@ pub(crate) mod contract {
             (&search["calls"], &search["errors"]),
             (&serde_json::json!(3), &serde_json::json!(1))
         );
-        assert_eq!(search["errorsByCode"]["upstream_error"], 1);
+        assert_eq!(
+            search["errorsByCode"],
+            serde_json::json!([{ "code": "upstream_error", "count": 1 }])
+        );
         let p50 = search["latencyMs"]["p50"].as_f64().expect("p50");
         assert!(
             (30.0..=50.0).contains(&p50),
@@ -739,164 +911,4 @@ pub(crate) mod contract {
             assert_eq!(Class::parse(class.as_str()), class);
         }
     }
-}
-
-/// Most groups a report lists in each part; the rest are summed in the totals only.
-pub const MAX_REPORT_GROUPS: usize = 10_000;
-
-/// Percentile `p` (0..1) of a histogram, interpolated within its bucket; `None` when empty.
-pub fn percentile(buckets: &[u64; BUCKETS], p: f64) -> Option<f64> {
-    let total: u64 = buckets.iter().sum();
-    if total == 0 {
-        return None;
-    }
-    let rank = p * total as f64;
-    let mut below = 0u64;
-    for (i, &count) in buckets.iter().enumerate() {
-        if count > 0 && (below + count) as f64 >= rank {
-            let low = if i == 0 { 0 } else { LATENCY_BOUNDS_MS[i - 1] } as f64;
-            let Some(&high) = LATENCY_BOUNDS_MS.get(i) else {
-                return Some(low);
-            };
-            let within = ((rank - below as f64) / count as f64).clamp(0.0, 1.0);
-            return Some(low + within * (high as f64 - low));
-        }
-        below += count;
-    }
-    None
-}
-
-/// The rows as the API and `mcpgate usage --json` show them: one group per key, biggest
-/// first, and the totals.
-pub fn report(rows: &UsageRows, query: &UsageQuery) -> serde_json::Value {
-    use serde_json::{Map, Value, json};
-    let (since, until) = query.hours();
-    let fields = |key: &Key| -> Map<String, Value> {
-        let mut out = Map::new();
-        for (dim, value) in query.group_by.iter().zip(&key.values) {
-            if let Some(value) = value {
-                out.insert(dim.as_str().to_owned(), json!(value));
-            }
-        }
-        if let Some(time) = key.time {
-            out.insert("time".into(), json!(super::rfc3339(from_micros(time))));
-        }
-        out
-    };
-    #[derive(Default)]
-    struct Group {
-        calls: u64,
-        errors: u64,
-        by_code: BTreeMap<String, u64>,
-        latency: CallSums,
-        result_bytes: u64,
-        asked: u64,
-        approved: u64,
-        denied: u64,
-    }
-    let mut groups: BTreeMap<&Key, Group> = BTreeMap::new();
-    for ((key, class, outcome), sums) in &rows.calls {
-        let group = groups.entry(key).or_default();
-        match class {
-            Class::Call | Class::Refused => {
-                group.calls += sums.calls;
-                group.result_bytes += sums.result_bytes;
-                if outcome != "ok" {
-                    group.errors += sums.calls;
-                    *group.by_code.entry(outcome.clone()).or_default() += sums.calls;
-                }
-                if *class == Class::Call {
-                    group.latency.add(sums);
-                }
-            }
-            Class::Asked => group.asked += sums.calls,
-            Class::Approved => group.approved += sums.calls,
-            Class::Denied => group.denied += sums.calls,
-            Class::Other => {}
-        }
-    }
-    let mut calls: Vec<(&Key, Group)> = groups
-        .into_iter()
-        .filter(|(_, g)| g.calls + g.asked + g.approved + g.denied > 0)
-        .collect();
-    calls.sort_by(|a, b| b.1.calls.cmp(&a.1.calls).then(a.0.cmp(b.0)));
-    let (mut total_calls, mut total_errors) = (0, 0);
-    for (_, g) in &calls {
-        total_calls += g.calls;
-        total_errors += g.errors;
-    }
-    let call_groups: Vec<Value> = calls
-        .iter()
-        .take(MAX_REPORT_GROUPS)
-        .map(|(key, g)| {
-            let mut out = fields(key);
-            let at = |p| percentile(&g.latency.buckets, p).map(|ms| (ms * 10.0).round() / 10.0);
-            out.extend([
-                ("calls".into(), json!(g.calls)),
-                ("errors".into(), json!(g.errors)),
-                ("errorsByCode".into(), json!(g.by_code)),
-                (
-                    "latencyMs".into(),
-                    if g.latency.calls == 0 {
-                        Value::Null
-                    } else {
-                        json!({ "p50": at(0.5), "p90": at(0.9), "p99": at(0.99) })
-                    },
-                ),
-                ("resultBytes".into(), json!(g.result_bytes)),
-                (
-                    "confirmations".into(),
-                    json!({ "asked": g.asked, "approved": g.approved, "denied": g.denied }),
-                ),
-            ]);
-            Value::Object(out)
-        })
-        .collect();
-    let mut models: Vec<(&Key, &ModelSums)> = rows.models.iter().collect();
-    models.sort_by(|a, b| {
-        b.1.cost_micros
-            .cmp(&a.1.cost_micros)
-            .then(b.1.prompt_tokens.cmp(&a.1.prompt_tokens))
-            .then(a.0.cmp(b.0))
-    });
-    let mut total = ModelSums::default();
-    for (_, sums) in &models {
-        total.add(sums);
-    }
-    let cost = |micros: u64| micros as f64 / 1e6;
-    let model_groups: Vec<Value> = models
-        .iter()
-        .take(MAX_REPORT_GROUPS)
-        .map(|(key, s)| {
-            let mut out = fields(key);
-            out.extend([
-                ("turns".into(), json!(s.turns)),
-                ("requests".into(), json!(s.requests)),
-                ("promptTokens".into(), json!(s.prompt_tokens)),
-                ("completionTokens".into(), json!(s.completion_tokens)),
-                ("cachedTokens".into(), json!(s.cached_tokens)),
-                ("cost".into(), json!(cost(s.cost_micros))),
-            ]);
-            Value::Object(out)
-        })
-        .collect();
-    json!({
-        "since": super::rfc3339(from_micros(since)),
-        "until": super::rfc3339(from_micros(until)),
-        "groupBy": query.group_by.iter().map(|d| d.as_str()).collect::<Vec<_>>(),
-        "interval": query.interval.map(|i| match i { Interval::Hour => "hour", Interval::Day => "day" }),
-        "calls": call_groups,
-        "models": model_groups,
-        "truncated": calls.len() > MAX_REPORT_GROUPS || models.len() > MAX_REPORT_GROUPS,
-        "totals": {
-            "calls": total_calls,
-            "errors": total_errors,
-            "turns": total.turns,
-            "requests": total.requests,
-            "promptTokens": total.prompt_tokens,
-            "completionTokens": total.completion_tokens,
-            "cachedTokens": total.cached_tokens,
-            "cost": cost(total.cost_micros),
-        },
-    })
 }

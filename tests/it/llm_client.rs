@@ -175,9 +175,10 @@ async fn text_streams_in_pieces_with_usage_and_the_request_is_openai_shaped() {
         (
             usage.prompt_tokens,
             usage.completion_tokens,
-            usage.total_tokens
+            usage.total_tokens,
+            usage.cached_tokens
         ),
-        (11, 7, 18)
+        (11, 7, 18, 4)
     );
 
     let body = &llm.requests()[0];

@@ -17,6 +17,7 @@ use crate::support::{self, fixture, in_process, no_confirm};
 
 mod idempotency;
 mod tenants;
+mod usage;
 pub(crate) mod webmcp;
 
 const SECRET: &str = "0123456789abcdef0123456789abcdef-test-secret";

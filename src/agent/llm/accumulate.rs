@@ -349,6 +349,12 @@ fn read_usage(value: &Value) -> Option<Usage> {
         prompt_tokens: prompt,
         completion_tokens: completion,
         total_tokens: count("total_tokens").unwrap_or(prompt + completion),
+        // OpenAI's field, else the Anthropic-style one some compatible servers send.
+        cached_tokens: value
+            .pointer("/prompt_tokens_details/cached_tokens")
+            .and_then(Value::as_u64)
+            .or_else(|| count("cache_read_input_tokens"))
+            .unwrap_or(0),
     })
 }
 

@@ -406,6 +406,59 @@ pub(super) fn routes() -> Vec<Route> {
             ],
         },
         Route {
+            method: "get",
+            path: "/api/v1/usage",
+            id: "usage",
+            access: Access::Caller,
+            summary: "Usage per group over a time range: calls, errors by code, latency percentiles, result bytes, confirmations; chat turns' model requests, tokens and cost. An operator reads every tenant, a tenant's admin its tenant, anyone else their own usage (naming another's gives nothing). Times are whole UTC hours.",
+            parameters: json!([
+                query(
+                    "since",
+                    "string",
+                    "From (rounded down to the hour): RFC 3339 or seconds since the epoch; default 30 days before `until`."
+                ),
+                query(
+                    "until",
+                    "string",
+                    "To (rounded up to the hour); default now. At most 400 days after `since`."
+                ),
+                query(
+                    "groupBy",
+                    "string",
+                    "Split by, comma-separated: `tenant`, `user`, `server`, `tool`, `model` (`model` splits chat turns only; `server` and `tool` calls only). Also accepted as `group_by`."
+                ),
+                query(
+                    "interval",
+                    "string",
+                    "`day` or `hour` (at most 31 days): also split by time."
+                ),
+                query(
+                    "tenant",
+                    "string",
+                    "Only this tenant (an operator's choice)."
+                ),
+                query(
+                    "user",
+                    "string",
+                    "Only this user (an administrator's choice)."
+                ),
+            ]),
+            body: None,
+            ok: json_body("The sums.", schema_ref("Usage")),
+            errors: &[
+                (
+                    400,
+                    "A malformed or unknown parameter, a range the wrong way round or too long (`bad_request`).",
+                    "Error",
+                ),
+                (
+                    503,
+                    "The store is unreachable (`store_unavailable`).",
+                    "Error",
+                ),
+            ],
+        },
+        Route {
             method: "post",
             path: "/api/v1/admin/reload",
             id: "reload",

@@ -260,6 +260,7 @@ fn core_schemas() -> Value {
             "records": list_of("AuditRecord"),
             "before": { "type": ["integer", "null"], "description": "Pass as `before` for the next page." },
         })),
+        "Usage": usage_schema(),
         "ReloadOutcome": object(json!({
             "ok": { "const": true },
             "added": strings(),
@@ -269,6 +270,48 @@ fn core_schemas() -> Value {
             "warnings": strings(),
         })),
     })
+}
+
+/// `GET /api/v1/usage`'s answer.
+fn usage_schema() -> Value {
+    let bucket = instant("The start of the time bucket");
+    let latency = json!({ "type": ["object", "null"],
+        "description": "Percentiles of the calls that reached the upstream, read from a \
+            histogram (within about 1.5x).",
+        "properties": { "p50": { "type": "number" }, "p90": { "type": "number" },
+                        "p99": { "type": "number" } } });
+    let confirmations = json!({ "type": "object", "properties": {
+        "asked": integer(), "approved": integer(), "denied": integer() } });
+    let call = json!({ "type": "object", "properties": {
+        "tenant": string(), "user": string(), "server": string(), "tool": string(),
+        "time": bucket.clone(), "calls": integer(), "errors": integer(),
+        "errorsByCode": { "type": "array", "items": { "type": "object",
+            "properties": { "code": string(), "count": integer() } } },
+        "latencyMs": latency, "resultBytes": integer(), "confirmations": confirmations } });
+    let cost = json!({ "type": "number",
+        "description": "From the model's configured prices, in their currency." });
+    let model = json!({ "type": "object", "properties": {
+        "tenant": string(), "user": string(), "model": string(), "time": bucket,
+        "turns": integer(), "requests": integer(), "promptTokens": integer(),
+        "completionTokens": integer(), "cachedTokens": integer(), "cost": cost } });
+    let totals = json!({ "type": "object", "properties": {
+        "calls": integer(), "errors": integer(), "turns": integer(), "requests": integer(),
+        "promptTokens": integer(), "completionTokens": integer(), "cachedTokens": integer(),
+        "cost": { "type": "number" } } });
+    object(json!({
+        "since": instant("From, rounded down to the hour"),
+        "until": instant("To, rounded up to the hour"),
+        "groupBy": strings(),
+        "interval": { "type": ["string", "null"], "enum": ["hour", "day", null] },
+        "calls": { "type": "array", "items": call,
+            "description": "One group per key, most calls first: the fields of `groupBy` \
+                that apply, and `time` with an interval." },
+        "models": { "type": "array", "items": model,
+            "description": "Chat turns per key, highest cost first." },
+        "truncated": { "type": "boolean",
+            "description": "More than 10,000 groups: the rest count in the totals only." },
+        "totals": totals,
+    }))
 }
 
 /// The pin review and release bodies.

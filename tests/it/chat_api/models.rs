@@ -3,7 +3,12 @@
 //! tools model (and the event stream says so), and an unknown name is a typed refusal.
 
 use futures::StreamExt as _;
-use mcpgate::config::{LlmConfig, ModelsConfig, NamedModel};
+use std::time::{Duration, SystemTime};
+
+use mcpgate::{
+    config::{LlmConfig, ModelsConfig, NamedModel, Price},
+    store::usage::{Dim, UsageQuery, report},
+};
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
@@ -37,6 +42,11 @@ async fn two_models(
                 named("small", plain.clone()),
                 NamedModel {
                     max_running_turns: big_turns,
+                    price: Some(Price {
+                        per_mtok_in: 1.0,
+                        per_mtok_out: 2.0,
+                        per_mtok_cached: 0.5,
+                    }),
                     ..named("big", big)
                 },
             ],
@@ -132,6 +142,37 @@ async fn a_turn_with_tools_on_a_model_without_is_answered_by_the_tools_model() {
         "{error}"
     );
     assert_eq!(small.requests().len() + chat.llm.requests().len(), 4);
+
+    // Each turn's model use is kept, under the model that answered, at its price.
+    let query = UsageQuery {
+        since: SystemTime::now() - Duration::from_secs(3600),
+        until: SystemTime::now() + Duration::from_secs(3600),
+        group_by: vec![Dim::Model],
+        interval: None,
+        tenant: None,
+        user: None,
+    };
+    let report = crate::support::wait_for_async("three turns kept", || {
+        let (store, query) = (chat.gateway.usage_store().clone(), query.clone());
+        async move {
+            let report = report(&store.usage(&query).await.ok()?, &query);
+            (report["totals"]["turns"] == 3).then_some(report)
+        }
+    })
+    .await;
+    let big = &report["models"][0];
+    assert_eq!(
+        (&big["model"], &big["turns"], &big["requests"]),
+        (&json!("big"), &json!(2), &json!(3)),
+        "{report}"
+    );
+    // Three requests of 11 prompt (4 cached) and 7 completion tokens: 3 × (7×1 + 4×0.5 + 7×2)
+    // millionths.
+    assert_eq!(big["cachedTokens"], 12);
+    assert!(
+        (big["cost"].as_f64().expect("cost") - 0.000069).abs() < 1e-12,
+        "{big}"
+    );
     chat.stop().await;
 }
 

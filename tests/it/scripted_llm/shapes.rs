@@ -28,7 +28,8 @@ impl Provider {
 const CREATED: u64 = 1_733_195_424;
 
 fn usage() -> Value {
-    json!({"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18})
+    json!({"prompt_tokens": 11, "completion_tokens": 7, "total_tokens": 18,
+           "prompt_tokens_details": {"cached_tokens": 4}})
 }
 
 /// Pieces of at most `n` characters (on char boundaries), as a tokenizer would stream them.

@@ -11,7 +11,7 @@ use crate::support::id;
 
 /// Tenant `a` sees `alpha`, tenant `b` sees `beta`; everyone in a tenant may use all of its
 /// server; callers of tenant `ops` with the `operator` role operate the gateway.
-fn two_tenants() -> Config {
+pub(super) fn two_tenants() -> Config {
     let mut config = demo_config_with(&["alpha", "beta"]);
     let everyone = |tenant: &str, server: &str| Grant {
         tenant: tenant.into(),
@@ -43,7 +43,7 @@ fn two_tenants() -> Config {
 }
 
 /// A token for `user` of `tenant` with `roles`.
-fn token(tenant: &str, user: &str, roles: &[&str]) -> String {
+pub(super) fn token(tenant: &str, user: &str, roles: &[&str]) -> String {
     jwt(json!({
         "iss": "https://issuer.test/", "aud": "mcpgate", "exp": now() + 300,
         "tenant": tenant, "sub": user, "roles": roles,
@@ -73,7 +73,7 @@ impl Service {
     }
 
     /// Asks for `server.add_note` as `token`'s caller; the confirmation id.
-    async fn ask_as(&self, token: &str, server: &str) -> String {
+    pub(super) async fn ask_as(&self, token: &str, server: &str) -> String {
         let call = json!({
             "tool": format!("{server}.add_note"),
             "arguments": {"title": "t", "body": "b"},

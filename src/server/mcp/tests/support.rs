@@ -37,7 +37,6 @@ use crate::{
     gateway::{Gateway, GatewayOptions, Stores},
     lane::Lanes,
     server::{AppState, auth::Authenticator, rest},
-    store::memory_stores,
 };
 
 /// How long any one condition may take before the test fails (a busy 2-core machine).
@@ -215,15 +214,7 @@ impl Endpoint {
             pins: PinsConfig::none(),
             ..Config::default()
         };
-        let (confirmations, audit) = memory_stores();
-        let stores = Stores {
-            shared: Default::default(),
-            confirmations,
-            audit,
-            oauth: Arc::new(crate::oauth::MemoryOAuth::default()),
-            pages: None,
-            idempotency: Arc::new(crate::store::MemoryIdempotency::default()),
-        };
+        let stores = Stores::memory();
         let gateway = Gateway::start_with_stores(config, GatewayOptions::default(), stores)
             .expect("the gateway starts");
         gateway.wait_ready(WAIT).await;
