@@ -52,6 +52,7 @@ static ASSETS: &[Asset] = &[
     asset!("apps.js", JS),
     asset!("audit.js", JS),
     asset!("catalog.js", JS),
+    asset!("charts.js", JS),
     asset!("chat.js", JS),
     asset!("connect.js", JS),
     asset!("dom.js", JS),
@@ -62,6 +63,7 @@ static ASSETS: &[Asset] = &[
     asset!("signin.js", JS),
     asset!("sse.js", JS),
     asset!("tool_card.js", JS),
+    asset!("usage.js", JS),
 ];
 
 /// Each asset's ETag, in the order of [`ASSETS`].

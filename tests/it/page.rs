@@ -41,6 +41,7 @@ mod chat;
 mod my_servers;
 mod poisoned;
 mod review;
+mod usage;
 mod webmcp;
 
 /// One browser script: Chromium's start plus every step, on a busy 2-core machine.

@@ -477,7 +477,7 @@ async fn run_checkpoint(pool: &SqlitePool) {
 
 /// SQLite's errors as store errors, as [`store_error`] maps them for sqlx. SQLite's messages
 /// name tables and columns, never bound values.
-fn sqlite_error(err: rusqlite::Error) -> StoreError {
+pub(super) fn sqlite_error(err: rusqlite::Error) -> StoreError {
     match &err {
         rusqlite::Error::SqliteFailure(failure, message) => {
             let message = message.clone().unwrap_or_else(|| failure.to_string());

@@ -67,6 +67,9 @@ impl IdempotencyStore for SqliteIdempotency {
                 expires_at: row.try_get("expires_at").map_err(store_error)?,
             };
             if let Some(begin) = decide(held, request_hash, now, stale_after) {
+                // Ended here, not dropped: a dropped transaction keeps the write lock until
+                // its connection is used again, and the audit writer would wait on it.
+                tx.commit().await.map_err(store_error)?;
                 return Ok(begin);
             }
         }

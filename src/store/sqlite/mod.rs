@@ -38,6 +38,7 @@ const FILE_MODE: u32 = 0o600;
 pub struct SqliteStores {
     pool: SqlitePool,
     writer: AuditWriter,
+    path: std::path::PathBuf,
 }
 
 impl std::fmt::Debug for SqliteStores {
@@ -67,7 +68,10 @@ impl SqliteStores {
 
     /// Usage: rollups of the audit log and chat turns' model use, in the same file.
     pub fn usage(&self) -> Arc<dyn crate::store::UsageStore> {
-        Arc::new(usage::SqliteUsage::new(self.pool.clone()))
+        Arc::new(usage::SqliteUsage::new(
+            self.pool.clone(),
+            self.path.clone(),
+        ))
     }
 
     /// Users' upstream OAuth connections, in the same file.
@@ -127,7 +131,11 @@ pub async fn open_sqlite_with(
             return Err(err);
         }
     };
-    Ok(SqliteStores { pool, writer })
+    Ok(SqliteStores {
+        pool,
+        writer,
+        path: path.to_owned(),
+    })
 }
 
 /// Creates the file with mode 0600 before SQLite sees it (SQLite would create it 0644), and

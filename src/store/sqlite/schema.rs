@@ -170,13 +170,27 @@ const USER_SERVERS_V4: [&str; 3] = [
 /// Checks the version and creates the schema in a fresh file, or migrates an older one, in
 /// one write transaction: two processes opening one file cannot both create or migrate it,
 /// and a migration that fails leaves the file as it was.
+///
+/// The transaction is always ended here, committed or rolled back: a transaction merely
+/// dropped keeps the file's write lock until its connection is used again, and the audit
+/// writer (another connection) would wait on it.
 pub(super) async fn prepare(pool: &SqlitePool) -> Result<(), StoreError> {
     let mut tx = pool
         .begin_with("BEGIN IMMEDIATE")
         .await
         .map_err(store_error)?;
+    match prepare_in(&mut tx).await {
+        Ok(()) => tx.commit().await.map_err(store_error),
+        Err(err) => {
+            let _ = tx.rollback().await;
+            Err(err)
+        }
+    }
+}
+
+async fn prepare_in(tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>) -> Result<(), StoreError> {
     let found: i64 = sqlx::query_scalar("PRAGMA user_version")
-        .fetch_one(&mut *tx)
+        .fetch_one(&mut **tx)
         .await
         .map_err(store_error)?;
     if found > SCHEMA_VERSION {
@@ -190,7 +204,7 @@ pub(super) async fn prepare(pool: &SqlitePool) -> Result<(), StoreError> {
     }
     if found == 0 {
         let objects: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM sqlite_schema")
-            .fetch_one(&mut *tx)
+            .fetch_one(&mut **tx)
             .await
             .map_err(store_error)?;
         if objects > 0 {
@@ -215,15 +229,15 @@ pub(super) async fn prepare(pool: &SqlitePool) -> Result<(), StoreError> {
         .chain(usage_v5.iter().map(String::as_str))
     {
         sqlx::query(sqlx::AssertSqlSafe(statement))
-            .execute(&mut *tx)
+            .execute(&mut **tx)
             .await
             .map_err(store_error)?;
     }
     // PRAGMA takes no bound parameters, so the version is spelled out; the assertion above
     // keeps it equal to SCHEMA_VERSION.
     sqlx::query("PRAGMA user_version = 5")
-        .execute(&mut *tx)
+        .execute(&mut **tx)
         .await
         .map_err(store_error)?;
-    tx.commit().await.map_err(store_error)
+    Ok(())
 }

@@ -4,12 +4,15 @@
 //! connection, so every record below the folded id is in the rollups and every one above is
 //! read from the log: a query is exact whenever it runs.
 
-use std::time::SystemTime;
+use std::{
+    sync::{Arc, Mutex, PoisonError},
+    time::SystemTime,
+};
 
 use async_trait::async_trait;
 use sqlx::{AssertSqlSafe, Row, Sqlite, SqlitePool, Transaction};
 
-use super::store_error;
+use super::{audit_writer::sqlite_error, store_error};
 use crate::store::{
     StoreError,
     clock::to_micros,
@@ -19,9 +22,9 @@ use crate::store::{
     },
 };
 
-/// Records folded per [`UsageStore::roll`]: one short write transaction, so the audit writer
-/// never waits long.
-const CHUNK: i64 = 50_000;
+/// Records folded per transaction: short, so the audit writer, which waits for the file's
+/// write lock meanwhile, never waits long.
+const CHUNK: i64 = 10_000;
 
 /// What is folded into a rollup table, and how.
 struct Spec {
@@ -136,11 +139,19 @@ pub(super) fn schema_v5() -> Vec<String> {
 
 pub(super) struct SqliteUsage {
     pool: SqlitePool,
+    /// The file, which folding opens a connection of its own to.
+    path: std::path::PathBuf,
+    /// That connection, kept between folds.
+    folder: Arc<Mutex<Option<rusqlite::Connection>>>,
 }
 
 impl SqliteUsage {
-    pub(super) fn new(pool: SqlitePool) -> SqliteUsage {
-        SqliteUsage { pool }
+    pub(super) fn new(pool: SqlitePool, path: std::path::PathBuf) -> SqliteUsage {
+        SqliteUsage {
+            pool,
+            path,
+            folder: Arc::default(),
+        }
     }
 }
 
@@ -150,23 +161,6 @@ async fn state(tx: &mut Transaction<'_, Sqlite>, name: &str) -> Result<Option<i6
         .fetch_optional(&mut **tx)
         .await
         .map_err(store_error)
-}
-
-async fn set_state(
-    tx: &mut Transaction<'_, Sqlite>,
-    name: &str,
-    value: i64,
-) -> Result<(), StoreError> {
-    sqlx::query(
-        "INSERT INTO usage_state (name, value) VALUES (?1, ?2) \
-         ON CONFLICT (name) DO UPDATE SET value = excluded.value",
-    )
-    .bind(name)
-    .bind(value)
-    .execute(&mut **tx)
-    .await
-    .map_err(store_error)?;
-    Ok(())
 }
 
 /// SQL of this module: built only from its own constants (table and column names, numbers),
@@ -236,77 +230,93 @@ impl Spec {
         )
     }
 
-    async fn roll(&self, pool: &SqlitePool) -> Result<u64, StoreError> {
-        let mut tx = pool
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(store_error)?;
+    /// One chunk folded in one write transaction, on a connection of its own in a blocking
+    /// thread: the transaction never waits on the async runtime, so the audit writer (which
+    /// waits for the file's write lock on the thread that appends) always sees it end.
+    fn roll(&self, db: &mut rusqlite::Connection) -> Result<u64, StoreError> {
+        let tx = db
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(sqlite_error)?;
+        let folded = self.roll_in(&tx)?;
+        tx.commit().map_err(sqlite_error)?;
+        Ok(folded)
+    }
+
+    fn roll_in(&self, tx: &rusqlite::Transaction<'_>) -> Result<u64, StoreError> {
+        use rusqlite::OptionalExtension as _;
         let (id_name, day_name) = (format!("{}.id", self.name), format!("{}.day", self.name));
-        let folded = state(&mut tx, &id_name).await?.unwrap_or(0);
-        let last: Option<i64> =
-            sqlx::query_scalar(safe(format!("SELECT max(id) FROM {}", self.raw)))
-                .fetch_one(&mut *tx)
-                .await
-                .map_err(store_error)?;
+        let state = |name: &str| -> Result<Option<i64>, StoreError> {
+            tx.query_row(
+                "SELECT value FROM usage_state WHERE name = ?1",
+                [name],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(sqlite_error)
+        };
+        let set_state = |name: &str, value: i64| -> Result<(), StoreError> {
+            tx.execute(
+                "INSERT INTO usage_state (name, value) VALUES (?1, ?2) \
+                 ON CONFLICT (name) DO UPDATE SET value = excluded.value",
+                rusqlite::params![name, value],
+            )
+            .map(drop)
+            .map_err(sqlite_error)
+        };
+        let folded = state(&id_name)?.unwrap_or(0);
+        let last: Option<i64> = tx
+            .query_row(&format!("SELECT max(id) FROM {}", self.raw), [], |row| {
+                row.get(0)
+            })
+            .map_err(sqlite_error)?;
         let Some(last) = last.filter(|&l| l > folded) else {
             return Ok(0);
         };
         let to = last.min(folded.saturating_add(CHUNK));
-        let (first, latest): (Option<i64>, Option<i64>) = sqlx::query_as(safe(format!(
-            "SELECT min(time), max(time) FROM {} WHERE id > ?1 AND id <= ?2",
-            self.raw
-        )))
-        .bind(folded)
-        .bind(to)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(store_error)?;
+        let (first, latest): (Option<i64>, Option<i64>) = tx
+            .query_row(
+                &format!(
+                    "SELECT min(time), max(time) FROM {} WHERE id > ?1 AND id <= ?2",
+                    self.raw
+                ),
+                [folded, to],
+                |row| Ok((row.get(0)?, row.get(1)?)),
+            )
+            .map_err(sqlite_error)?;
         let (Some(first), Some(latest)) = (first, latest) else {
-            set_state(&mut tx, &id_name, to).await?;
-            tx.commit().await.map_err(store_error)?;
+            set_state(&id_name, to)?;
             return Ok(0);
         };
-        let mut day = match state(&mut tx, &day_name).await? {
+        let mut day = match state(&day_name)? {
             Some(day) => day,
             None => floor(first, DAY_US),
         };
-        sqlx::query(safe(self.fold_raw("h", HOUR_US, None)))
-            .bind(folded)
-            .bind(to)
-            .execute(&mut *tx)
-            .await
-            .map_err(store_error)?;
+        tx.execute(&self.fold_raw("h", HOUR_US, None), [folded, to])
+            .map_err(sqlite_error)?;
         // Late records of days already built go to those days too.
-        sqlx::query(safe(self.fold_raw("d", DAY_US, Some(day))))
-            .bind(folded)
-            .bind(to)
-            .execute(&mut *tx)
-            .await
-            .map_err(store_error)?;
+        tx.execute(&self.fold_raw("d", DAY_US, Some(day)), [folded, to])
+            .map_err(sqlite_error)?;
         // Days that ended (by the newest record folded) are built from their hours.
         while day + DAY_US <= latest {
-            sqlx::query(safe(self.fold_day()))
-                .bind(day)
-                .bind(day + DAY_US)
-                .execute(&mut *tx)
-                .await
-                .map_err(store_error)?;
+            tx.execute(&self.fold_day(), [day, day + DAY_US])
+                .map_err(sqlite_error)?;
             day += DAY_US;
-            let next: Option<i64> = sqlx::query_scalar(safe(format!(
-                "SELECT min(start) FROM {} WHERE span = 'h' AND start >= ?1",
-                self.rollup
-            )))
-            .bind(day)
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(store_error)?;
+            let next: Option<i64> = tx
+                .query_row(
+                    &format!(
+                        "SELECT min(start) FROM {} WHERE span = 'h' AND start >= ?1",
+                        self.rollup
+                    ),
+                    [day],
+                    |row| row.get(0),
+                )
+                .map_err(sqlite_error)?;
             if let Some(next) = next {
                 day = day.max(floor(next, DAY_US));
             }
         }
-        set_state(&mut tx, &day_name, day).await?;
-        set_state(&mut tx, &id_name, to).await?;
-        tx.commit().await.map_err(store_error)?;
+        set_state(&day_name, day)?;
+        set_state(&id_name, to)?;
         Ok(u64::try_from(to - folded).unwrap_or(0))
     }
 
@@ -470,9 +480,28 @@ impl Spec {
 #[async_trait]
 impl UsageStore for SqliteUsage {
     async fn roll(&self) -> Result<u64, StoreError> {
-        let calls = calls_spec().roll(&self.pool).await?;
-        let models = models_spec().roll(&self.pool).await?;
-        Ok(calls + models)
+        let (path, folder) = (self.path.clone(), self.folder.clone());
+        tokio::task::spawn_blocking(move || {
+            let mut held = folder.lock().unwrap_or_else(PoisonError::into_inner);
+            if held.is_none() {
+                let db = rusqlite::Connection::open_with_flags(
+                    &path,
+                    rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE
+                        | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+                )
+                .map_err(sqlite_error)?;
+                db.busy_timeout(super::BUSY_TIMEOUT).map_err(sqlite_error)?;
+                *held = Some(db);
+            }
+            let Some(db) = held.as_mut() else {
+                return Ok(0);
+            };
+            let calls = calls_spec().roll(db)?;
+            let models = models_spec().roll(db)?;
+            Ok(calls + models)
+        })
+        .await
+        .map_err(|err| StoreError::Unavailable(format!("folding usage stopped: {err}")))?
     }
 
     async fn record_model_use(&self, record: &ModelUse) -> Result<(), StoreError> {
@@ -502,9 +531,18 @@ impl UsageStore for SqliteUsage {
         // One read transaction: what was folded and the rollups are read as of one moment.
         let mut tx = self.pool.begin().await.map_err(store_error)?;
         let mut rows = UsageRows::default();
-        calls_spec().usage(&mut tx, query, &mut rows).await?;
-        models_spec().usage(&mut tx, query, &mut rows).await?;
-        tx.commit().await.map_err(store_error)?;
+        let read = async {
+            calls_spec().usage(&mut tx, query, &mut rows).await?;
+            models_spec().usage(&mut tx, query, &mut rows).await
+        }
+        .await;
+        match read {
+            Ok(()) => tx.commit().await.map_err(store_error)?,
+            Err(err) => {
+                let _ = tx.rollback().await;
+                return Err(err);
+            }
+        }
         Ok(rows)
     }
 
@@ -573,5 +611,41 @@ mod tests {
         }
         contract::check(usage.as_ref()).await;
         stores.close().await;
+    }
+}
+
+#[cfg(test)]
+mod lock_tests {
+    use crate::store::usage::contract;
+
+    /// Folding ends its transaction whatever it found (an empty log included): another
+    /// gateway on the same file appends and folds without waiting on a lock left behind.
+    #[tokio::test]
+    async fn folding_leaves_no_lock_on_the_file() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let path = dir.path().join("state.db");
+        let first = crate::store::open_sqlite(&path).await.expect("open");
+        first.usage().roll().await.expect("roll");
+        let records = contract::records();
+        first
+            .audit()
+            .append(records[0].clone())
+            .await
+            .expect("append");
+        let second = crate::store::open_sqlite(&path).await.expect("open");
+        assert_eq!(second.usage().roll().await.expect("roll"), 1);
+        let started = std::time::Instant::now();
+        second
+            .audit()
+            .append(records[1].clone())
+            .await
+            .expect("append");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
+        first.close().await;
+        second.close().await;
     }
 }

@@ -6,8 +6,9 @@ import { Audit } from './audit.js';
 import { Catalog } from './catalog.js';
 import { Chat } from './chat.js';
 import { SignIn } from './signin.js';
+import { Usage } from './usage.js';
 
-const VIEWS = ['chat', 'catalog', 'audit'];
+const VIEWS = ['chat', 'catalog', 'audit', 'usage'];
 
 const nav = document.getElementById('nav');
 const account = document.getElementById('account');
@@ -19,6 +20,7 @@ const views = {
   chat: new Chat(sections.chat),
   catalog: new Catalog(sections.catalog),
   audit: new Audit(sections.audit),
+  usage: new Usage(sections.usage),
 };
 const signIn = new SignIn(sections.signin, () => route(true));
 

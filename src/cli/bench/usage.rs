@@ -1,0 +1,245 @@
+//! Usage over a month of ten million calls in SQLite: the records are written straight into a
+//! fresh state file (10 tenants, 200 users, 100 tools, a thirtieth of the calls held for a
+//! confirmation, 3 % errors, durations spread from 1 ms to seconds), folded into the rollups
+//! as the gateway folds them, then queried the ways the API and the page ask, with a tail of
+//! records not yet folded. Beside each, the same sums from the log alone (no rollups): what
+//! the rollups save.
+
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::Context as _;
+use mcpgate::store::usage::{Dim, Interval, UsageQuery};
+
+/// Calls in the month.
+pub const CALLS: u64 = 10_000_000;
+/// Chat turns in the month.
+const TURNS: u64 = 1_000_000;
+/// Calls appended after folding: read from the log by every query.
+const TAIL: u64 = 20_000;
+const DAYS: u64 = 30;
+/// Queries are timed this many times; the median is kept.
+const RUNS: usize = 5;
+
+pub struct UsageResult {
+    pub write: Duration,
+    pub fold: Duration,
+    pub file_bytes: u64,
+    /// (what, with rollups, from the log alone)
+    pub queries: Vec<(String, Duration, Option<Duration>)>,
+}
+
+/// A small, fixed pseudo-random sequence (xorshift): the same month every run.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+fn micros(time: SystemTime) -> i64 {
+    time.duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+}
+
+/// Writes the month into `path` (created by the gateway's own schema first).
+async fn write_month(path: &std::path::Path, end: SystemTime) -> anyhow::Result<()> {
+    mcpgate::store::open_sqlite(path).await?.close().await;
+    let mut db = rusqlite::Connection::open(path)?;
+    db.pragma_update(None, "synchronous", "OFF")?;
+    let start = micros(end) - i64::try_from(DAYS * 86_400_000_000)?;
+    let span = i64::try_from(DAYS * 86_400_000_000)?;
+    let mut rng = Rng(0x2545_f491_4f6c_dd1d);
+    let outcomes = [
+        "tool_error",
+        "timeout",
+        "upstream_error",
+        "invalid_arguments",
+    ];
+    let tx = db.transaction()?;
+    {
+        let mut insert = tx.prepare(
+            "INSERT INTO audit (time, request_id, tenant_id, user_id, session_id, server, tool, \
+             decision, confirmation_id, outcome, duration_ms, argument_bytes, result_bytes) \
+             VALUES (?1, ?2, ?3, ?4, 's', ?5, ?6, ?7, NULL, ?8, ?9, 64, ?10)",
+        )?;
+        for i in 0..CALLS + TAIL {
+            let r = rng.next();
+            let user = r % 200;
+            let tenant = user / 20;
+            let server = (user + (r >> 8) % 10) % 10;
+            let tool = (r >> 16) % 10;
+            let roll = (r >> 24) % 1000;
+            let (decision, outcome) = match roll {
+                0..=29 => ("pending", "confirmation_required"),
+                30..=59 => ("allowed", outcomes[usize::try_from(roll % 4)?]),
+                _ => ("allowed", "ok"),
+            };
+            let duration = 1 + ((r >> 32) % 1000) * ((r >> 42) % 8) * ((r >> 45) % 4 + 1) / 4;
+            // Ascending in time with the ids, as the gateway appends; the tail after `end`'s
+            // month starts again near its end.
+            let time = if i < CALLS {
+                start + span * i64::try_from(i)? / i64::try_from(CALLS)?
+            } else {
+                micros(end) - 60_000_000 + i64::try_from(i - CALLS)?
+            };
+            insert.execute(rusqlite::params![
+                time,
+                format!("r{i}"),
+                format!("tenant-{tenant}"),
+                format!("user-{user}"),
+                format!("srv{server}"),
+                format!("srv{server}.tool_{tool}"),
+                decision,
+                outcome,
+                i64::try_from(duration)?,
+                i64::try_from((r >> 50) % 20_000)?,
+            ])?;
+        }
+        let mut turn = tx.prepare(
+            "INSERT INTO model_usage (time, tenant_id, user_id, session_id, model, requests, \
+             prompt_tokens, completion_tokens, cached_tokens, cost_micros) \
+             VALUES (?1, ?2, ?3, 's', ?4, 2, ?5, 300, 0, ?6)",
+        )?;
+        for i in 0..TURNS {
+            let r = rng.next();
+            let user = r % 200;
+            let prompt = 1_000 + (r >> 20) % 9_000;
+            turn.execute(rusqlite::params![
+                start + span * i64::try_from(i)? / i64::try_from(TURNS)?,
+                format!("tenant-{}", user / 20),
+                format!("user-{user}"),
+                ["big", "small", "tools"][usize::try_from((r >> 12) % 3)?],
+                i64::try_from(prompt)?,
+                i64::try_from(prompt * 3)?,
+            ])?;
+        }
+    }
+    tx.commit()?;
+    Ok(())
+}
+
+/// The median of `RUNS` timings of `work`.
+async fn timed<F, Fut, T>(mut work: F) -> anyhow::Result<Duration>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<T>>,
+{
+    let mut times = Vec::new();
+    for _ in 0..RUNS {
+        let started = Instant::now();
+        work().await?;
+        times.push(started.elapsed());
+    }
+    times.sort();
+    Ok(times[RUNS / 2])
+}
+
+pub async fn run(dir: &std::path::Path) -> anyhow::Result<UsageResult> {
+    let path = dir.join("usage.db");
+    let _ = std::fs::remove_file(&path);
+    let end = SystemTime::now();
+    let started = Instant::now();
+    write_month(&path, end).await.context("writing the month")?;
+    let write = started.elapsed();
+
+    // Fold the month (not the tail) as the gateway would, chunk after chunk.
+    let db = rusqlite::Connection::open(&path)?;
+    db.execute(
+        "CREATE TEMP TABLE tail AS SELECT * FROM audit WHERE id > ?1",
+        [i64::try_from(CALLS)?],
+    )?;
+    db.execute("DELETE FROM audit WHERE id > ?1", [i64::try_from(CALLS)?])?;
+    let stores = mcpgate::store::open_sqlite(&path).await?;
+    let usage = stores.usage();
+    let started = Instant::now();
+    while usage.roll().await? > 0 {}
+    let fold = started.elapsed();
+    db.execute("INSERT INTO audit SELECT * FROM temp.tail", [])?;
+    drop(db);
+
+    let month = |group_by: Vec<Dim>, interval: Option<Interval>, days: u64| UsageQuery {
+        since: end - Duration::from_secs(days * 86_400),
+        until: end,
+        group_by,
+        interval,
+        tenant: None,
+        user: None,
+    };
+    let cases = [
+        (
+            "a month by tool",
+            month(vec![Dim::Tool], None, 30),
+            Some("tool"),
+        ),
+        (
+            "a month by user",
+            month(vec![Dim::User], None, 30),
+            Some("user_id"),
+        ),
+        (
+            "a month by tenant and user",
+            month(vec![Dim::Tenant, Dim::User], None, 30),
+            None,
+        ),
+        (
+            "a month by day (the page's chart)",
+            month(vec![], Some(Interval::Day), 30),
+            None,
+        ),
+        ("a month by model", month(vec![Dim::Model], None, 30), None),
+        (
+            "a week by hour and server",
+            month(vec![Dim::Server], Some(Interval::Hour), 7),
+            None,
+        ),
+        (
+            "one tenant's month by user",
+            UsageQuery {
+                tenant: Some("tenant-3".into()),
+                ..month(vec![Dim::User], None, 30)
+            },
+            None,
+        ),
+    ];
+    let raw = rusqlite::Connection::open(&path)?;
+    let mut queries = Vec::new();
+    for (what, query, raw_column) in cases {
+        let with = timed(|| {
+            let (usage, query) = (usage.clone(), query.clone());
+            async move { Ok(usage.usage(&query).await?) }
+        })
+        .await?;
+        // The same sums from the log alone, once: a scan of every record.
+        let without = match raw_column {
+            Some(column) => {
+                let started = Instant::now();
+                let sql = format!(
+                    "SELECT {column}, outcome, count(*), sum(duration_ms), sum(result_bytes) \
+                     FROM audit WHERE time >= ?1 AND time < ?2 GROUP BY 1, 2"
+                );
+                let mut statement = raw.prepare(&sql)?;
+                let rows = statement
+                    .query_map([micros(query.since), micros(query.until)], |row| {
+                        row.get::<_, i64>(2)
+                    })?
+                    .count();
+                anyhow::ensure!(rows > 0, "the log answered nothing");
+                Some(started.elapsed())
+            }
+            None => None,
+        };
+        queries.push((what.to_owned(), with, without));
+    }
+    stores.close().await;
+    let file_bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
+    Ok(UsageResult {
+        write,
+        fold,
+        file_bytes,
+        queries,
+    })
+}
