@@ -1,5 +1,5 @@
 //! Usage over a month of ten million calls in SQLite: the records are written straight into a
-//! fresh state file (10 tenants, 200 users, 100 tools, a thirtieth of the calls held for a
+//! fresh state file (10 tenants, 200 users each keeping to 8 of 100 tools, 3 % of the calls held for a
 //! confirmation, 3 % errors, durations spread from 1 ms to seconds), folded into the rollups
 //! as the gateway folds them, then queried the ways the API and the page ask, with a tail of
 //! records not yet folded. Beside each, the same sums from the log alone (no rollups): what
@@ -10,10 +10,6 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::Context as _;
 use mcpgate::store::usage::{Dim, Interval, UsageQuery};
 
-/// Calls in the month.
-pub const CALLS: u64 = 10_000_000;
-/// Chat turns in the month.
-const TURNS: u64 = 1_000_000;
 /// Calls appended after folding: read from the log by every query.
 const TAIL: u64 = 20_000;
 const DAYS: u64 = 30;
@@ -21,6 +17,7 @@ const DAYS: u64 = 30;
 const RUNS: usize = 5;
 
 pub struct UsageResult {
+    pub calls: u64,
     pub write: Duration,
     pub fold: Duration,
     pub file_bytes: u64,
@@ -46,7 +43,8 @@ fn micros(time: SystemTime) -> i64 {
 }
 
 /// Writes the month into `path` (created by the gateway's own schema first).
-async fn write_month(path: &std::path::Path, end: SystemTime) -> anyhow::Result<()> {
+async fn write_month(path: &std::path::Path, end: SystemTime, calls: u64) -> anyhow::Result<()> {
+    let turns = calls / 10;
     mcpgate::store::open_sqlite(path).await?.close().await;
     let mut db = rusqlite::Connection::open(path)?;
     db.pragma_update(None, "synchronous", "OFF")?;
@@ -66,12 +64,15 @@ async fn write_month(path: &std::path::Path, end: SystemTime) -> anyhow::Result<
              decision, confirmation_id, outcome, duration_ms, argument_bytes, result_bytes) \
              VALUES (?1, ?2, ?3, ?4, 's', ?5, ?6, ?7, NULL, ?8, ?9, 64, ?10)",
         )?;
-        for i in 0..CALLS + TAIL {
+        for i in 0..calls + TAIL {
             let r = rng.next();
             let user = r % 200;
             let tenant = user / 20;
-            let server = (user + (r >> 8) % 10) % 10;
-            let tool = (r >> 16) % 10;
+            // Each user keeps to eight tools of the hundred, the first most (as people do):
+            // the k-th with probability about 2^-(k+1).
+            let k = u64::from(((r >> 8) & 0xff).trailing_ones()).min(7);
+            let tool_id = (user * 7 + k * 13) % 100;
+            let (server, tool) = (tool_id / 10, tool_id % 10);
             let roll = (r >> 24) % 1000;
             let (decision, outcome) = match roll {
                 0..=29 => ("pending", "confirmation_required"),
@@ -81,10 +82,10 @@ async fn write_month(path: &std::path::Path, end: SystemTime) -> anyhow::Result<
             let duration = 1 + ((r >> 32) % 1000) * ((r >> 42) % 8) * ((r >> 45) % 4 + 1) / 4;
             // Ascending in time with the ids, as the gateway appends; the tail after `end`'s
             // month starts again near its end.
-            let time = if i < CALLS {
-                start + span * i64::try_from(i)? / i64::try_from(CALLS)?
+            let time = if i < calls {
+                start + span * i64::try_from(i)? / i64::try_from(calls)?
             } else {
-                micros(end) - 60_000_000 + i64::try_from(i - CALLS)?
+                micros(end) - 60_000_000 + i64::try_from(i - calls)?
             };
             insert.execute(rusqlite::params![
                 time,
@@ -104,12 +105,12 @@ async fn write_month(path: &std::path::Path, end: SystemTime) -> anyhow::Result<
              prompt_tokens, completion_tokens, cached_tokens, cost_micros) \
              VALUES (?1, ?2, ?3, 's', ?4, 2, ?5, 300, 0, ?6)",
         )?;
-        for i in 0..TURNS {
+        for i in 0..turns {
             let r = rng.next();
             let user = r % 200;
             let prompt = 1_000 + (r >> 20) % 9_000;
             turn.execute(rusqlite::params![
-                start + span * i64::try_from(i)? / i64::try_from(TURNS)?,
+                start + span * i64::try_from(i)? / i64::try_from(turns)?,
                 format!("tenant-{}", user / 20),
                 format!("user-{user}"),
                 ["big", "small", "tools"][usize::try_from((r >> 12) % 3)?],
@@ -138,21 +139,23 @@ where
     Ok(times[RUNS / 2])
 }
 
-pub async fn run(dir: &std::path::Path) -> anyhow::Result<UsageResult> {
+pub async fn run(dir: &std::path::Path, calls: u64) -> anyhow::Result<UsageResult> {
     let path = dir.join("usage.db");
     let _ = std::fs::remove_file(&path);
     let end = SystemTime::now();
     let started = Instant::now();
-    write_month(&path, end).await.context("writing the month")?;
+    write_month(&path, end, calls)
+        .await
+        .context("writing the month")?;
     let write = started.elapsed();
 
     // Fold the month (not the tail) as the gateway would, chunk after chunk.
     let db = rusqlite::Connection::open(&path)?;
     db.execute(
         "CREATE TEMP TABLE tail AS SELECT * FROM audit WHERE id > ?1",
-        [i64::try_from(CALLS)?],
+        [i64::try_from(calls)?],
     )?;
-    db.execute("DELETE FROM audit WHERE id > ?1", [i64::try_from(CALLS)?])?;
+    db.execute("DELETE FROM audit WHERE id > ?1", [i64::try_from(calls)?])?;
     let stores = mcpgate::store::open_sqlite(&path).await?;
     let usage = stores.usage();
     let started = Instant::now();
@@ -237,6 +240,7 @@ pub async fn run(dir: &std::path::Path) -> anyhow::Result<UsageResult> {
     stores.close().await;
     let file_bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
     Ok(UsageResult {
+        calls,
         write,
         fold,
         file_bytes,
