@@ -132,6 +132,31 @@ pub(crate) struct Held {
     pub expires_at: Option<i64>,
 }
 
+impl Held {
+    /// What a SQL store's row holds: the answer's three sealed parts are all there once the
+    /// request finished, none before.
+    pub(crate) fn from_columns(
+        request_hash: String,
+        (key_id, nonce, ciphertext): (Option<String>, Option<Vec<u8>>, Option<Vec<u8>>),
+        started: i64,
+        expires_at: Option<i64>,
+    ) -> Held {
+        Held {
+            request_hash,
+            answer: match (key_id, nonce, ciphertext) {
+                (Some(key_id), Some(nonce), Some(ciphertext)) => Some(Sealed {
+                    key_id,
+                    nonce,
+                    ciphertext,
+                }),
+                _ => None,
+            },
+            started,
+            expires_at,
+        }
+    }
+}
+
 /// What a request may do given what is held of its key: `None` to claim it (nothing held,
 /// expired, or a claim abandoned `stale_after` ago), else the answer.
 pub(crate) fn decide(

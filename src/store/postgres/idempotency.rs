@@ -72,22 +72,16 @@ impl IdempotencyStore for PgIdempotency {
         .await
         .map_err(failed)?;
         if let Some(row) = row {
-            let key_id: Option<String> = row.try_get("key_id").map_err(failed)?;
-            let nonce: Option<Vec<u8>> = row.try_get("nonce").map_err(failed)?;
-            let sealed: Option<Vec<u8>> = row.try_get("sealed").map_err(failed)?;
-            let held = Held {
-                request_hash: row.try_get("request_hash").map_err(failed)?,
-                answer: match (key_id, nonce, sealed) {
-                    (Some(key_id), Some(nonce), Some(ciphertext)) => Some(Sealed {
-                        key_id,
-                        nonce,
-                        ciphertext,
-                    }),
-                    _ => None,
-                },
-                started: row.try_get("started_at").map_err(failed)?,
-                expires_at: row.try_get("expires_at").map_err(failed)?,
-            };
+            let held = Held::from_columns(
+                row.try_get("request_hash").map_err(failed)?,
+                (
+                    row.try_get("key_id").map_err(failed)?,
+                    row.try_get("nonce").map_err(failed)?,
+                    row.try_get("sealed").map_err(failed)?,
+                ),
+                row.try_get("started_at").map_err(failed)?,
+                row.try_get("expires_at").map_err(failed)?,
+            );
             if let Some(begin) = decide(held, request_hash, now, stale_after) {
                 tx.commit().await.map_err(failed)?;
                 return Ok(begin);

@@ -50,22 +50,16 @@ impl IdempotencyStore for SqliteIdempotency {
         .await
         .map_err(store_error)?;
         if let Some(row) = row {
-            let key_id: Option<String> = row.try_get("key_id").map_err(store_error)?;
-            let nonce: Option<Vec<u8>> = row.try_get("nonce").map_err(store_error)?;
-            let sealed: Option<Vec<u8>> = row.try_get("sealed").map_err(store_error)?;
-            let held = Held {
-                request_hash: row.try_get("request_hash").map_err(store_error)?,
-                answer: match (key_id, nonce, sealed) {
-                    (Some(key_id), Some(nonce), Some(ciphertext)) => Some(Sealed {
-                        key_id,
-                        nonce,
-                        ciphertext,
-                    }),
-                    _ => None,
-                },
-                started: row.try_get("started_at").map_err(store_error)?,
-                expires_at: row.try_get("expires_at").map_err(store_error)?,
-            };
+            let held = Held::from_columns(
+                row.try_get("request_hash").map_err(store_error)?,
+                (
+                    row.try_get("key_id").map_err(store_error)?,
+                    row.try_get("nonce").map_err(store_error)?,
+                    row.try_get("sealed").map_err(store_error)?,
+                ),
+                row.try_get("started_at").map_err(store_error)?,
+                row.try_get("expires_at").map_err(store_error)?,
+            );
             if let Some(begin) = decide(held, request_hash, now, stale_after) {
                 // Ended here, not dropped: a dropped transaction keeps the write lock until
                 // its connection is used again, and the audit writer would wait on it.
