@@ -74,6 +74,9 @@ pub struct BenchArgs {
     /// Calls in the usage part's month (chat turns: a tenth as many).
     #[arg(long, default_value_t = 10_000_000)]
     usage_calls: u64,
+    /// The stores the usage part measures (PostgreSQL: the machine's, on 127.0.0.1:5432).
+    #[arg(long, value_delimiter = ',', default_value = "sqlite,postgres")]
+    usage_stores: Vec<String>,
     /// Which parts to run.
     #[arg(
         long,
@@ -242,9 +245,18 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         sections.push_str(&scan_section(&result));
     }
     if bench.args.only.contains(&Part::Usage) {
-        let result = usage::run(&bench.dir, bench.args.usage_calls).await?;
-        checks.push(usage_check(&result));
-        sections.push_str(&usage_section(&result));
+        let wanted = |store: &str| bench.args.usage_stores.iter().any(|s| s == store);
+        let mut results = Vec::new();
+        if wanted("sqlite") {
+            results.push(usage::run(&bench.dir, bench.args.usage_calls).await?);
+        }
+        if wanted("postgres") {
+            results.extend(usage::run_postgres(bench.args.usage_calls).await?);
+        }
+        for result in results {
+            checks.push(usage_check(&result));
+            sections.push_str(&usage_section(&result));
+        }
     }
     let generated = format!(
         "{}\n### Targets\n\n{}\n{sections}",
@@ -361,7 +373,10 @@ fn usage_check(result: &usage::UsageResult) -> report::Check {
         .max()
         .unwrap_or_default();
     report::Check {
-        what: format!("usage over a month of {} calls (SQLite)", result.calls),
+        what: format!(
+            "usage over a month of {} calls ({})",
+            result.calls, result.store
+        ),
         target: "every query under 1 s".into(),
         measured: format!("slowest {:.0} ms", report::ms(slowest)),
         met: slowest.as_secs_f64() < 1.0,
@@ -370,12 +385,13 @@ fn usage_check(result: &usage::UsageResult) -> report::Check {
 
 fn usage_section(result: &usage::UsageResult) -> String {
     let mut out = format!(
-        "### Usage over a month of {} calls (SQLite)\n\n\
-         Written straight into the state file in {:.0} s ({:.1} GB with the rollups); folded \
-         into the hourly and daily sums in {:.0} s, as the gateway folds them every 10 s; a \
-         tail of records not yet folded is read from the log by every query. Median of 5.\n\n\
+        "### Usage over a month of {} calls ({})\n\n\
+         Written straight into the store in {:.0} s ({:.1} GB with the rollups); folded \
+         into the hourly and daily sums in {:.0} s, as the gateway folds them every 10 s; what \
+         is not yet folded is read from the log by every query. Median of 5.\n\n\
          | query | ms | from the log alone, ms |\n| --- | ---: | ---: |\n",
         result.calls,
+        result.store,
         result.write.as_secs_f64(),
         result.file_bytes as f64 / 1e9,
         result.fold.as_secs_f64(),
@@ -388,6 +404,7 @@ fn usage_section(result: &usage::UsageResult) -> String {
             without.map_or("-".to_owned(), |d| format!("{:.0}", report::ms(d)))
         );
     }
+    out.push('\n');
     out
 }
 

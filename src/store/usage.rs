@@ -37,6 +37,16 @@ pub const LATENCY_BOUNDS_MS: [u64; 30] = [
 ];
 pub const BUCKETS: usize = LATENCY_BOUNDS_MS.len() + 1;
 
+/// Whether an audit record counts in bucket `i`, as an SQL expression giving 1 or 0 (only
+/// calls that reached the upstream have a latency).
+pub(crate) fn bucket_sql(i: usize) -> String {
+    let low = if i == 0 { 0 } else { LATENCY_BOUNDS_MS[i - 1] };
+    let high = LATENCY_BOUNDS_MS
+        .get(i)
+        .map_or(String::new(), |h| format!(" AND duration_ms < {h}"));
+    format!("CASE WHEN decision = 'allowed' AND duration_ms >= {low}{high} THEN 1 ELSE 0 END")
+}
+
 /// The bucket of a duration.
 pub fn bucket_of(duration_ms: u64) -> usize {
     LATENCY_BOUNDS_MS.partition_point(|&bound| bound <= duration_ms)

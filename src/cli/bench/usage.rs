@@ -17,6 +17,8 @@ const DAYS: u64 = 30;
 const RUNS: usize = 5;
 
 pub struct UsageResult {
+    /// `SQLite` or `PostgreSQL`.
+    pub store: &'static str,
     pub calls: u64,
     pub write: Duration,
     pub fold: Duration,
@@ -164,6 +166,78 @@ pub async fn run(dir: &std::path::Path, calls: u64) -> anyhow::Result<UsageResul
     db.execute("INSERT INTO audit SELECT * FROM temp.tail", [])?;
     drop(db);
 
+    let raw = Raw::Sqlite(rusqlite::Connection::open(&path)?);
+    let queries = measure(&usage, &raw, end).await?;
+    stores.close().await;
+    let file_bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
+    Ok(UsageResult {
+        store: "SQLite",
+        calls,
+        write,
+        fold,
+        file_bytes,
+        queries,
+    })
+}
+
+/// Where the same sums are read from the log alone.
+enum Raw {
+    Sqlite(rusqlite::Connection),
+    Postgres(sqlx::PgPool),
+}
+
+impl Raw {
+    /// Sums by `dim` over `[since, until)` from the log: a scan of every record in range.
+    async fn time(
+        &self,
+        dim: Dim,
+        since: SystemTime,
+        until: SystemTime,
+    ) -> anyhow::Result<Duration> {
+        let started = Instant::now();
+        let rows = match self {
+            Raw::Sqlite(db) => {
+                let column = if dim == Dim::User { "user_id" } else { "tool" };
+                let sql = format!(
+                    "SELECT {column}, outcome, count(*), sum(duration_ms), sum(result_bytes) \
+                     FROM audit WHERE time >= ?1 AND time < ?2 GROUP BY 1, 2"
+                );
+                let mut statement = db.prepare(&sql)?;
+                statement
+                    .query_map([micros(since), micros(until)], |row| row.get::<_, i64>(2))?
+                    .count()
+            }
+            Raw::Postgres(pool) => {
+                let column = if dim == Dim::User {
+                    "user_name"
+                } else {
+                    "tool"
+                };
+                // Built from the two names above only.
+                let sql = format!(
+                    "SELECT {column}, outcome, count(*), sum(duration_ms), sum(result_bytes) \
+                     FROM mcpgate_audit WHERE time_us >= $1 AND time_us < $2 GROUP BY 1, 2"
+                );
+                sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .bind(micros(since))
+                    .bind(micros(until))
+                    .fetch_all(pool)
+                    .await?
+                    .len()
+            }
+        };
+        anyhow::ensure!(rows > 0, "the log answered nothing");
+        Ok(started.elapsed())
+    }
+}
+
+/// The queries the API and the page ask, each timed with the rollups (median of [`RUNS`]) and,
+/// for two of them, from the log alone.
+async fn measure(
+    usage: &std::sync::Arc<dyn mcpgate::store::UsageStore>,
+    raw: &Raw,
+    end: SystemTime,
+) -> anyhow::Result<Vec<(String, Duration, Option<Duration>)>> {
     let month = |group_by: Vec<Dim>, interval: Option<Interval>, days: u64| UsageQuery {
         since: end - Duration::from_secs(days * 86_400),
         until: end,
@@ -173,31 +247,23 @@ pub async fn run(dir: &std::path::Path, calls: u64) -> anyhow::Result<UsageResul
         user: None,
     };
     let cases = [
-        (
-            "a month by tool",
-            month(vec![Dim::Tool], None, 30),
-            Some("tool"),
-        ),
-        (
-            "a month by user",
-            month(vec![Dim::User], None, 30),
-            Some("user_id"),
-        ),
+        ("a month by tool", month(vec![Dim::Tool], None, 30), true),
+        ("a month by user", month(vec![Dim::User], None, 30), true),
         (
             "a month by tenant and user",
             month(vec![Dim::Tenant, Dim::User], None, 30),
-            None,
+            false,
         ),
         (
             "a month by day (the page's chart)",
             month(vec![], Some(Interval::Day), 30),
-            None,
+            false,
         ),
-        ("a month by model", month(vec![Dim::Model], None, 30), None),
+        ("a month by model", month(vec![Dim::Model], None, 30), false),
         (
             "a week by hour and server",
             month(vec![Dim::Server], Some(Interval::Hour), 7),
-            None,
+            false,
         ),
         (
             "one tenant's month by user",
@@ -205,45 +271,132 @@ pub async fn run(dir: &std::path::Path, calls: u64) -> anyhow::Result<UsageResul
                 tenant: Some("tenant-3".into()),
                 ..month(vec![Dim::User], None, 30)
             },
-            None,
+            false,
         ),
     ];
-    let raw = rusqlite::Connection::open(&path)?;
     let mut queries = Vec::new();
-    for (what, query, raw_column) in cases {
+    for (what, query, compare) in cases {
         let with = timed(|| {
             let (usage, query) = (usage.clone(), query.clone());
             async move { Ok(usage.usage(&query).await?) }
         })
         .await?;
-        // The same sums from the log alone, once: a scan of every record.
-        let without = match raw_column {
-            Some(column) => {
-                let started = Instant::now();
-                let sql = format!(
-                    "SELECT {column}, outcome, count(*), sum(duration_ms), sum(result_bytes) \
-                     FROM audit WHERE time >= ?1 AND time < ?2 GROUP BY 1, 2"
-                );
-                let mut statement = raw.prepare(&sql)?;
-                let rows = statement
-                    .query_map([micros(query.since), micros(query.until)], |row| {
-                        row.get::<_, i64>(2)
-                    })?
-                    .count();
-                anyhow::ensure!(rows > 0, "the log answered nothing");
-                Some(started.elapsed())
-            }
-            None => None,
+        let without = if compare {
+            Some(
+                raw.time(query.group_by[0], query.since, query.until)
+                    .await?,
+            )
+        } else {
+            None
         };
         queries.push((what.to_owned(), with, without));
     }
-    stores.close().await;
-    let file_bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
+    Ok(queries)
+}
+
+/// The admin connection to the machine's PostgreSQL (loopback, trust), where the PostgreSQL
+/// part makes a database of its own.
+const POSTGRES_ADMIN: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+
+/// The same month in PostgreSQL (written by PostgreSQL itself from `generate_series`), folded
+/// as the gateway folds it there (by the hour, two hours behind), and the same queries; the
+/// last two hours are read from the log by every query. `None` when no PostgreSQL answers.
+pub async fn run_postgres(calls: u64) -> anyhow::Result<Option<UsageResult>> {
+    let Ok(admin) = sqlx::PgPool::connect(POSTGRES_ADMIN).await else {
+        eprintln!("bench: no PostgreSQL on 127.0.0.1:5432; its usage part is skipped");
+        return Ok(None);
+    };
+    let name = format!("mcpgate_bench_{}", mcpgate::digest::random_hex(6));
+    // The name is ours: a fixed word and hex digits.
+    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&admin)
+        .await?;
+    let result = postgres_month(&name, calls).await;
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE {name} WITH (FORCE)"
+    )))
+    .execute(&admin)
+    .await?;
+    admin.close().await;
+    result.map(Some)
+}
+
+async fn postgres_month(name: &str, calls: u64) -> anyhow::Result<UsageResult> {
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(4)
+        .connect(&format!("postgres://postgres@127.0.0.1:5432/{name}"))
+        .await?;
+    mcpgate::store::postgres::migrate(&pool).await?;
+    let end = SystemTime::now();
+    let span = i64::try_from(DAYS * 86_400_000_000)?;
+    let start = micros(end) - span;
+    let started = Instant::now();
+    // The distribution of the SQLite part: users keep to 8 of 100 tools, the first most.
+    // One connection: the seed holds for its session.
+    let mut conn = pool.acquire().await?;
+    sqlx::query("SELECT setseed(0.42)")
+        .execute(&mut *conn)
+        .await?;
+    sqlx::query(
+        "INSERT INTO mcpgate_audit (time_us, instance, request_id, tenant, user_name, session, \
+            server, tool, decision, outcome, duration_ms, argument_bytes, result_bytes) \
+         SELECT $1 + $2 * g / $3, 'bench', 'r' || g, 'tenant-' || (u / 20), 'user-' || u, 's', \
+            'srv' || (t / 10), 'srv' || (t / 10) || '.tool_' || (t % 10), \
+            CASE WHEN r < 0.03 THEN 'pending' ELSE 'allowed' END, \
+            CASE WHEN r < 0.03 THEN 'confirmation_required' WHEN r < 0.06 THEN 'tool_error' \
+                 ELSE 'ok' END, \
+            1 + (random() * 1000)::bigint * (random() * 8)::bigint / 4, 64, \
+            (random() * 20000)::bigint \
+         FROM (SELECT g, u, r, (u * 7 + 13 * least(7, floor(-ln(1 - random()) / ln(2))))::bigint \
+                 % 100 AS t \
+               FROM (SELECT g, (random() * 199)::bigint AS u, random() AS r \
+                     FROM generate_series(0::bigint, $3 - 1) AS g) AS a) AS b",
+    )
+    .bind(start)
+    .bind(span)
+    .bind(i64::try_from(calls)?)
+    .execute(&mut *conn)
+    .await?;
+    drop(conn);
+    let turns = i64::try_from(calls / 10)?;
+    sqlx::query(
+        "INSERT INTO mcpgate_model_usage (time_us, tenant, user_name, session, model, requests, \
+            prompt_tokens, completion_tokens, cached_tokens, cost_micros) \
+         SELECT $1 + $2 * g / $3, 'tenant-' || (u / 20), 'user-' || u, 's', \
+            (ARRAY['big', 'small', 'tools'])[1 + g % 3], 2, p, 300, 0, p * 3 \
+         FROM (SELECT g, (g * 7919) % 200 AS u, 1000 + (g * 104729) % 9000 AS p \
+               FROM generate_series(0::bigint, $3 - 1) AS g) AS a",
+    )
+    .bind(start)
+    .bind(span)
+    .bind(turns)
+    .execute(&pool)
+    .await?;
+    sqlx::query("ANALYZE").execute(&pool).await?;
+    let write = started.elapsed();
+    let written: i64 = sqlx::query_scalar("SELECT count(*) FROM mcpgate_audit")
+        .fetch_one(&pool)
+        .await?;
+    anyhow::ensure!(
+        u64::try_from(written)? == calls,
+        "{written} of {calls} records written"
+    );
+    let usage: std::sync::Arc<dyn mcpgate::store::UsageStore> =
+        std::sync::Arc::new(mcpgate::store::postgres::PgUsage::new(pool.clone()));
+    let started = Instant::now();
+    while usage.roll().await? > 0 {}
+    let fold = started.elapsed();
+    let queries = measure(&usage, &Raw::Postgres(pool.clone()), end).await?;
+    let file_bytes: i64 = sqlx::query_scalar("SELECT pg_database_size(current_database())")
+        .fetch_one(&pool)
+        .await?;
+    pool.close().await;
     Ok(UsageResult {
+        store: "PostgreSQL",
         calls,
         write,
         fold,
-        file_bytes,
+        file_bytes: u64::try_from(file_bytes)?,
         queries,
     })
 }

@@ -211,6 +211,11 @@ pub async fn migrate(pool: &PgPool) -> Result<(), StoreError> {
         .execute(&mut *tx)
         .await
         .map_err(|e| unavailable(&e))?;
+    // Built from the usage module's constants (table and column names) only.
+    sqlx::raw_sql(sqlx::AssertSqlSafe(usage::schema()))
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| unavailable(&e))?;
     let found: Option<i32> = sqlx::query_scalar("SELECT max(version) FROM mcpgate_schema")
         .fetch_one(&mut *tx)
         .await

@@ -17,8 +17,8 @@ use crate::store::{
     StoreError,
     clock::to_micros,
     usage::{
-        BUCKETS, CallSums, Class, DAY_US, Dim, HOUR_US, Interval, Key, LATENCY_BOUNDS_MS,
-        ModelSums, ModelUse, UsageQuery, UsageRows, UsageStore,
+        BUCKETS, CallSums, Class, DAY_US, Dim, HOUR_US, Interval, Key, ModelSums, ModelUse,
+        UsageQuery, UsageRows, UsageStore, bucket_sql,
     },
 };
 
@@ -42,18 +42,7 @@ fn calls_spec() -> Spec {
         ("duration_ms".to_owned(), "duration_ms".to_owned()),
         ("result_bytes".to_owned(), "result_bytes".to_owned()),
     ];
-    for i in 0..BUCKETS {
-        let low = if i == 0 { 0 } else { LATENCY_BOUNDS_MS[i - 1] };
-        let high = LATENCY_BOUNDS_MS
-            .get(i)
-            .map_or(String::new(), |h| format!(" AND duration_ms < {h}"));
-        sums.push((
-            format!("b{i}"),
-            format!(
-                "CASE WHEN decision = 'allowed' AND duration_ms >= {low}{high} THEN 1 ELSE 0 END"
-            ),
-        ));
-    }
+    sums.extend((0..BUCKETS).map(|i| (format!("b{i}"), bucket_sql(i))));
     Spec {
         name: "calls",
         raw: "audit",
