@@ -39,6 +39,14 @@ impl Rng {
     }
 }
 
+/// The time of record `i` of `n` spread over `span` microseconds (in 128 bits: a month in
+/// microseconds times ten million overflows 64).
+fn at(span: i64, i: u64, n: u64) -> anyhow::Result<i64> {
+    Ok(i64::try_from(
+        i128::from(span) * i128::from(i) / i128::from(n.max(1)),
+    )?)
+}
+
 fn micros(time: SystemTime) -> i64 {
     time.duration_since(SystemTime::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
@@ -85,7 +93,7 @@ async fn write_month(path: &std::path::Path, end: SystemTime, calls: u64) -> any
             // Ascending in time with the ids, as the gateway appends; the tail after `end`'s
             // month starts again near its end.
             let time = if i < calls {
-                start + span * i64::try_from(i)? / i64::try_from(calls)?
+                start + at(span, i, calls)?
             } else {
                 micros(end) - 60_000_000 + i64::try_from(i - calls)?
             };
@@ -112,7 +120,7 @@ async fn write_month(path: &std::path::Path, end: SystemTime, calls: u64) -> any
             let user = r % 200;
             let prompt = 1_000 + (r >> 20) % 9_000;
             turn.execute(rusqlite::params![
-                start + span * i64::try_from(i)? / i64::try_from(turns)?,
+                start + at(span, i, turns)?,
                 format!("tenant-{}", user / 20),
                 format!("user-{user}"),
                 ["big", "small", "tools"][usize::try_from((r >> 12) % 3)?],
@@ -167,6 +175,7 @@ pub async fn run(dir: &std::path::Path, calls: u64) -> anyhow::Result<UsageResul
     drop(db);
 
     let raw = Raw::Sqlite(rusqlite::Connection::open(&path)?);
+    counted(&usage, end, calls + TAIL).await?;
     let queries = measure(&usage, &raw, end).await?;
     stores.close().await;
     let file_bytes = std::fs::metadata(&path).map_or(0, |m| m.len());
@@ -178,6 +187,29 @@ pub async fn run(dir: &std::path::Path, calls: u64) -> anyhow::Result<UsageResul
         file_bytes,
         queries,
     })
+}
+
+/// Every record written is counted in the month: what is measured is the whole month.
+async fn counted(
+    usage: &std::sync::Arc<dyn mcpgate::store::UsageStore>,
+    end: SystemTime,
+    expected: u64,
+) -> anyhow::Result<()> {
+    let query = UsageQuery {
+        since: end - Duration::from_secs(DAYS * 86_400 + 3_600),
+        until: end + Duration::from_secs(3_600),
+        group_by: Vec::new(),
+        interval: None,
+        tenant: None,
+        user: None,
+    };
+    let rows = usage.usage(&query).await?;
+    let found: u64 = rows.calls.values().map(|s| s.calls).sum();
+    anyhow::ensure!(
+        found == expected,
+        "the month holds {found} records, not {expected}"
+    );
+    Ok(())
 }
 
 /// Where the same sums are read from the log alone.
@@ -340,7 +372,7 @@ async fn postgres_month(name: &str, calls: u64) -> anyhow::Result<UsageResult> {
     sqlx::query(
         "INSERT INTO mcpgate_audit (time_us, instance, request_id, tenant, user_name, session, \
             server, tool, decision, outcome, duration_ms, argument_bytes, result_bytes) \
-         SELECT $1 + $2 * g / $3, 'bench', 'r' || g, 'tenant-' || (u / 20), 'user-' || u, 's', \
+         SELECT $1 + (($2::numeric * g) / $3)::bigint, 'bench', 'r' || g, 'tenant-' || (u / 20), 'user-' || u, 's', \
             'srv' || (t / 10), 'srv' || (t / 10) || '.tool_' || (t % 10), \
             CASE WHEN r < 0.03 THEN 'pending' ELSE 'allowed' END, \
             CASE WHEN r < 0.03 THEN 'confirmation_required' WHEN r < 0.06 THEN 'tool_error' \
@@ -362,7 +394,7 @@ async fn postgres_month(name: &str, calls: u64) -> anyhow::Result<UsageResult> {
     sqlx::query(
         "INSERT INTO mcpgate_model_usage (time_us, tenant, user_name, session, model, requests, \
             prompt_tokens, completion_tokens, cached_tokens, cost_micros) \
-         SELECT $1 + $2 * g / $3, 'tenant-' || (u / 20), 'user-' || u, 's', \
+         SELECT $1 + (($2::numeric * g) / $3)::bigint, 'tenant-' || (u / 20), 'user-' || u, 's', \
             (ARRAY['big', 'small', 'tools'])[1 + g % 3], 2, p, 300, 0, p * 3 \
          FROM (SELECT g, (g * 7919) % 200 AS u, 1000 + (g * 104729) % 9000 AS p \
                FROM generate_series(0::bigint, $3 - 1) AS g) AS a",
@@ -386,6 +418,7 @@ async fn postgres_month(name: &str, calls: u64) -> anyhow::Result<UsageResult> {
     let started = Instant::now();
     while usage.roll().await? > 0 {}
     let fold = started.elapsed();
+    counted(&usage, end, calls).await?;
     let queries = measure(&usage, &Raw::Postgres(pool.clone()), end).await?;
     let file_bytes: i64 = sqlx::query_scalar("SELECT pg_database_size(current_database())")
         .fetch_one(&pool)
