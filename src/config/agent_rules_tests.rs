@@ -358,3 +358,57 @@ fn a_tenants_models_are_configured_ones() {
     assert_eq!(found[0].0, "access.tenants.acme.models");
     assert!(found[0].1.contains("huge"), "{found:?}");
 }
+
+#[test]
+fn prices_go_in_pairs_within_bounds_and_are_never_inherited() {
+    let (_, models, report) = run_models(
+        r#"
+        [[models]]
+        name = "priced"
+        price_per_mtok_in = 0.5
+        price_per_mtok_out = 1.5
+        [[models]]
+        name = "cached"
+        price_per_mtok_in = 1.0
+        price_per_mtok_out = 2.0
+        price_per_mtok_cached = 0.25
+        [[models]]
+        name = "free"
+        "#,
+        &[],
+    );
+    assert!(report.finish().is_ok());
+    let price = |i: usize| models.list[i].price;
+    let priced = price(0).expect("priced");
+    assert_eq!(
+        priced.per_mtok_cached, 0.5,
+        "cached defaults to the input price"
+    );
+    assert_eq!(price(1).expect("cached").per_mtok_cached, 0.25);
+    assert_eq!(price(2), None);
+    // 1,000 prompt tokens (400 cached) and 100 completion tokens, in millionths.
+    assert_eq!(price(1).expect("cached").cost_micros(1_000, 100, 400), 900);
+
+    let (_, _, report) = run_models(
+        r#"
+        price_per_mtok_in = 1.0
+        price_per_mtok_out = 1.0
+        [[models]]
+        name = "half"
+        price_per_mtok_in = 1.0
+        [[models]]
+        name = "negative"
+        price_per_mtok_in = -1.0
+        price_per_mtok_out = 1.0
+        "#,
+        &[],
+    );
+    let paths: Vec<String> = problems(report).into_iter().map(|(p, _)| p).collect();
+    for path in [
+        "llm.price_per_mtok_in",
+        "llm.models[0].price_per_mtok_in",
+        "llm.models[1].price_per_mtok_in",
+    ] {
+        assert!(paths.iter().any(|p| p == path), "{path} in {paths:?}");
+    }
+}
