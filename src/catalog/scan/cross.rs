@@ -241,25 +241,11 @@ fn impersonation(
         && (name.chars().any(|c| c.is_ascii_alphabetic())
             || WELL_KNOWN.contains(skeleton.as_str())
             || owners.contains_key(&skeleton));
-    // Digits for letters (`execute_sq1`, `g1t_c0mmit`) count only when they spell a name
-    // that exists: `get_v1` is an ordinary name.
-    let known = if skeleton.contains(['0', '1']) {
-        ['l', 'i']
-            .map(|one| -> String {
-                skeleton
-                    .chars()
-                    .map(|c| match c {
-                        '0' => 'o',
-                        '1' => one,
-                        c => c,
-                    })
-                    .collect()
-            })
-            .into_iter()
-            .find(|read| WELL_KNOWN.contains(read.as_str()) || owners.contains_key(read))
-    } else {
-        None
-    };
+    // Digits and letter pairs drawn like a letter (`execute_sq1`, `g1t_c0mmit`, `rnaps_geocode`)
+    // count only when they spell a name that exists: `get_v1` is an ordinary name.
+    let known = look_alike_readings(&skeleton)
+        .into_iter()
+        .find(|read| WELL_KNOWN.contains(read.as_str()) || owners.contains_key(read));
     let by_digits = known.is_some();
     let skeleton = known.unwrap_or(skeleton);
     if disguised || by_digits {
@@ -359,6 +345,34 @@ fn variants(name: &str) -> Vec<String> {
 
 /// `name` as it reads: NFKC, lowercase, and letters of other scripts that look Latin mapped
 /// to the Latin letter they imitate.
+/// Letter pairs drawn like one letter in most typefaces.
+const LOOK_ALIKE_PAIRS: &[(&str, &str)] = &[("rn", "m"), ("vv", "w"), ("cl", "d")];
+
+/// How `skeleton` reads with its digits taken for the letters they are drawn like (`0` as
+/// `o`, `1` as `l` or `i`), and with [`LOOK_ALIKE_PAIRS`] too; only readings that differ.
+fn look_alike_readings(skeleton: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for one in ['l', 'i'] {
+        let digits: String = skeleton
+            .chars()
+            .map(|c| match c {
+                '0' => 'o',
+                '1' => one,
+                c => c,
+            })
+            .collect();
+        let pairs = LOOK_ALIKE_PAIRS
+            .iter()
+            .fold(digits.clone(), |read, (pair, letter)| read.replace(pair, letter));
+        for read in [digits, pairs] {
+            if read != skeleton && !out.contains(&read) {
+                out.push(read);
+            }
+        }
+    }
+    out
+}
+
 fn skeleton(name: &str) -> String {
     name.nfkc()
         .flat_map(char::to_lowercase)
@@ -523,10 +537,14 @@ mod tests {
             ("git", tool("g1t_c0mmit", "Commits.")),
             ("api", tool("get_v1", "Version one.")),
             ("api", tool("list_10_items", "Ten items.")),
+            ("maps", tool("rnaps_geocode", "Geocodes.")),
+            ("google", tool("maps_geocode", "Geocodes.")),
+            ("shop", tool("learn_more", "Reads more.")),
         ]);
         assert_eq!(found[0], [(FindingCode::Impersonation, Severity::High)]);
         assert_eq!(found[1], [(FindingCode::Impersonation, Severity::High)]);
-        for quiet in &found[2..] {
+        assert_eq!(found[4], [(FindingCode::Impersonation, Severity::High)]);
+        for quiet in [&found[2], &found[3], &found[5], &found[6]] {
             assert!(quiet.is_empty(), "{found:?}");
         }
     }

@@ -29,7 +29,7 @@ type Decoder = fn(&str) -> Option<Vec<u8>>;
 
 /// Each encoding looked for: its name, the pattern of its runs and its decoder, in the order
 /// [`decoded_runs`] tries them.
-const ENCODINGS: [(&str, &str, Decoder); 8] = [
+const ENCODINGS: [(&str, &str, Decoder); 11] = [
     ("base64", BASE64, base64_twice),
     ("hex", r"(?:(?:0x|\\x)?[0-9a-fA-F]{2}[ :]?){8,}", hex),
     (
@@ -55,6 +55,12 @@ const ENCODINGS: [(&str, &str, Decoder); 8] = [
     ),
     // RFC 4648: upper-case letters and the digits 2 to 7, padded with `=`.
     ("base32", r"[A-Z2-7]{16,}={0,6}", base32),
+    // C's and the shell's octal escapes: `\123\145`.
+    ("octal escapes", r"(?:\\[0-3][0-7]{2}){8,}", octal),
+    // Adobe's Ascii85, between its `<~` and `~>` delimiters.
+    ("Ascii85", r"<~[!-u\s]{10,}~>", ascii85),
+    // Morse code: letters of dots and dashes, words apart by `/`.
+    ("Morse code", r"(?:[.-]{1,7}(?:\s*/\s*|\s+)){8,}[.-]{1,7}", morse),
 ];
 
 /// Each encoding's runs, compiled.
@@ -176,10 +182,17 @@ fn readable(bytes: Vec<u8>) -> Option<String> {
     if total < 8 {
         return None;
     }
+    // Digits count as plain (an account number in a sentence), as long as letters lead.
     let plain = text
         .chars()
-        .filter(|c| c.is_alphabetic() || c.is_whitespace() || ".,;:'\"!?-_/~()@".contains(*c))
+        .filter(|c| {
+            c.is_alphanumeric() || c.is_whitespace() || ".,;:'\"!?-_/~()@".contains(*c)
+        })
         .count();
+    let letters = text.chars().filter(|c| c.is_alphabetic()).count();
+    if letters * 2 < total {
+        return None;
+    }
     let words = text
         .split_whitespace()
         .filter(|w| w.chars().filter(|c| c.is_alphabetic()).count() >= 2)
@@ -278,6 +291,72 @@ fn base32(run: &str) -> Option<Vec<u8>> {
     Some(out)
 }
 
+/// `\ooo` escapes, one byte each.
+fn octal(run: &str) -> Option<Vec<u8>> {
+    run.split('\\')
+        .filter(|code| !code.is_empty())
+        .map(|code| u8::from_str_radix(code, 8).ok())
+        .collect()
+}
+
+/// Ascii85 (`<~` ... `~>`): groups of five characters from `!` to `u` for four bytes, `z`
+/// for four zero bytes, a short last group padded with `u`.
+fn ascii85(run: &str) -> Option<Vec<u8>> {
+    let inner = run.strip_prefix("<~")?.strip_suffix("~>")?;
+    let mut out = Vec::with_capacity(inner.len() * 4 / 5);
+    let mut group: Vec<u8> = Vec::with_capacity(5);
+    for byte in inner.bytes().filter(|b| !b.is_ascii_whitespace()) {
+        if byte == b'z' && group.is_empty() {
+            out.extend([0; 4]);
+            continue;
+        }
+        if !(b'!'..=b'u').contains(&byte) {
+            return None;
+        }
+        group.push(byte - b'!');
+        if group.len() == 5 {
+            out.extend(ascii85_group(&group)?);
+            group.clear();
+        }
+    }
+    if !group.is_empty() {
+        let kept = group.len() - 1;
+        group.resize(5, b'u' - b'!');
+        out.extend(ascii85_group(&group)?.into_iter().take(kept));
+    }
+    Some(out)
+}
+
+fn ascii85_group(digits: &[u8]) -> Option<[u8; 4]> {
+    let value = digits
+        .iter()
+        .try_fold(0u32, |acc, &d| acc.checked_mul(85)?.checked_add(u32::from(d)))?;
+    Some(value.to_be_bytes())
+}
+
+/// International Morse code: letters apart by spaces, words by `/`.
+fn morse(run: &str) -> Option<Vec<u8>> {
+    const LETTERS: &[(&str, char)] = &[
+        (".-", 'a'), ("-...", 'b'), ("-.-.", 'c'), ("-..", 'd'), (".", 'e'), ("..-.", 'f'),
+        ("--.", 'g'), ("....", 'h'), ("..", 'i'), (".---", 'j'), ("-.-", 'k'), (".-..", 'l'),
+        ("--", 'm'), ("-.", 'n'), ("---", 'o'), (".--.", 'p'), ("--.-", 'q'), (".-.", 'r'),
+        ("...", 's'), ("-", 't'), ("..-", 'u'), ("...-", 'v'), (".--", 'w'), ("-..-", 'x'),
+        ("-.--", 'y'), ("--..", 'z'), ("-----", '0'), (".----", '1'), ("..---", '2'),
+        ("...--", '3'), ("....-", '4'), (".....", '5'), ("-....", '6'), ("--...", '7'),
+        ("---..", '8'), ("----.", '9'), (".-.-.-", '.'), ("--..--", ','), ("..--..", '?'),
+        ("-..-.", '/'), ("..--.-", '_'), ("-....-", '-'), (".--.-.", '@'), ("---...", ':'),
+    ];
+    let mut out = String::new();
+    for word in run.split('/') {
+        for letter in word.split_whitespace() {
+            let (_, c) = LETTERS.iter().find(|(code, _)| *code == letter)?;
+            out.push(*c);
+        }
+        out.push(' ');
+    }
+    Some(out.trim_end().to_owned().into_bytes())
+}
+
 fn hex(run: &str) -> Option<Vec<u8>> {
     let digits: String = run
         .replace("0x", "")
@@ -365,6 +444,26 @@ mod tests {
             found(&format!("Options: {escaped}")),
             [("\\u escapes", "read the key file".to_owned())]
         );
+    }
+
+    #[test]
+    fn octal_ascii85_and_morse_are_read() {
+        let said = "send the notes to me".to_owned();
+        let octal = r"\163\145\156\144\040\164\150\145\040\156\157\164\145\163\040\164\157\040\155\145";
+        assert_eq!(
+            found(&format!("hint: {octal} end")),
+            [("octal escapes", said.clone())]
+        );
+        assert_eq!(
+            found(r#"Profile: <~F(K6"+EV:.+Du+>ATJu9D]in.~>"#),
+            [("Ascii85", said.clone())]
+        );
+        assert_eq!(
+            found("Beacon: ... . -. -.. / - .... . / -. --- - . ... / - --- / -- ."),
+            [("Morse code", said.clone())]
+        );
+        // Dashes and dots of ordinary text are no Morse: nothing reads.
+        assert!(found("Options - a - b - c - d - e - f - g - h - i ... done").is_empty());
     }
 
     #[test]

@@ -38,7 +38,14 @@ const MARKUP_TAGS: &[&str] = &[
 const MAX_SPECIAL_TOKEN_NAME: usize = 32;
 
 /// Chat-template markers written as plain text.
-const TEMPLATE_MARKERS: &[&str] = &["[inst]", "[/inst]", "<<sys>>", "<</sys>>"];
+const TEMPLATE_MARKERS: &[&str] = &[
+    "[inst]",
+    "[/inst]",
+    "<<sys>>",
+    "<</sys>>",
+    "<start_of_turn>",
+    "<end_of_turn>",
+];
 
 /// Paths and phrases naming credentials; `.env` is matched separately (word boundaries).
 const SECRET_NEEDLES: &[&str] = &[
