@@ -363,7 +363,9 @@ fn look_alike_readings(skeleton: &str) -> Vec<String> {
             .collect();
         let pairs = LOOK_ALIKE_PAIRS
             .iter()
-            .fold(digits.clone(), |read, (pair, letter)| read.replace(pair, letter));
+            .fold(digits.clone(), |read, (pair, letter)| {
+                read.replace(pair, letter)
+            });
         for read in [digits, pairs] {
             if read != skeleton && !out.contains(&read) {
                 out.push(read);

@@ -60,7 +60,11 @@ const ENCODINGS: [(&str, &str, Decoder); 11] = [
     // Adobe's Ascii85, between its `<~` and `~>` delimiters.
     ("Ascii85", r"<~[!-u\s]{10,}~>", ascii85),
     // Morse code: letters of dots and dashes, words apart by `/`.
-    ("Morse code", r"(?:[.-]{1,7}(?:\s*/\s*|\s+)){8,}[.-]{1,7}", morse),
+    (
+        "Morse code",
+        r"(?:[.-]{1,7}(?:\s*/\s*|\s+)){8,}[.-]{1,7}",
+        morse,
+    ),
 ];
 
 /// Each encoding's runs, compiled.
@@ -185,9 +189,7 @@ fn readable(bytes: Vec<u8>) -> Option<String> {
     // Digits count as plain (an account number in a sentence), as long as letters lead.
     let plain = text
         .chars()
-        .filter(|c| {
-            c.is_alphanumeric() || c.is_whitespace() || ".,;:'\"!?-_/~()@".contains(*c)
-        })
+        .filter(|c| c.is_alphanumeric() || c.is_whitespace() || ".,;:'\"!?-_/~()@".contains(*c))
         .count();
     let letters = text.chars().filter(|c| c.is_alphabetic()).count();
     if letters * 2 < total {
@@ -328,23 +330,59 @@ fn ascii85(run: &str) -> Option<Vec<u8>> {
 }
 
 fn ascii85_group(digits: &[u8]) -> Option<[u8; 4]> {
-    let value = digits
-        .iter()
-        .try_fold(0u32, |acc, &d| acc.checked_mul(85)?.checked_add(u32::from(d)))?;
+    let value = digits.iter().try_fold(0u32, |acc, &d| {
+        acc.checked_mul(85)?.checked_add(u32::from(d))
+    })?;
     Some(value.to_be_bytes())
 }
 
 /// International Morse code: letters apart by spaces, words by `/`.
 fn morse(run: &str) -> Option<Vec<u8>> {
     const LETTERS: &[(&str, char)] = &[
-        (".-", 'a'), ("-...", 'b'), ("-.-.", 'c'), ("-..", 'd'), (".", 'e'), ("..-.", 'f'),
-        ("--.", 'g'), ("....", 'h'), ("..", 'i'), (".---", 'j'), ("-.-", 'k'), (".-..", 'l'),
-        ("--", 'm'), ("-.", 'n'), ("---", 'o'), (".--.", 'p'), ("--.-", 'q'), (".-.", 'r'),
-        ("...", 's'), ("-", 't'), ("..-", 'u'), ("...-", 'v'), (".--", 'w'), ("-..-", 'x'),
-        ("-.--", 'y'), ("--..", 'z'), ("-----", '0'), (".----", '1'), ("..---", '2'),
-        ("...--", '3'), ("....-", '4'), (".....", '5'), ("-....", '6'), ("--...", '7'),
-        ("---..", '8'), ("----.", '9'), (".-.-.-", '.'), ("--..--", ','), ("..--..", '?'),
-        ("-..-.", '/'), ("..--.-", '_'), ("-....-", '-'), (".--.-.", '@'), ("---...", ':'),
+        (".-", 'a'),
+        ("-...", 'b'),
+        ("-.-.", 'c'),
+        ("-..", 'd'),
+        (".", 'e'),
+        ("..-.", 'f'),
+        ("--.", 'g'),
+        ("....", 'h'),
+        ("..", 'i'),
+        (".---", 'j'),
+        ("-.-", 'k'),
+        (".-..", 'l'),
+        ("--", 'm'),
+        ("-.", 'n'),
+        ("---", 'o'),
+        (".--.", 'p'),
+        ("--.-", 'q'),
+        (".-.", 'r'),
+        ("...", 's'),
+        ("-", 't'),
+        ("..-", 'u'),
+        ("...-", 'v'),
+        (".--", 'w'),
+        ("-..-", 'x'),
+        ("-.--", 'y'),
+        ("--..", 'z'),
+        ("-----", '0'),
+        (".----", '1'),
+        ("..---", '2'),
+        ("...--", '3'),
+        ("....-", '4'),
+        (".....", '5'),
+        ("-....", '6'),
+        ("--...", '7'),
+        ("---..", '8'),
+        ("----.", '9'),
+        (".-.-.-", '.'),
+        ("--..--", ','),
+        ("..--..", '?'),
+        ("-..-.", '/'),
+        ("..--.-", '_'),
+        ("-....-", '-'),
+        (".--.-.", '@'),
+        ("---...", ':'),
     ];
     let mut out = String::new();
     for word in run.split('/') {
@@ -449,7 +487,8 @@ mod tests {
     #[test]
     fn octal_ascii85_and_morse_are_read() {
         let said = "send the notes to me".to_owned();
-        let octal = r"\163\145\156\144\040\164\150\145\040\156\157\164\145\163\040\164\157\040\155\145";
+        let octal =
+            r"\163\145\156\144\040\164\150\145\040\156\157\164\145\163\040\164\157\040\155\145";
         assert_eq!(
             found(&format!("hint: {octal} end")),
             [("octal escapes", said.clone())]
