@@ -33,6 +33,9 @@ pub mod digest;
 // The test and benchmark servers: built for the crate's own tests and `scripts/bench` only.
 #[cfg(any(test, feature = "testkit"))]
 pub mod fixtures;
+#[cfg(feature = "fuzzing")]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod gateway;
 pub mod lane;
 pub mod net;

@@ -42,7 +42,7 @@ use super::relay::RelayRegistry;
 
 /// Reads lines of at most `max_line` bytes (longer ones are dropped, as rmcp drops them) and
 /// writes through the shared [`LineLink`].
-pub(super) struct LineTransport<R> {
+pub(crate) struct LineTransport<R> {
     read: BufReader<R>,
     /// The line being read; kept across cancelled reads (`receive` is polled in a `select!`).
     line: Vec<u8>,
@@ -58,7 +58,7 @@ impl<R> LineTransport<R>
 where
     R: AsyncRead + Send + Unpin,
 {
-    pub(super) fn new<W>(read: R, write: W, max_line: usize) -> LineTransport<R>
+    pub(crate) fn new<W>(read: R, write: W, max_line: usize) -> LineTransport<R>
     where
         W: AsyncWrite + Send + 'static,
     {
@@ -527,7 +527,7 @@ impl LineWriter {
 }
 
 /// The line without its newline, carriage return or UTF-8 byte order mark.
-fn trim(line: &[u8]) -> &[u8] {
+pub(crate) fn trim(line: &[u8]) -> &[u8] {
     let line = line.strip_suffix(b"\n").unwrap_or(line);
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     line.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(line)
@@ -538,7 +538,7 @@ fn trim(line: &[u8]) -> &[u8] {
     clippy::large_enum_variant,
     reason = "made and taken apart at once; boxing would add an allocation per message"
 )]
-pub(super) enum Decoded {
+pub(crate) enum Decoded {
     Message(RxJsonRpcMessage<RoleClient>),
     /// Empty, not JSON, or a notification rmcp ignores.
     Skip,
@@ -546,7 +546,7 @@ pub(super) enum Decoded {
     Invalid,
 }
 
-pub(super) fn decode(line: &[u8]) -> Decoded {
+pub(crate) fn decode(line: &[u8]) -> Decoded {
     if line.is_empty() {
         return Decoded::Skip;
     }

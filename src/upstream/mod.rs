@@ -6,7 +6,7 @@ mod connect;
 pub mod extensions;
 mod http_link;
 mod input;
-mod line_transport;
+pub(crate) mod line_transport;
 mod manager;
 pub mod oauth;
 pub mod relay;

@@ -137,7 +137,7 @@ impl From<sse_stream::Error> for SseError {
     }
 }
 
-pub(super) type Events = BoxStream<'static, Result<Sse, sse_stream::Error>>;
+pub(crate) type Events = BoxStream<'static, Result<Sse, sse_stream::Error>>;
 
 /// An open legacy SSE session; implements `Transport<RoleClient>`.
 pub struct SseTransport {
@@ -259,7 +259,7 @@ async fn open(
 
 /// A response body's `bytes` as SSE events, each refused once it passes `limit` bytes on the
 /// wire.
-pub(super) fn bounded_events<S, E>(bytes: S, limit: usize) -> Events
+pub(crate) fn bounded_events<S, E>(bytes: S, limit: usize) -> Events
 where
     S: Stream<Item = Result<Bytes, E>> + Send + 'static,
     SseError: From<E>,

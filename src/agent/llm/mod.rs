@@ -116,7 +116,7 @@ pub enum LlmEvent {
 mod accumulate;
 mod client;
 mod error;
-mod sse;
+pub(crate) mod sse;
 mod wire;
 
 pub use accumulate::{Accumulator, MAX_ARGUMENT_BYTES, MAX_TOOL_CALLS};
