@@ -156,3 +156,50 @@ mod tests {
         );
     }
 }
+
+/// Longest plain-text refusal carried over into a typed one.
+const MAX_REFUSAL_BYTES: usize = 1024;
+
+/// A refusal made in plain text or with no body (the extractors' rejections: a body over
+/// `max_body_bytes`, a malformed query; rmcp's: no session id, a wrong `Accept`; the router's
+/// 404 and 405), answered as every other refusal of the gateway is, and as the OpenAPI
+/// document says: `{"ok": false, "code", "message"}`, status and other headers kept, the
+/// plain text as the message. Every other response passes untouched.
+pub(super) async fn typed_refusal(response: Response) -> Response {
+    let status = response.status();
+    let plain = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_none_or(|v| v.starts_with("text/plain"));
+    if !(status.is_client_error() || status.is_server_error()) || !plain {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, MAX_REFUSAL_BYTES)
+        .await
+        .map(|bytes| String::from_utf8_lossy(&bytes).trim().to_owned())
+        .unwrap_or_default();
+    let message = if text.is_empty() {
+        status.canonical_reason().unwrap_or("refused").to_owned()
+    } else {
+        text
+    };
+    let code = match status {
+        StatusCode::NOT_FOUND => "not_found",
+        StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
+        StatusCode::NOT_ACCEPTABLE => "not_acceptable",
+        StatusCode::PAYLOAD_TOO_LARGE => "too_large",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
+        StatusCode::UNPROCESSABLE_ENTITY => "invalid_body",
+        status if status.is_server_error() => "internal",
+        _ => "bad_request",
+    };
+    let mut refused = ApiError::new(status, code, message).into_response();
+    for (name, value) in &parts.headers {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            refused.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    refused
+}

@@ -416,7 +416,7 @@ async fn request_context(
         .extensions_mut()
         .insert(RequestId(request_id.clone()));
     request.extensions_mut().insert(overhead.clone());
-    let mut response = match guard::refusal(&state, &request) {
+    let response = match guard::refusal(&state, &request) {
         Some(refusal) => refusal,
         None => {
             match tokio::time::timeout(state.service.request_timeout, next.run(request)).await {
@@ -430,6 +430,7 @@ async fn request_context(
             }
         }
     };
+    let mut response = errors::typed_refusal(response).await;
     let spent = started.elapsed().saturating_sub(overhead.excluded());
     let headers = response.headers_mut();
     if let Ok(value) = HeaderValue::from_str(&millis(spent)) {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use axum::{
     Extension, Json, Router,
     body::Bytes,
-    extract::{Path, Query, State},
+    extract::{Path, Query, State, rejection::QueryRejection},
     http::StatusCode,
     response::{IntoResponse, Response},
     routing::{get, post},
@@ -416,8 +416,13 @@ struct AuditParams {
 async fn audit(
     State(state): State<AppState>,
     Extension(ctx): Extension<Arc<CallContext>>,
-    Query(params): Query<AuditParams>,
+    params: Result<Query<AuditParams>, QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
+    let Query(params) = params.map_err(|_| {
+        ApiError::bad_request(
+            "the audit takes since, until, tenant, user, tool, outcome, limit and before, each once",
+        )
+    })?;
     let gateway = state.gateway.current();
     // A tenant's admin reads its own tenant's records, whatever the query names.
     let tenant = match require_admin(&gateway, &ctx)? {

@@ -321,6 +321,78 @@ async fn calls_and_confirmations_over_rest() {
         outcomes.contains(&"ok") && outcomes.contains(&"confirmation_required"),
         "{outcomes:?}"
     );
+    // A query the audit does not take is a typed error, like every other refusal.
+    let (status, refused) = json_of(
+        service
+            .get("/api/v1/audit?tool=demo.add_note&color=red")
+            .send()
+            .await
+            .expect("audit"),
+    )
+    .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(refused["code"], "bad_request", "{refused}");
+    service.stop().await;
+}
+
+/// Refusals that the extractors, the router and rmcp make in plain text or with no body (a
+/// body over `max_body_bytes`, a query the route does not take, no MCP session, an unknown
+/// route) are answered as every other refusal is: `{ok: false, code, message}`, as the
+/// OpenAPI document says.
+#[tokio::test]
+async fn plain_refusals_are_typed() {
+    let service = Service::start(demo_config(), AuthConfig::Dev).await;
+    let big = json!({ "tool": "demo.echo", "arguments": { "message": "a".repeat(100 * 1024) } });
+    let list = json!({ "jsonrpc": "2.0", "id": 1, "method": "tools/list" });
+    let cases = [
+        (
+            service.post("/api/v1/mcp/tools/call", &big),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+        ),
+        (
+            service.get("/api/v1/audit?color=red"),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            service.auth(service.client.delete(service.url("/mcp"))),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            service
+                .post("/mcp", &list)
+                .header("accept", "application/json, text/event-stream"),
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+        ),
+        (
+            service.get("/api/v1/no-such-route"),
+            StatusCode::NOT_FOUND,
+            "not_found",
+        ),
+    ];
+    for (request, status, code) in cases {
+        let response = request.send().await.expect("a response");
+        let content_type = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let (got, body) = json_of(response).await;
+        assert_eq!((got, &body["code"]), (status, &json!(code)), "{body}");
+        assert!(
+            content_type.starts_with("application/json"),
+            "{content_type}"
+        );
+        assert_eq!(body["ok"], false, "{body}");
+        assert!(
+            body["message"].as_str().is_some_and(|m| !m.is_empty()),
+            "{body}"
+        );
+    }
     service.stop().await;
 }
 

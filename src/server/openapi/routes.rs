@@ -395,7 +395,7 @@ pub(super) fn routes() -> Vec<Route> {
             errors: &[
                 (
                     400,
-                    "An unknown or malformed query parameter (plain text).",
+                    "An unknown or malformed query parameter (`bad_request`).",
                     "Error",
                 ),
                 (
@@ -510,7 +510,7 @@ pub(super) fn routes() -> Vec<Route> {
                 (202, "A notification or response was accepted; no body.", ""),
                 (
                     400,
-                    "Not a JSON-RPC message, or a session or protocol-version header problem (plain text).",
+                    "Not a JSON-RPC message, or a session or protocol-version header problem.",
                     "",
                 ),
                 (
@@ -538,11 +538,7 @@ pub(super) fn routes() -> Vec<Route> {
             ok: json!({ "description": "Server messages as they come.", "content": {
                 "text/event-stream": { "schema": { "type": "string" } } } }),
             errors: &[
-                (
-                    400,
-                    "No or a malformed `mcp-session-id` header (plain text).",
-                    "",
-                ),
+                (400, "No or a malformed `mcp-session-id` header.", ""),
                 (404, "Unknown or expired MCP session.", ""),
                 (
                     405,
@@ -567,11 +563,7 @@ pub(super) fn routes() -> Vec<Route> {
             ok: json!({ "description": "Ended." }),
             errors: &[
                 (202, "Ended.", ""),
-                (
-                    400,
-                    "No or a malformed `mcp-session-id` header (plain text).",
-                    "",
-                ),
+                (400, "No or a malformed `mcp-session-id` header.", ""),
                 (404, "Unknown or expired MCP session.", ""),
                 (
                     405,
