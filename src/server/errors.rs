@@ -125,38 +125,6 @@ impl IntoResponse for ApiError {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use std::time::{Duration, UNIX_EPOCH};
-
-    use super::*;
-
-    #[test]
-    fn statuses_and_details() {
-        let limit = ApiError::from(GatewayError::LimitExceeded {
-            limit: "user rate".into(),
-            retry_after: Some(Duration::from_millis(1500)),
-        });
-        assert_eq!(limit.status, StatusCode::TOO_MANY_REQUESTS);
-        assert_eq!(limit.retry_after, Some(2));
-        let confirm = ApiError::from(GatewayError::ConfirmationRequired {
-            confirmation_id: "c1".into(),
-            tool: "demo.add_note".into(),
-            args_hash: "h".into(),
-            expires_at: UNIX_EPOCH + Duration::from_secs(10),
-        });
-        assert_eq!(confirm.status, StatusCode::PRECONDITION_REQUIRED);
-        let extra = confirm.extra.expect("details");
-        assert_eq!(extra["confirmationId"], "c1");
-        assert_eq!(extra["expiresAt"], "1970-01-01T00:00:10Z");
-        let missing = ApiError::from(GatewayError::NotFound { name: "x".into() });
-        assert_eq!(
-            (missing.status, missing.code),
-            (StatusCode::NOT_FOUND, "not_found")
-        );
-    }
-}
-
 /// Longest plain-text refusal carried over into a typed one.
 const MAX_REFUSAL_BYTES: usize = 1024;
 
@@ -202,4 +170,36 @@ pub(super) async fn typed_refusal(response: Response) -> Response {
         }
     }
     refused
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, UNIX_EPOCH};
+
+    use super::*;
+
+    #[test]
+    fn statuses_and_details() {
+        let limit = ApiError::from(GatewayError::LimitExceeded {
+            limit: "user rate".into(),
+            retry_after: Some(Duration::from_millis(1500)),
+        });
+        assert_eq!(limit.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(limit.retry_after, Some(2));
+        let confirm = ApiError::from(GatewayError::ConfirmationRequired {
+            confirmation_id: "c1".into(),
+            tool: "demo.add_note".into(),
+            args_hash: "h".into(),
+            expires_at: UNIX_EPOCH + Duration::from_secs(10),
+        });
+        assert_eq!(confirm.status, StatusCode::PRECONDITION_REQUIRED);
+        let extra = confirm.extra.expect("details");
+        assert_eq!(extra["confirmationId"], "c1");
+        assert_eq!(extra["expiresAt"], "1970-01-01T00:00:10Z");
+        let missing = ApiError::from(GatewayError::NotFound { name: "x".into() });
+        assert_eq!(
+            (missing.status, missing.code),
+            (StatusCode::NOT_FOUND, "not_found")
+        );
+    }
 }
