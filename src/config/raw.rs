@@ -102,6 +102,8 @@
 //!                                  # under 32 bytes
 //! max_body_bytes = 1048576         # largest request body (1 KiB ..= 64 MiB)
 //! request_timeout = "120s"         # one request (1s ..= 1h)
+//! header_read_timeout = "30s"      # a request's headers, once they start (1s ..= 5m): a
+//!                                  # client sending them byte by byte is cut off
 //! shutdown_grace = "10s"           # in-flight requests finish within it at exit (0 ..= 5m)
 //! mcp_session_idle = "5m"          # an MCP session that hears nothing this long is closed
 //!                                  # (1s ..= 24h)

@@ -19,6 +19,9 @@ pub struct ServiceConfig {
     pub max_body_bytes: usize,
     /// Deadline for one request (a tool call's own deadline is shorter or equal).
     pub request_timeout: Duration,
+    /// Longest wait for a request's headers once a connection has started sending them: a
+    /// client that sends them a byte at a time (slow loris) cannot hold a connection longer.
+    pub header_read_timeout: Duration,
     /// How long shutdown waits for in-flight calls.
     pub shutdown_grace: Duration,
     /// An MCP session that receives nothing for this long is closed.
@@ -40,6 +43,10 @@ pub struct ServiceConfig {
     pub apps_origin: Option<String>,
 }
 
+/// [`ServiceConfig::header_read_timeout`] by default: hyper's own default, which serving
+/// must turn on by giving hyper a timer.
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+
 impl Default for ServiceConfig {
     fn default() -> Self {
         ServiceConfig {
@@ -49,6 +56,7 @@ impl Default for ServiceConfig {
             production: false,
             max_body_bytes: 1024 * 1024,
             request_timeout: Duration::from_secs(120),
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
             shutdown_grace: Duration::from_secs(10),
             mcp_session_idle: Duration::from_secs(300),
             allowed_hosts: Vec::new(),

@@ -206,7 +206,8 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let service = service(state.clone());
     let stop = CancellationToken::new();
-    let server = tokio::spawn(serve_one(listener, service, stop.clone()));
+    let timeout = state.service.header_read_timeout;
+    let server = tokio::spawn(serve_one(listener, service, stop.clone(), timeout));
     until_stopped(&state, vec![server], stop, shutdown).await
 }
 
@@ -233,6 +234,7 @@ async fn serve_lanes(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let service = service(state.clone());
+    let timeout = state.service.header_read_timeout;
     let stop = CancellationToken::new();
     // What started stops if anything later cannot.
     let stop_started = stop.clone().drop_guard();
@@ -247,7 +249,7 @@ async fn serve_lanes(
         dealt.push(deal);
         let listener = Dealt { connections, local };
         let (service, stop) = (service.clone(), stop.clone());
-        servers.push(lane.spawn(serve_one(listener, service, stop)));
+        servers.push(lane.spawn(serve_one(listener, service, stop, timeout)));
     }
     for (listener, to) in listeners {
         listener.set_nonblocking(true)?;
@@ -329,10 +331,18 @@ impl axum::serve::Listener for Dealt {
 }
 
 /// Serves `service` on `listener` until `stop` is cancelled and its connections are done.
-async fn serve_one<L, S>(listener: L, service: S, stop: CancellationToken) -> std::io::Result<()>
+///
+/// hyper serves each connection (HTTP/1.1, upgrades for the WebMCP bridge's WebSockets) with
+/// a timer, so that its header read timeout applies: `axum::serve` gives it none, and a
+/// client sending its headers a byte at a time would hold a connection for ever.
+async fn serve_one<L, S>(
+    mut listener: L,
+    service: S,
+    stop: CancellationToken,
+    header_read_timeout: Duration,
+) -> std::io::Result<()>
 where
     L: axum::serve::Listener<Io = tokio::net::TcpStream>,
-    L::Addr: std::fmt::Debug,
     S: tower_service::Service<
             Request,
             Response = Response,
@@ -343,17 +353,52 @@ where
         + Sync
         + 'static,
 {
-    // No Nagle delay: a response written in parts (headers, then an SSE event) would
-    // otherwise wait for the client's delayed ACK, about 40 ms on Linux.
-    let listener = axum::serve::ListenerExt::tap_io(listener, |stream| {
+    let connections = tokio_util::task::TaskTracker::new();
+    loop {
+        let (stream, _) = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = stop.cancelled() => break,
+        };
+        // No Nagle delay: a response written in parts (headers, then an SSE event) would
+        // otherwise wait for the client's delayed ACK, about 40 ms on Linux.
         if let Err(error) = stream.set_nodelay(true) {
             tracing::debug!(%error, "cannot set TCP_NODELAY");
         }
-    });
-    let service = axum::ServiceExt::<Request>::into_make_service(service);
-    axum::serve(listener, service)
-        .with_graceful_shutdown(stop.cancelled_owned())
-        .await
+        let service = service.clone();
+        let hyper_service =
+            hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
+                tower_service::Service::call(
+                    &mut service.clone(),
+                    request.map(axum::body::Body::new),
+                )
+            });
+        let mut builder = hyper::server::conn::http1::Builder::new();
+        builder
+            .timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(header_read_timeout);
+        let connection = builder
+            .serve_connection(hyper_util::rt::TokioIo::new(stream), hyper_service)
+            .with_upgrades();
+        let stop = stop.clone();
+        connections.spawn(async move {
+            let mut connection = std::pin::pin!(connection);
+            let ended = tokio::select! {
+                ended = connection.as_mut() => ended,
+                () = stop.cancelled() => {
+                    // The request in flight is answered; the connection then closes.
+                    connection.as_mut().graceful_shutdown();
+                    connection.await
+                }
+            };
+            if let Err(error) = ended {
+                tracing::debug!(%error, "a connection ended in error");
+            }
+        });
+    }
+    drop(listener);
+    connections.close();
+    connections.wait().await;
+    Ok(())
 }
 
 /// Waits for `servers` until `shutdown` resolves; then closes the MCP sessions (whose open

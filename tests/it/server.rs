@@ -33,6 +33,15 @@ struct Service {
 
 impl Service {
     async fn start(config: Config, auth: AuthConfig) -> Service {
+        let service = ServiceConfig {
+            max_body_bytes: 64 * 1024,
+            ..ServiceConfig::default()
+        };
+        Service::start_with(config, auth, service).await
+    }
+
+    /// With `service`'s settings (its address and authentication are the test's).
+    async fn start_with(config: Config, auth: AuthConfig, service: ServiceConfig) -> Service {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr: SocketAddr = listener.local_addr().expect("addr");
         let env = Env::from_pairs([("JWT_SECRET", SECRET)]);
@@ -43,8 +52,7 @@ impl Service {
         let service = Arc::new(ServiceConfig {
             listen: addr,
             auth,
-            max_body_bytes: 64 * 1024,
-            ..ServiceConfig::default()
+            ..service
         });
         let gateway = support::gateway(config).await;
         let state = AppState::new(gateway.clone(), Arc::new(authenticator), service);
@@ -393,6 +401,53 @@ async fn plain_refusals_are_typed() {
             "{body}"
         );
     }
+    service.stop().await;
+}
+
+/// A client that sends its request headers a byte at a time (slow loris) is cut off once
+/// `header_read_timeout` has passed, while other clients are served.
+#[tokio::test]
+async fn slow_loris_headers_are_cut_off() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let service = Service::start_with(
+        demo_config(),
+        AuthConfig::Dev,
+        ServiceConfig {
+            header_read_timeout: Duration::from_secs(1),
+            ..ServiceConfig::default()
+        },
+    )
+    .await;
+    let addr = service.base.trim_start_matches("http://").to_owned();
+    let mut slow = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    let started = std::time::Instant::now();
+    let request = b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ";
+    // A byte every 200 ms, never the end of the headers: the server must close on us.
+    let closed = tokio::time::timeout(Duration::from_secs(20), async {
+        for byte in request.iter().chain(std::iter::repeat(&b'a')) {
+            if slow.write_all(&[*byte]).await.is_err() {
+                return;
+            }
+            let mut buf = [0u8; 256];
+            match tokio::time::timeout(Duration::from_millis(200), slow.read(&mut buf)).await {
+                Ok(Ok(0) | Err(_)) => return,
+                // hyper answers 408 before it closes.
+                Ok(Ok(_)) => {}
+                Err(_) => {}
+            }
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "the connection was still open after 20 s");
+    assert!(
+        started.elapsed() >= Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+    let health = service.get("/healthz").send().await.expect("healthz");
+    assert_eq!(health.status(), StatusCode::OK);
     service.stop().await;
 }
 

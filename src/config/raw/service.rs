@@ -15,6 +15,7 @@ pub struct RawService {
     pub production: Option<bool>,
     pub max_body_bytes: Option<u64>,
     pub request_timeout: Option<RawDuration>,
+    pub header_read_timeout: Option<RawDuration>,
     pub shutdown_grace: Option<RawDuration>,
     pub mcp_session_idle: Option<RawDuration>,
     pub allowed_hosts: Option<Vec<String>>,

@@ -18,6 +18,9 @@ const MAX_BODY_BYTES_RANGE: RangeInclusive<usize> = 1024..=64 * 1024 * 1024;
 /// caller cannot tell a wait from a hang.
 const REQUEST_TIMEOUT_RANGE: RangeInclusive<Duration> =
     Duration::from_secs(1)..=Duration::from_secs(3600);
+/// Headers: honest clients send them in one go; a slow link needs seconds, not minutes.
+const HEADER_READ_TIMEOUT_RANGE: RangeInclusive<Duration> =
+    Duration::from_secs(1)..=Duration::from_secs(300);
 /// Shutdown: zero stops at once; process supervisors kill long before five minutes
 /// (Kubernetes after 30 s by default), so a longer grace is never served.
 const SHUTDOWN_GRACE_RANGE: RangeInclusive<Duration> = Duration::ZERO..=Duration::from_secs(300);
@@ -109,6 +112,18 @@ pub(super) fn validate(
             .as_ref()
             .and_then(|r| duration(r, &REQUEST_TIMEOUT_RANGE, "server.request_timeout", report))
             .unwrap_or(d.request_timeout),
+        header_read_timeout: raw
+            .header_read_timeout
+            .as_ref()
+            .and_then(|r| {
+                duration(
+                    r,
+                    &HEADER_READ_TIMEOUT_RANGE,
+                    "server.header_read_timeout",
+                    report,
+                )
+            })
+            .unwrap_or(d.header_read_timeout),
         shutdown_grace: raw
             .shutdown_grace
             .as_ref()

@@ -69,6 +69,7 @@ fn every_field_is_read() {
         production = false
         max_body_bytes = 2048
         request_timeout = "5m"
+        header_read_timeout = "12s"
         shutdown_grace = 0
         mcp_session_idle = "90s"
         allowed_hosts = ["Gateway.Example.com", "gateway.example.com:8443", "[::1]:9000"]
@@ -85,6 +86,7 @@ fn every_field_is_read() {
         production: false,
         max_body_bytes: 2048,
         request_timeout: Duration::from_secs(300),
+        header_read_timeout: Duration::from_secs(12),
         shutdown_grace: Duration::ZERO,
         mcp_session_idle: Duration::from_secs(90),
         allowed_hosts: vec![
