@@ -148,12 +148,9 @@ pub(super) async fn typed_refusal(response: Response) -> Response {
         .await
         .map(|bytes| String::from_utf8_lossy(&bytes).trim().to_owned())
         .unwrap_or_default();
-    let message = if text.is_empty() {
-        status.canonical_reason().unwrap_or("refused").to_owned()
-    } else {
-        text
-    };
     let code = match status {
+        // The router's own 404 has no body: no route has this path.
+        StatusCode::NOT_FOUND if text.is_empty() => "route_not_found",
         StatusCode::NOT_FOUND => "not_found",
         StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
         StatusCode::NOT_ACCEPTABLE => "not_acceptable",
@@ -162,6 +159,11 @@ pub(super) async fn typed_refusal(response: Response) -> Response {
         StatusCode::UNPROCESSABLE_ENTITY => "invalid_body",
         status if status.is_server_error() => "internal",
         _ => "bad_request",
+    };
+    let message = if text.is_empty() {
+        status.canonical_reason().unwrap_or("refused").to_owned()
+    } else {
+        text
     };
     let mut refused = ApiError::new(status, code, message).into_response();
     for (name, value) in &parts.headers {

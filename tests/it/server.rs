@@ -378,7 +378,7 @@ async fn plain_refusals_are_typed() {
         (
             service.get("/api/v1/no-such-route"),
             StatusCode::NOT_FOUND,
-            "not_found",
+            "route_not_found",
         ),
     ];
     for (request, status, code) in cases {
