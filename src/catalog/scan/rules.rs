@@ -251,16 +251,21 @@ pub(super) fn matches(normalized: &str) -> Vec<(Family, &'static str, usize)> {
         {
             continue;
         }
-        let Some(m) = rule.pattern.find(normalized) else {
-            continue;
-        };
-        match found.iter_mut().find(|(family, ..)| *family == rule.family) {
-            Some(earliest) if earliest.2 <= m.start() => {}
-            Some(earliest) => *earliest = (rule.family, rule.language, m.start()),
-            None => found.push((rule.family, rule.language, m.start())),
-        }
+        keep_earliest(&mut found, rule, normalized);
     }
     found
+}
+
+/// Where `rule` first matches `normalized`, kept in `found` when it is its family's earliest.
+fn keep_earliest(found: &mut Vec<(Family, &'static str, usize)>, rule: &Rule, normalized: &str) {
+    let Some(m) = rule.pattern.find(normalized) else {
+        return;
+    };
+    match found.iter_mut().find(|(family, ..)| *family == rule.family) {
+        Some(earliest) if earliest.2 <= m.start() => {}
+        Some(earliest) => *earliest = (rule.family, rule.language, m.start()),
+        None => found.push((rule.family, rule.language, m.start())),
+    }
 }
 
 /// The earliest match of a rule of `family` in `normalized`.
@@ -507,14 +512,7 @@ mod tests {
     fn brute_force(normalized: &str) -> Vec<(Family, &'static str, usize)> {
         let mut found: Vec<(Family, &'static str, usize)> = Vec::new();
         for rule in &RULES.each {
-            let Some(m) = rule.pattern.find(normalized) else {
-                continue;
-            };
-            match found.iter_mut().find(|(family, ..)| *family == rule.family) {
-                Some(earliest) if earliest.2 <= m.start() => {}
-                Some(earliest) => *earliest = (rule.family, rule.language, m.start()),
-                None => found.push((rule.family, rule.language, m.start())),
-            }
+            keep_earliest(&mut found, rule, normalized);
         }
         found
     }
