@@ -27,10 +27,6 @@ fuzz_target!(|data: &[u8]| {
             completion.tool_calls
         );
     }
-    for call in &completion.tool_calls {
-        let named = chunks
-            .iter()
-            .any(|c| c.to_string().contains(&call.name.replace('"', "\\\"")));
-        assert!(named || call.name.is_empty(), "{call:?} was never streamed");
-    }
+    // A name may come in fragments (providers stream it so), which the accumulator joins:
+    // the first minutes of fuzzing showed that, so no check that it appears whole.
 });

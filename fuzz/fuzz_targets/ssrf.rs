@@ -39,8 +39,10 @@ fn v6_blocked(ip: Ipv6Addr) -> bool {
         || ip.is_loopback()
         // IPv4-mapped and -compatible: the IPv4 address decides.
         || (s[..5] == [0; 5] && (s[5] == 0xffff || s[5] == 0) && embedded(s[6], s[7]))
-        // NAT64 (64:ff9b::/96 and the local-use 64:ff9b:1::/48).
-        || (s[0] == 0x64 && s[1] == 0xff9b)
+        // NAT64: the well-known prefix (64:ff9b::/96) reaches the IPv4 address it embeds, so
+        // that address decides; the local-use 64:ff9b:1::/48 is private.
+        || (s[0] == 0x64 && s[1] == 0xff9b && s[2..6] == [0; 4] && embedded(s[6], s[7]))
+        || (s[0] == 0x64 && s[1] == 0xff9b && s[2] == 1)
         || (s[0] == 0x100 && s[1..4] == [0; 3])
         // 6to4 of a blocked IPv4 address.
         || (s[0] == 0x2002 && embedded(s[1], s[2]))
