@@ -60,7 +60,8 @@ struct Rule {
     language: &'static str,
     pattern: Regex,
     /// The rule [widened], when that differs: tried first, since bounded repetitions
-    /// (`[^.]{0,120}`) make the exact rule's lazy DFA build many more states.
+    /// (`[^.]{0,120}`) make the exact rule's lazy DFA build many more states. `None` for a
+    /// rule of the widened set, which has tried it already.
     wide: Option<Regex>,
 }
 
@@ -94,7 +95,7 @@ const MIN_PREFIX_BYTES: usize = 3;
 /// A line that does not compile is left out and named by the test that loads every file,
 /// never at run time.
 static RULES: LazyLock<Rules> = LazyLock::new(|| {
-    let each: Vec<Rule> = FILES
+    let mut each: Vec<Rule> = FILES
         .iter()
         .flat_map(|file| {
             lines(file.text).filter_map(move |line| {
@@ -123,14 +124,17 @@ static RULES: LazyLock<Rules> = LazyLock::new(|| {
     let mut literal_rule = Vec::new();
     let mut rest = Vec::new();
     let mut rest_rule = Vec::new();
-    for (index, rule) in each.iter().enumerate() {
+    for (index, rule) in each.iter_mut().enumerate() {
         match prefixes(rule.pattern.as_str()) {
             Some(found) => {
                 literal_rule.extend(std::iter::repeat_n(index, found.len()));
                 literals.extend(found);
             }
             None => {
-                rest.push(widened(rule.pattern.as_str()));
+                // The set runs the widened form: a candidate from it needs no second try.
+                let wide = rule.wide.take();
+                let pattern = wide.as_ref().unwrap_or(&rule.pattern);
+                rest.push(pattern.as_str().to_owned());
                 rest_rule.push(index);
             }
         }
