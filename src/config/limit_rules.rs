@@ -24,6 +24,9 @@ pub(super) const PAYLOAD_BYTES_RANGE: RangeInclusive<usize> = 1024..=256 * 1024 
 const STDERR_LINE_BYTES_RANGE: RangeInclusive<usize> = 64..=64 * 1024;
 /// Tool-list cache entries: at least one; 100 000 servers' lists is beyond any deployment.
 const CACHE_ENTRIES_RANGE: RangeInclusive<usize> = 1..=100_000;
+/// Items one server lists: at least one; past a million no catalog is usable by a model or a
+/// person, and scanning them would take minutes.
+const LIST_ITEMS_RANGE: RangeInclusive<usize> = 1..=1_000_000;
 /// Reconnect attempts: 0 means a failed server stays down until a manual refresh.
 const RECONNECT_ATTEMPTS_RANGE: RangeInclusive<u32> = 0..=1000;
 /// Arguments objects: 1 KiB holds any real one; 16 MiB bounds what one call makes us parse,
@@ -84,6 +87,18 @@ pub(super) fn limits(raw: &RawLimits, report: &mut Report) -> Limits {
             "max_stderr_line_bytes",
             &STDERR_LINE_BYTES_RANGE,
             d.max_stderr_line_bytes,
+        ),
+        max_list_items: size(
+            raw.max_list_items,
+            "max_list_items",
+            &LIST_ITEMS_RANGE,
+            d.max_list_items,
+        ),
+        max_list_bytes: size(
+            raw.max_list_bytes,
+            "max_list_bytes",
+            &PAYLOAD_BYTES_RANGE,
+            d.max_list_bytes,
         ),
     }
 }

@@ -164,6 +164,11 @@ pub struct Limits {
     pub max_stderr_line_bytes: usize,
     /// Deadline for listing one upstream's tools during a refresh.
     pub list_timeout: Duration,
+    /// Most tools (prompts, resources, resource templates) one server's listing may hold,
+    /// over all its pages.
+    pub max_list_items: usize,
+    /// Most bytes of JSON one server's listing may hold, over all its pages.
+    pub max_list_bytes: usize,
 }
 
 impl Default for Limits {
@@ -176,6 +181,8 @@ impl Default for Limits {
             max_line_bytes: 4 * 1024 * 1024,
             max_stderr_line_bytes: 4096,
             list_timeout: Duration::from_secs(10),
+            max_list_items: 10_000,
+            max_list_bytes: 32 * 1024 * 1024,
         }
     }
 }

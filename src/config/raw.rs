@@ -10,6 +10,8 @@
 //! connect_timeout = "30s"          # connect + initialize one upstream
 //! call_timeout = "60s"             # one tool call
 //! list_timeout = "10s"             # listing one upstream's tools during a refresh
+//! max_list_items = 10000           # most tools (prompts, resources) one server lists (1 ..= 1 000 000)
+//! max_list_bytes = 33554432        # most bytes of one server's listing (1 KiB ..= 256 MiB)
 //! max_result_bytes = 1048576       # largest tool result passed on (1 KiB ..= 256 MiB)
 //! max_view_bytes = 4194304         # largest MCP Apps view (ui://) read (1 KiB ..= 256 MiB)
 //! max_line_bytes = 4194304         # longest line a stdio upstream may print (1 KiB ..= 256 MiB)
@@ -379,6 +381,8 @@ pub struct RawLimits {
     pub connect_timeout: Option<RawDuration>,
     pub call_timeout: Option<RawDuration>,
     pub list_timeout: Option<RawDuration>,
+    pub max_list_items: Option<u64>,
+    pub max_list_bytes: Option<u64>,
     pub max_result_bytes: Option<u64>,
     pub max_view_bytes: Option<u64>,
     pub max_line_bytes: Option<u64>,

@@ -28,6 +28,7 @@ use super::{
     connect,
     connect::{connect_session, connect_user_session},
     input,
+    listing::{self, ListBounds, ListRefused},
     relay::{CallRelay, Owner, RelayRegistry},
     sessions::{CallerSessions, Lease, Live},
     tool_call::CallLink,
@@ -39,6 +40,11 @@ use crate::config::{
 
 /// Shortest period between TTL re-listings, so a TTL of zero (no caching) cannot spin.
 const MIN_RELIST_PERIOD: Duration = Duration::from_secs(1);
+
+/// Shortest period between two re-listings asked for by `tools/list_changed`: a server that
+/// announces changes without pause (a bug, or an attack on the gateway's CPU: each listing
+/// may be megabytes to parse, scan and fingerprint) gets one listing a second.
+const MIN_NOTIFIED_RELIST_GAP: Duration = Duration::from_secs(1);
 
 /// How long shutdown waits for supervisors to close their connections and reap children.
 const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(10);
@@ -490,11 +496,13 @@ impl Manager {
             return Ok(Vec::new());
         }
         let deadline = self.inner.options.limits.list_timeout;
+        let bounds = ListBounds::from(&self.inner.options.limits);
         let listed = self
             .request(id, peer, deadline, Owner::Gateway, |peer| async move {
-                peer.list_all_tools().await
+                listing::tools(&peer, bounds).await
             })
-            .await;
+            .await
+            .and_then(|bounded| bounded.map_err(UpstreamError::from));
         let live = lease.as_ref().map(|lease| lease.live());
         match listed {
             Ok(tools) => {
@@ -522,12 +530,8 @@ impl Manager {
         id: &ServerId,
         user: Option<&super::oauth::UserToken>,
     ) -> Result<Vec<Resource>, UpstreamError> {
-        self.list(
-            (id, user),
-            |c| c.resources.is_some(),
-            |peer| async move { peer.list_all_resources().await },
-        )
-        .await
+        self.list((id, user), |c| c.resources.is_some(), listing::resources)
+            .await
     }
 
     /// Every resource template `id` lists (all pages), bounded by the list deadline.
@@ -539,7 +543,7 @@ impl Manager {
         self.list(
             (id, user),
             |c| c.resources.is_some(),
-            |peer| async move { peer.list_all_resource_templates().await },
+            listing::resource_templates,
         )
         .await
     }
@@ -550,12 +554,8 @@ impl Manager {
         id: &ServerId,
         user: Option<&super::oauth::UserToken>,
     ) -> Result<Vec<Prompt>, UpstreamError> {
-        self.list(
-            (id, user),
-            |c| c.prompts.is_some(),
-            |peer| async move { peer.list_all_prompts().await },
-        )
-        .await
+        self.list((id, user), |c| c.prompts.is_some(), listing::prompts)
+            .await
     }
 
     /// Reads a resource for `owner`, bounded by `timeout` (as [`Manager::call_tool`]).
@@ -649,23 +649,30 @@ impl Manager {
 
     /// A listing the server's handshake said it offers; asking one that does not would
     /// only earn a method-not-found error.
-    async fn list<T, F, Fut>(
+    async fn list<T, F>(
         &self,
         (id, user): (&ServerId, Option<&super::oauth::UserToken>),
         offered: fn(&ServerCapabilities) -> bool,
         send: F,
     ) -> Result<Vec<T>, UpstreamError>
     where
-        F: FnOnce(Peer<RoleClient>) -> Fut,
-        Fut: Future<Output = Result<Vec<T>, ServiceError>>,
+        F: AsyncFnOnce(
+            &Peer<RoleClient>,
+            ListBounds,
+        ) -> Result<Result<Vec<T>, ListRefused>, ServiceError>,
     {
         let (peer, _lease) = self.peer_for(id, user).await?;
         if !peer.0.peer_info().is_some_and(|i| offered(&i.capabilities)) {
             return Ok(Vec::new());
         }
         let deadline = self.inner.options.limits.list_timeout;
+        let bounds = ListBounds::from(&self.inner.options.limits);
         // A listing is the same for every caller: nothing in it is anyone's.
-        self.request(id, peer, deadline, Owner::Gateway, send).await
+        self.request(id, peer, deadline, Owner::Gateway, async |peer| {
+            send(&peer, bounds).await
+        })
+        .await
+        .and_then(|bounded| bounded.map_err(UpstreamError::from))
     }
 
     /// One request of `owner` on `peer`, bounded by `timeout`, noticing a dead connection.
@@ -966,10 +973,25 @@ async fn serve(inner: &Inner, slot: &Slot, connection: super::Connection) -> Opt
     tokio::pin!(waiting);
     let mut ttl = tokio::time::interval(inner.cache.ttl.max(MIN_RELIST_PERIOD));
     ttl.tick().await;
+    // A re-list a `tools/list_changed` asked for, waiting for its turn: the first one after a
+    // quiet spell runs at once, the next no sooner than MIN_NOTIFIED_RELIST_GAP after it.
+    // Notifications meanwhile merge into one (a server that sends thousands a second costs
+    // one listing a gap, not one per notification).
+    let mut notified_relist: Option<Instant> = None;
+    let mut last_notified_relist: Option<Instant> = None;
     let lost = loop {
         tokio::select! {
             _ = &mut waiting => break true,
-            () = slot.tools_changed.notified() => {
+            () = slot.tools_changed.notified(), if notified_relist.is_none() => {
+                let now = Instant::now();
+                let turn = last_notified_relist.map_or(now, |last| last + MIN_NOTIFIED_RELIST_GAP);
+                notified_relist = Some(turn.max(now));
+            }
+            () = tokio::time::sleep_until(notified_relist.unwrap_or_else(Instant::now)),
+                if notified_relist.is_some() =>
+            {
+                notified_relist = None;
+                last_notified_relist = Some(Instant::now());
                 inner.lists().invalidate_server(&slot.config.id);
                 relist(inner, slot, &peer, false).await;
             }
@@ -1011,10 +1033,12 @@ async fn serve(inner: &Inner, slot: &Slot, connection: super::Connection) -> Opt
 /// change in itself, which [`Manager::wait_connected`] waits for).
 async fn relist(inner: &Inner, slot: &Slot, peer: &Peer<RoleClient>, connected: bool) {
     let deadline = inner.options.limits.list_timeout;
-    let result = match tokio::time::timeout(deadline, peer.list_all_tools()).await {
+    let bounds = ListBounds::from(&inner.options.limits);
+    let result = match tokio::time::timeout(deadline, listing::tools(peer, bounds)).await {
         Err(_) => Err(format!("tools/list did not answer within {deadline:?}")),
         Ok(Err(err)) => Err(UpstreamError::from_service(err).to_string()),
-        Ok(Ok(tools)) => Ok(tools),
+        Ok(Ok(Err(refused))) => Err(refused.to_string()),
+        Ok(Ok(Ok(tools))) => Ok(tools),
     };
     let changed = {
         let mut s = slot.lock();

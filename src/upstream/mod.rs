@@ -7,6 +7,7 @@ pub mod extensions;
 mod http_link;
 mod input;
 pub(crate) mod line_transport;
+pub mod listing;
 mod manager;
 pub mod oauth;
 pub mod relay;
@@ -76,6 +77,10 @@ pub enum UpstreamError {
         oauth::Refusal::Unauthorized => String::new(),
     })]
     TokenRefused(oauth::Refusal),
+    /// The server's list passed the gateway's bounds (`[limits] max_list_items`,
+    /// `max_list_bytes`), or its pages loop.
+    #[error(transparent)]
+    ListRefused(listing::ListRefused),
 }
 
 impl UpstreamError {
@@ -94,6 +99,7 @@ impl UpstreamError {
             UpstreamError::InputRequired(_) => "input_required",
             UpstreamError::InputUnanswered { .. } => "upstream_input_unanswered",
             UpstreamError::TokenRefused(_) => "upstream_token_refused",
+            UpstreamError::ListRefused(_) => "upstream_list_too_large",
         }
     }
 

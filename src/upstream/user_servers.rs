@@ -115,11 +115,13 @@ impl UserServerSessions {
             return Ok(Vec::new());
         }
         let _in_flight = live.relays.register_request(Owner::Gateway, deadline);
-        let tools = match tokio::time::timeout(deadline, peer.list_all_tools()).await {
+        let bounds = super::listing::ListBounds::from(&self.options.limits);
+        let listed = super::listing::tools(&peer, bounds);
+        let tools = match tokio::time::timeout(deadline, listed).await {
             Err(_) => return Err(UpstreamError::Timeout { after: deadline }),
             Ok(listed) => listed
                 .map_err(UpstreamError::from_service)
-                .map_err(|err| refused_or(live, err))?,
+                .map_err(|err| refused_or(live, err))??,
         };
         if let Some(CallLink::Http(link)) = &live.link {
             link.listed(&tools);

@@ -13,6 +13,7 @@ mod conformance_server;
 mod docs;
 mod edge;
 mod faithful;
+mod faults;
 mod gate_audit;
 mod gate_confirmations;
 mod gate_policy;
