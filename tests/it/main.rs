@@ -10,6 +10,8 @@ mod config_runs;
 mod conformance;
 mod conformance_gateway;
 mod conformance_server;
+mod crash;
+mod disk_full;
 mod docs;
 mod edge;
 mod faithful;
