@@ -2,6 +2,7 @@
 
 mod agent_loop;
 mod apps;
+mod caller_faults;
 mod chat_api;
 mod chat_cli;
 mod cli;
