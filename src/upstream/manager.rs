@@ -46,6 +46,9 @@ const MIN_RELIST_PERIOD: Duration = Duration::from_secs(1);
 /// may be megabytes to parse, scan and fingerprint) gets one listing a second.
 const MIN_NOTIFIED_RELIST_GAP: Duration = Duration::from_secs(1);
 
+/// Why a server is down after a call saw its connection die.
+const LOST_DURING_A_CALL: &str = "connection lost during a call";
+
 /// How long shutdown waits for supervisors to close their connections and reap children.
 const SHUTDOWN_DEADLINE: Duration = Duration::from_secs(10);
 
@@ -84,6 +87,10 @@ struct SlotState {
     /// Counts connections, so a caller that saw one connection die marks down that one and
     /// not a newer one.
     connection: u64,
+    /// Cancelled by a caller that saw the current connection die: its supervisor then ends
+    /// it and connects again. Over HTTP nothing else would tell it, since no process exits
+    /// and no pipe closes.
+    lost: CancellationToken,
 }
 
 impl SlotState {
@@ -99,6 +106,7 @@ impl SlotState {
             stale: false,
             settled: false,
             connection: 0,
+            lost: CancellationToken::new(),
         }
     }
 }
@@ -716,7 +724,8 @@ impl Manager {
             s.link = None;
             s.state = ServerState::Degraded;
             s.stale = s.tools.is_some();
-            s.last_error = Some("connection lost during a call".to_owned());
+            s.last_error = Some(LOST_DURING_A_CALL.to_owned());
+            s.lost.cancel();
         }
         self.inner.bump();
     }
@@ -956,8 +965,10 @@ async fn serve(inner: &Inner, slot: &Slot, connection: super::Connection) -> Opt
         refusals: _,
     } = connection;
     let peer = service.peer().clone();
+    let lost_by_a_call = CancellationToken::new();
     {
         let mut s = slot.lock();
+        s.lost = lost_by_a_call.clone();
         s.peer = Some(peer.clone());
         s.link = link;
         s.transport = Some(transport);
@@ -979,9 +990,14 @@ async fn serve(inner: &Inner, slot: &Slot, connection: super::Connection) -> Opt
     // one listing a gap, not one per notification).
     let mut notified_relist: Option<Instant> = None;
     let mut last_notified_relist: Option<Instant> = None;
-    let lost = loop {
+    let (lost, by_a_call) = loop {
         tokio::select! {
-            _ = &mut waiting => break true,
+            _ = &mut waiting => break (true, false),
+            () = lost_by_a_call.cancelled() => {
+                stop.cancel();
+                let _ = waiting.await;
+                break (true, true);
+            }
             () = slot.tools_changed.notified(), if notified_relist.is_none() => {
                 let now = Instant::now();
                 let turn = last_notified_relist.map_or(now, |last| last + MIN_NOTIFIED_RELIST_GAP);
@@ -1009,7 +1025,7 @@ async fn serve(inner: &Inner, slot: &Slot, connection: super::Connection) -> Opt
             () = inner.cancel.cancelled() => {
                 stop.cancel();
                 let _ = waiting.await;
-                break false;
+                break (false, false);
             }
         }
     };
@@ -1020,6 +1036,7 @@ async fn serve(inner: &Inner, slot: &Slot, connection: super::Connection) -> Opt
     lost.then(|| {
         framing
             .and_then(|f| f.get())
+            .or_else(|| by_a_call.then(|| LOST_DURING_A_CALL.to_owned()))
             .unwrap_or_else(|| match ended {
                 Some(how) => format!("connection closed by the server: {how}"),
                 None => "connection closed by the server".to_owned(),

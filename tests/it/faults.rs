@@ -1,19 +1,40 @@
 //! Faults of an upstream, injected with processes and loopback only (RELIABILITY.md): a
 //! server stopped mid-call, an answer that trickles a byte a second, a `tools/list_changed`
-//! storm, a listing of 100 000 tools. Each time the caller gets a typed error within its
-//! deadline and the gateway keeps serving the other servers.
+//! storm, a listing of 100 000 tools, an answer of a gibibyte. Each time the caller gets a
+//! typed error within its deadline and the gateway keeps serving the other servers.
 
-use std::time::{Duration, Instant};
+use std::{
+    sync::{
+        Arc,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::{Duration, Instant},
+};
 
+use axum::{
+    Router,
+    body::Body,
+    extract::{Request, State},
+    middleware::{self, Next},
+    response::Response,
+};
+use bytes::Bytes;
+use futures::StreamExt as _;
 use mcpgate::{
+    config::HttpKind,
+    fixtures::{Fixture, handler},
     gateway::Gateway,
     upstream::{ServerState, ServerStatus},
 };
 use nix::{sys::signal, unistd::Pid};
-use serde_json::json;
+use rmcp::transport::streamable_http_server::{
+    StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 
 use crate::support::{
-    CallExt as _, child_pids, config, fixture, gateway, id, wait_for, wait_for_async,
+    CallExt as _, child_pids, config, fixture, gateway, http, id, wait_for, wait_for_async,
 };
 
 fn status(gw: &Gateway, server: &str) -> ServerStatus {
@@ -215,4 +236,143 @@ async fn an_answer_dripping_a_byte_a_second_times_out_typed() {
         .expect_err("stuck behind the trickle");
     assert_eq!(behind.code(), "timeout", "{behind}");
     gw.shutdown().await;
+}
+
+/// A Streamable HTTP server (rmcp's, with the bench fixture's tools) whose answer to an
+/// `echo` of [`GIB_PLEASE`] is one SSE event of a gibibyte, made as it is read; `pulled`
+/// counts the bytes the gateway's connection took.
+struct GibServer {
+    url: String,
+    pulled: Arc<AtomicU64>,
+    stop: CancellationToken,
+}
+
+const GIB_PLEASE: &str = "one gibibyte, please";
+const GIB: u64 = 1 << 30;
+
+async fn answer_with_a_gibibyte(
+    State(pulled): State<Arc<AtomicU64>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let (parts, body) = request.into_parts();
+    let body = axum::body::to_bytes(body, 1 << 20)
+        .await
+        .unwrap_or_default();
+    let message: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    let wanted = message["method"] == "tools/call"
+        && message["params"]["arguments"]["message"] == GIB_PLEASE;
+    if !wanted {
+        return next.run(Request::from_parts(parts, Body::from(body))).await;
+    }
+    let head = format!(
+        r#"data: {{"jsonrpc":"2.0","id":{},"result":{{"content":[{{"type":"text","text":""#,
+        message["id"]
+    );
+    const CHUNK: usize = 64 * 1024;
+    let chunk = Bytes::from(vec![b'x'; CHUNK]);
+    let chunks = (GIB / CHUNK as u64) as usize;
+    let parts = std::iter::once(Bytes::from(head))
+        .chain(std::iter::repeat_n(chunk, chunks))
+        .chain(std::iter::once(Bytes::from_static(b"\"}]}}\n\n")));
+    let stream = futures::stream::iter(parts).map(move |part| {
+        pulled.fetch_add(part.len() as u64, Ordering::Relaxed);
+        Ok::<_, std::convert::Infallible>(part)
+    });
+    Response::builder()
+        .header("content-type", "text/event-stream")
+        .body(Body::from_stream(stream))
+        .expect("a response")
+}
+
+impl GibServer {
+    async fn start() -> GibServer {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let fixture = handler(Fixture::Bench).expect("the bench fixture has a handler");
+        let stop = CancellationToken::new();
+        let service: StreamableHttpService<_, LocalSessionManager> = StreamableHttpService::new(
+            move || Ok(fixture.clone()),
+            Arc::new(LocalSessionManager::default()),
+            StreamableHttpServerConfig::default().with_cancellation_token(stop.child_token()),
+        );
+        let pulled = Arc::new(AtomicU64::new(0));
+        let app =
+            Router::new()
+                .route_service("/mcp", service)
+                .layer(middleware::from_fn_with_state(
+                    pulled.clone(),
+                    answer_with_a_gibibyte,
+                ));
+        let shutdown = stop.clone();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async move { shutdown.cancelled().await })
+                .await;
+        });
+        GibServer {
+            url: format!("http://{addr}/mcp"),
+            pulled,
+            stop,
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gibibyte_answer_is_cut_off_early_with_bounded_memory() {
+    let upstream = GibServer::start().await;
+    let before = peak_rss_kib();
+    let gw = gateway(config(vec![
+        http("huge", &upstream.url, HttpKind::Streamable),
+        fixture("fine", "paginate"),
+    ]))
+    .await;
+    let (huge, fine_call) = tokio::join!(
+        gw.call("huge.echo", json!({ "message": GIB_PLEASE })),
+        gw.call("fine.tool_00", json!({ "message": "meanwhile" })),
+    );
+    let err = huge.expect_err("a gibibyte is no answer");
+    assert!(
+        [
+            "upstream_connection_lost",
+            "result_too_large",
+            "upstream_protocol_error"
+        ]
+        .contains(&err.code()),
+        "{err}"
+    );
+    assert!(
+        fine_call
+            .expect("the other server")
+            .text()
+            .contains("meanwhile")
+    );
+
+    // The gateway stopped reading soon after the event passed its bound (16 MiB), and held
+    // no more than that.
+    let pulled_mib = upstream.pulled.load(Ordering::Relaxed) >> 20;
+    assert!(
+        pulled_mib < 64,
+        "the gateway read {pulled_mib} MiB of the answer"
+    );
+    let grew_mib = peak_rss_kib().saturating_sub(before) / 1024;
+    assert!(
+        grew_mib < 128,
+        "the peak resident set grew by {grew_mib} MiB"
+    );
+
+    // The server serves ordinary calls again: the call that saw its answer cut ended the
+    // connection, and the supervisor made a new one (before, the server stayed degraded
+    // for good: over HTTP no process exits to tell the supervisor).
+    wait_for_async("the server to answer again", || async {
+        gw.call("huge.echo", json!({ "message": "small" }))
+            .await
+            .ok()
+            .filter(|r| r.text().contains("small"))
+    })
+    .await;
+    gw.shutdown().await;
+    upstream.stop.cancel();
 }
