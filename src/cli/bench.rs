@@ -19,6 +19,7 @@ mod procs;
 mod report;
 mod scan;
 mod setup;
+mod soak;
 mod stats;
 mod targets;
 mod usage;
@@ -46,6 +47,9 @@ pub enum Part {
     Scan,
     /// Usage over a month of ten million calls (SQLite rollups).
     Usage,
+    /// Calls at a fixed rate for a long time, mixed; every minute's figures (not in the
+    /// default run: it takes `--soak-minutes`).
+    Soak,
 }
 
 #[derive(Debug, clap::Args)]
@@ -77,6 +81,12 @@ pub struct BenchArgs {
     /// The stores the usage part measures (PostgreSQL: the machine's, on 127.0.0.1:5432).
     #[arg(long, value_delimiter = ',', default_value = "sqlite,postgres")]
     usage_stores: Vec<String>,
+    /// Calls per second of the soak.
+    #[arg(long, default_value_t = 500)]
+    soak_rate: u64,
+    /// Minutes of the soak.
+    #[arg(long, default_value_t = 30)]
+    soak_minutes: u64,
     /// Which parts to run.
     #[arg(
         long,
@@ -244,6 +254,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         checks.push(scan_check(&result));
         sections.push_str(&scan_section(&result));
     }
+    if bench.args.only.contains(&Part::Soak) {
+        let result = soak::run(&bench).await?;
+        checks.push(soak_check(&result));
+        sections.push_str(&result.section(&bench.args.command));
+    }
     if bench.args.only.contains(&Part::Usage) {
         let wanted = |store: &str| bench.args.usage_stores.iter().any(|s| s == store);
         let mut results = Vec::new();
@@ -361,6 +376,37 @@ fn scan_check(result: &scan::ScanResult) -> report::Check {
             report::ms(result.refresh)
         ),
         met: result.scan.max(result.build).as_secs_f64() < 1.0 && result.refresh < result.build,
+    }
+}
+
+/// The soak's target: no errors beyond the injected ones, and no growth of the resident set
+/// or the descriptors from its second minute (the first warms caches and pools) to its last.
+fn soak_check(result: &soak::SoakResult) -> report::Check {
+    let (first, last) = (
+        result.rows.get(1).or(result.rows.first()),
+        result.rows.last(),
+    );
+    let (rss, fds) = match (first, last) {
+        (Some(first), Some(last)) => (
+            last.rss_kib as i64 - first.rss_kib as i64,
+            last.fds as i64 - first.fds as i64,
+        ),
+        _ => (0, 0),
+    };
+    let unexpected = result.unexpected();
+    report::Check {
+        what: format!(
+            "soak, {} calls/s for {} minutes",
+            result.rate,
+            result.rows.len()
+        ),
+        target: "no errors beyond the injected ones; resident set within 16 MiB and \
+                 descriptors within 16 of the second minute's"
+            .into(),
+        measured: format!(
+            "{unexpected} unexpected outcomes; resident set {rss:+} KiB, descriptors {fds:+}"
+        ),
+        met: unexpected == 0 && rss.abs() <= 16 * 1024 && fds.abs() <= 16,
     }
 }
 

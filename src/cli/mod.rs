@@ -127,7 +127,7 @@ enum Command {
     /// Benchmark the gateway against direct calls and peer gateways (see scripts/bench).
     #[cfg(feature = "testkit")]
     #[command(hide = true)]
-    Bench(bench::BenchArgs),
+    Bench(Box<bench::BenchArgs>),
 }
 
 #[derive(Debug, Subcommand)]
@@ -240,7 +240,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             // Stopped by a signal, the run is dropped, and with it every process it started
             // (each is killed on drop): the gateways under test, the upstreams, the peers.
             tokio::select! {
-                outcome = bench::run(args) => outcome,
+                outcome = bench::run(*args) => outcome,
                 signal = shutdown_signal() => {
                     eprintln!("{signal}: benchmark stopped");
                     Ok(ExitCode::from(130))

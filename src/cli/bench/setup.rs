@@ -28,6 +28,8 @@ pub enum Upstream<'a> {
     HttpShared(&'a str),
     /// A stdio server started from this command.
     Stdio(&'a [String]),
+    /// The same, its `echo` a write (confirmed with a token) and its `big` a read.
+    StdioWrites(&'a [String]),
 }
 
 /// A gateway configuration: `upstreams` by id, each exposing `tools` as reads to the bench
@@ -108,7 +110,7 @@ tools = [{tools}]
                     let _ = writeln!(out, "sessions = \"shared\"");
                 }
             }
-            Upstream::Stdio(command) => {
+            Upstream::Stdio(command) | Upstream::StdioWrites(command) => {
                 let (program, args) = command.split_first().unzip();
                 let args: Vec<String> = args.unwrap_or_default().iter().map(|a| quote(a)).collect();
                 let _ = writeln!(
@@ -140,11 +142,14 @@ tools = [{tools}]
                 );
             }
         }
-        // The benchmark's tools only read: no confirmation step.
-        let _ = writeln!(
-            out,
-            "read_only_tools = [\"echo\", \"big\", \"test_simple_text\"]"
-        );
+        // The benchmark's tools only read: no confirmation step. The soak's writes server
+        // confirms its `echo`.
+        let reads = if matches!(upstream, Upstream::StdioWrites(_)) {
+            "[\"big\"]"
+        } else {
+            "[\"echo\", \"big\", \"test_simple_text\"]"
+        };
+        let _ = writeln!(out, "read_only_tools = {reads}");
     }
     out
 }
