@@ -131,3 +131,166 @@ pub fn load_config_text(folder: &Path, name: &str, text: &[u8]) -> Result<(), St
         .map(|_| ())
         .map_err(|e| e.to_string())
 }
+
+/// One HTTP request of the whole-stack target.
+#[derive(Debug, Clone)]
+pub struct StackRequest {
+    pub method: http::Method,
+    /// Path and query, as sent (refused when it is no URI at all).
+    pub path: String,
+    pub headers: Vec<(String, Vec<u8>)>,
+    pub body: Vec<u8>,
+    /// Sends the dev token as a bearer.
+    pub authorized: bool,
+}
+
+/// The whole service in this process, behind its router: dev authentication, state in
+/// memory, the demo server in process. Made once and kept, as a gateway is (requests of
+/// one input may leave sessions and confirmations for the next: so does any caller).
+struct Stack {
+    runtime: tokio::runtime::Runtime,
+    app: axum::Router,
+    token: String,
+}
+
+static STACK: std::sync::OnceLock<Option<Stack>> = std::sync::OnceLock::new();
+
+fn stack() -> Option<&'static Stack> {
+    STACK.get_or_init(start_stack).as_ref()
+}
+
+fn start_stack() -> Option<Stack> {
+    use std::sync::Arc;
+
+    use crate::{
+        config::{
+            AuthConfig, Config, Env, InProcess, PinsConfig, ServerConfig, ServerId, ServiceConfig,
+            StateConfig, TransportConfig,
+        },
+        gateway::{Gateway, GatewayOptions},
+        server::{AppState, auth::Authenticator},
+    };
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .ok()?;
+    let (app, token) = runtime.block_on(async {
+        let demo = move || {
+            let (client, server) = tokio::io::duplex(64 * 1024);
+            tokio::spawn(async move {
+                if let Ok(running) =
+                    rmcp::ServiceExt::serve(crate::demo::DemoServer::new(), server).await
+                {
+                    let _ = running.waiting().await;
+                }
+            });
+            client
+        };
+        let mut config = Config {
+            state: StateConfig::Memory,
+            pins: PinsConfig::none(),
+            ..Config::default()
+        };
+        config.servers = vec![ServerConfig::new(
+            ServerId::new("demo")?,
+            TransportConfig::InProcess(InProcess(Arc::new(demo))),
+        )];
+        let gateway = Gateway::start(config, GatewayOptions::default())
+            .await
+            .ok()?;
+        gateway.wait_ready(std::time::Duration::from_secs(10)).await;
+        let listen: std::net::SocketAddr = "127.0.0.1:8080".parse().ok()?;
+        let env = Env::from_pairs(std::iter::empty::<(String, String)>());
+        let auth = Authenticator::new(&AuthConfig::Dev, &env, listen, false)
+            .await
+            .ok()?;
+        let token = auth.dev_token()?.to_owned();
+        let service = Arc::new(ServiceConfig {
+            listen,
+            auth: AuthConfig::Dev,
+            ..ServiceConfig::default()
+        });
+        let state = AppState::new(gateway, Arc::new(auth), service);
+        Some((crate::server::app(state), token))
+    })?;
+    Some(Stack {
+        runtime,
+        app,
+        token,
+    })
+}
+
+/// Sends `requests` in turn to the whole service; checks that each answer is one the
+/// service means to give: no 500, and every refusal typed (a JSON object with a `code`, a
+/// JSON-RPC error on `/mcp`, or an HTML page on the routes browsers open). An answer's body is read to its end, bounded by 64 MiB.
+pub fn serve_requests(requests: Vec<StackRequest>) -> Result<(), String> {
+    let Some(stack) = stack() else {
+        return Err("the service did not start".to_owned());
+    };
+    stack.runtime.block_on(async {
+        for sent in requests {
+            let mut request = http::Request::builder()
+                .method(sent.method.clone())
+                .uri(sent.path.as_str());
+            for (name, value) in &sent.headers {
+                request = request.header(name.as_str(), value.as_slice());
+            }
+            if sent.authorized {
+                request = request.header("authorization", format!("Bearer {}", stack.token));
+            }
+            // A request http itself refuses to build (a bad method, URI or header) never
+            // reaches a server: hyper refuses it on the wire.
+            let Ok(request) = request.body(axum::body::Body::from(sent.body.clone())) else {
+                continue;
+            };
+            // A router is always ready: `call` without `poll_ready` is how axum serves it.
+            let response = match tower_service::Service::call(&mut stack.app.clone(), request).await
+            {
+                Ok(response) => response,
+                Err(never) => match never {},
+            };
+            let status = response.status();
+            let media = response
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned();
+            let is_event_stream = media.starts_with("text/event-stream");
+            // A page for people (the OAuth callback's, the web page's) says what went wrong
+            // in HTML: typed for its readers.
+            let is_page = media.starts_with("text/html");
+            // An open stream (an MCP session's) is not read to its end; an answer to HEAD
+            // has no body, by definition.
+            if is_event_stream || sent.method == http::Method::HEAD {
+                continue;
+            }
+            let body = axum::body::to_bytes(response.into_body(), 64 << 20)
+                .await
+                .map_err(|e| format!("{} {}: the body failed: {e}", sent.method, sent.path))?;
+            if status.as_u16() == 500 {
+                return Err(format!(
+                    "{} {} answered 500: {}",
+                    sent.method,
+                    sent.path,
+                    String::from_utf8_lossy(&body)
+                ));
+            }
+            if (status.is_client_error() || status.is_server_error()) && !is_page {
+                let typed = serde_json::from_slice::<Value>(&body).is_ok_and(|v| {
+                    v.get("code").is_some_and(Value::is_string) || v.get("error").is_some()
+                });
+                if !typed {
+                    return Err(format!(
+                        "{} {} answered {status} untyped: {}",
+                        sent.method,
+                        sent.path,
+                        String::from_utf8_lossy(&body)
+                    ));
+                }
+            }
+        }
+        Ok(())
+    })
+}
