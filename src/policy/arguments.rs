@@ -138,7 +138,7 @@ pub fn type_name(value: &Value) -> &'static str {
 }
 
 /// Counts serialized bytes without keeping them.
-struct ByteCounter(usize);
+pub(crate) struct ByteCounter(pub(crate) usize);
 
 impl io::Write for ByteCounter {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {

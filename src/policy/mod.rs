@@ -3,6 +3,7 @@
 
 mod access;
 mod arguments;
+pub(crate) use arguments::ByteCounter;
 mod classify;
 mod clock;
 mod context;

@@ -3,7 +3,7 @@
 //! definitions) is refused with a typed error once it passes them, instead of growing the
 //! gateway's memory until the list deadline.
 
-use std::{collections::HashSet, future::Future, io};
+use std::{collections::HashSet, future::Future};
 
 use rmcp::{
     RoleClient, ServiceError,
@@ -176,17 +176,7 @@ pub(crate) async fn resource_templates(
 
 /// The length of `item`'s JSON, counted without keeping the text.
 fn json_len(item: &impl Serialize) -> usize {
-    struct Count(usize);
-    impl io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-            self.0 = self.0.saturating_add(buf.len());
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
+    let mut count = crate::policy::ByteCounter(0);
     // Writing an rmcp model type to a sink that never fails cannot fail; were it to, the
     // item counts as too large rather than as free.
     match serde_json::to_writer(&mut count, item) {
