@@ -20,6 +20,9 @@ use super::{Bench, Gateway, procs::rss_bytes, setup::Upstream, stats::percentile
 /// Calls in flight at most: past this the gateway is not keeping up, and a call that would
 /// start is counted as `driver_saturated` instead.
 const MAX_IN_FLIGHT: usize = 4096;
+/// How long the calls still in flight at the end may take: the gateway's call timeout
+/// (30 s) and a margin.
+const IN_FLIGHT_WAIT: Duration = Duration::from_secs(45);
 /// Bytes of each large result.
 const LARGE_RESULT: u64 = 256 * 1024;
 
@@ -235,7 +238,8 @@ async fn drive(bench: &Bench, gateway: &Gateway) -> anyhow::Result<SoakResult> {
         base: format!("http://{}", gateway.addr),
         authorization: targets::bearer(&gateway.token)?,
     });
-    let rate = bench.args.soak_rate.max(1);
+    // At most 100,000 a second: a tick of 10 µs is already below what one loop keeps up with.
+    let rate = bench.args.soak_rate.clamp(1, 100_000);
     let minutes = bench.args.soak_minutes.max(1);
     let current = Arc::new(Mutex::new(Minute::default()));
     let in_flight = Arc::new(tokio::sync::Semaphore::new(MAX_IN_FLIGHT));
@@ -277,11 +281,24 @@ async fn drive(bench: &Bench, gateway: &Gateway) -> anyhow::Result<SoakResult> {
             drop(permit);
         });
     }
-    // The calls still in flight end before the gateway stops.
-    let _all = in_flight
-        .acquire_many(u32::try_from(MAX_IN_FLIGHT)?)
-        .await
-        .context("in-flight calls")?;
+    // The calls still in flight end before the gateway stops, within the gateway's call
+    // timeout (30 s) and a margin; their outcomes count in the last minute, so a gateway that
+    // went bad at the very end is not missed.
+    let all = u32::try_from(MAX_IN_FLIGHT)?;
+    let ended = tokio::time::timeout(IN_FLIGHT_WAIT, in_flight.acquire_many(all)).await;
+    let mut tail = std::mem::take(&mut *current.lock().expect("soak minute"));
+    if ended.is_err() {
+        let open = MAX_IN_FLIGHT - in_flight.available_permits();
+        *tail
+            .outcomes
+            .entry("driver_timeout".to_owned())
+            .or_default() += open as u64;
+    }
+    if let Some(last) = rows.last_mut() {
+        for (code, n) in tail.outcomes {
+            *last.outcomes.entry(code).or_default() += n;
+        }
+    }
     Ok(SoakResult { rate, rows })
 }
 
