@@ -71,6 +71,7 @@ pub const OUTCOMES: &[&str] = &[
     "upstream_unavailable",
     "upstream_connection_lost",
     "upstream_error",
+    "upstream_http_error",
     "upstream_protocol_error",
     "input_required",
     "upstream_input_unanswered",

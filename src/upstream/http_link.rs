@@ -42,7 +42,10 @@ use rmcp::{
         ServerRequest, Tool,
     },
     service::{InboundStreamOrigin, Peer, RequestContext, ServiceError},
-    transport::streamable_http_client::{StreamableHttpClient, StreamableHttpError},
+    transport::{
+        DynamicTransportError, StreamableHttpClientTransport,
+        streamable_http_client::{HttpStatusError, StreamableHttpClient, StreamableHttpError},
+    },
 };
 use sse_stream::{Error as SseError, Sse};
 
@@ -332,15 +335,26 @@ impl HttpLink {
         let mut retry: Option<Duration> = None;
         let mut failures = 0usize;
         loop {
+            // Whether the stream broke (rather than ended).
+            let mut broke = false;
             while let Some(event) = stream.next().await {
                 let event = match event {
                     Ok(event) => event,
-                    Err(err) => {
-                        // Not the error itself: reqwest's name the endpoint.
-                        let body = matches!(err, SseError::Body(_));
-                        tracing::debug!(body, "an upstream call's event stream failed");
-                        break;
-                    }
+                    Err(err) => match sse::SseError::from(err) {
+                        // Resuming would only bring the same event again.
+                        sse::SseError::EventTooLarge { limit } => {
+                            return Err(request_failed(
+                                StreamableHttpError::ResponseBodyTooLarge { max_size: limit },
+                            ));
+                        }
+                        err => {
+                            // Not the error itself: reqwest's name the endpoint.
+                            let body = matches!(err, sse::SseError::Malformed(SseError::Body(_)));
+                            tracing::debug!(body, "an upstream call's event stream failed");
+                            broke = true;
+                            break;
+                        }
+                    },
                 };
                 failures = 0;
                 if let Some(ms) = event.retry {
@@ -384,8 +398,14 @@ impl HttpLink {
                 }
             }
             // The stream ended before the answer: resumable only once it named an event.
+            // Otherwise a stream that broke is the connection failing; one the server ended
+            // fails this call alone.
             let Some(resume_from) = last_event.clone() else {
-                return Err(ServiceError::TransportClosed);
+                return Err(if broke {
+                    ServiceError::TransportClosed
+                } else {
+                    request_failed(StreamableHttpError::UnexpectedEndOfStream)
+                });
             };
             loop {
                 if failures >= MAX_RESUMES {
@@ -486,9 +506,10 @@ enum Posted {
 }
 
 /// Reads a call's POST response as rmcp's client does. A JSON-RPC error in a JSON body is the
-/// server's answer whatever the status (but 401, 403 and 429); any other failure is the
-/// transport's, as rmcp reports it to a request's caller. 202 or 204 means no answer will
-/// come: from 2026-07-28 a request is answered on its own POST.
+/// server's answer whatever the status (but 401, 403 and 429); any other status, another
+/// media type, a body past its bound fail this request alone, reported as rmcp reports them
+/// ([`request_failed`]); 401 and 403 are the connection's credential refused. 202 or 204
+/// means no answer will come: from 2026-07-28 a request is answered on its own POST.
 /// A refusal of the user's token by the server at `endpoint` is noted in `refusals`
 /// (RFC 6750 §3.1: 401, or 403 with `insufficient_scope`), for the call to report it.
 async fn posted<B>(
@@ -521,6 +542,11 @@ where
             status,
             StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN | StatusCode::TOO_MANY_REQUESTS
         );
+        let retry_after = response
+            .headers()
+            .get(http::header::RETRY_AFTER)
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned);
         if json
             && !refused
             && let Ok(body) = read_body(response).await
@@ -529,7 +555,12 @@ where
             return Ok(Posted::Answer(error));
         }
         tracing::debug!(%status, "an upstream refused a tool call's POST");
-        return Err(ServiceError::TransportClosed);
+        if matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
+            return Err(ServiceError::TransportClosed);
+        }
+        return Err(request_failed(StreamableHttpError::HttpStatus(
+            HttpStatusError::new(status.as_u16(), retry_after),
+        )));
     }
     if events {
         let bytes = BodyDataStream::new(response.into_body()).map_err(NetError::from);
@@ -544,10 +575,14 @@ where
             return Ok(Posted::Answer(message));
         }
         tracing::debug!("an upstream answered a tool call with JSON that is no message");
-        return Err(ServiceError::TransportClosed);
+        return Err(request_failed(
+            StreamableHttpError::UnexpectedServerResponse("JSON that is no message".into()),
+        ));
     }
     tracing::debug!(media = ?media, "an upstream answered a tool call with an unexpected type");
-    Err(ServiceError::TransportClosed)
+    Err(request_failed(StreamableHttpError::UnexpectedContentType(
+        media,
+    )))
 }
 
 /// The media type of a response (`Content-Type` without parameters).
@@ -573,8 +608,22 @@ where
         .await
         .map_err(|err| {
             tracing::debug!(error = %err, "reading an upstream's JSON answer failed");
-            ServiceError::TransportClosed
+            match err {
+                NetError::TooLarge { limit } => {
+                    request_failed(StreamableHttpError::ResponseBodyTooLarge { max_size: limit })
+                }
+                _ => ServiceError::TransportClosed,
+            }
         })
+}
+
+/// A failure of one request that leaves the connection as it is, as rmcp's client reports it
+/// (`UpstreamError::from_service` tells the two apart).
+fn request_failed(err: StreamableHttpError<reqwest::Error>) -> ServiceError {
+    ServiceError::TransportSend(DynamicTransportError::new::<
+        StreamableHttpClientTransport<reqwest::Client>,
+        RoleClient,
+    >(err))
 }
 
 /// How rmcp reports a failed POST to a request's caller: the transport failed.

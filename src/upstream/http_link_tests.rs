@@ -61,6 +61,10 @@ enum Break {
     RpcError500,
     /// 503 with a text body.
     Unavailable,
+    /// 400 with a text body.
+    BadRequest,
+    /// 200 with an HTML page.
+    Html,
     /// 202 and nothing else.
     Accepted,
     /// A stream that names event `e1` and ends; the answer comes to the `GET` resuming it.
@@ -209,6 +213,16 @@ async fn record(State(front): State<Front>, request: Request, next: Next) -> Res
                     return (
                         http::StatusCode::SERVICE_UNAVAILABLE,
                         "down for maintenance",
+                    )
+                        .into_response();
+                }
+                Break::BadRequest => {
+                    return (http::StatusCode::BAD_REQUEST, "no such thing").into_response();
+                }
+                Break::Html => {
+                    return (
+                        [(http::header::CONTENT_TYPE, "text/html")],
+                        "<html>a login page</html>",
                     )
                         .into_response();
                 }
@@ -564,22 +578,37 @@ async fn an_answer_as_a_json_body_is_read() {
 }
 
 /// A refused POST ends the call as it does through rmcp: a JSON-RPC error in the body is the
-/// server's answer, whatever the status; anything else is the connection failing.
+/// server's answer, whatever the status; another status, or another media type, fails this
+/// call alone (not the connection: the other calls on it go on).
 #[tokio::test]
 async fn refused_posts_end_the_call_as_through_rmcp() {
-    for (breaks, expected) in [
-        (Break::RpcError500, "the tool broke"),
-        (Break::Unavailable, "connection"),
+    for (breaks, code, expected) in [
+        (Break::RpcError500, "upstream_error", "the tool broke"),
+        (Break::Unavailable, "upstream_http_error", "HTTP 503"),
+        (Break::BadRequest, "upstream_http_error", "HTTP 400"),
+        (
+            Break::Html,
+            "upstream_protocol_error",
+            "neither JSON nor an event stream",
+        ),
     ] {
         let rig = Rig::start(breaks).await;
         let through_rmcp = rig.call(false, echo("hi")).await;
         let posted = rig.call(true, echo("hi")).await;
         let (through_rmcp, posted) = (
-            UpstreamError::from_service(through_rmcp.expect_err("refused")).to_string(),
-            UpstreamError::from_service(posted.expect_err("refused")).to_string(),
+            UpstreamError::from_service(through_rmcp.expect_err("refused")),
+            UpstreamError::from_service(posted.expect_err("refused")),
         );
-        assert_eq!(posted, through_rmcp, "{breaks:?}");
-        assert!(posted.contains(expected), "{breaks:?}: {posted}");
+        assert_eq!(posted.to_string(), through_rmcp.to_string(), "{breaks:?}");
+        assert_eq!(
+            (posted.code(), through_rmcp.code()),
+            (code, code),
+            "{breaks:?}"
+        );
+        assert!(
+            posted.to_string().contains(expected),
+            "{breaks:?}: {posted}"
+        );
     }
 }
 
@@ -665,13 +694,21 @@ async fn a_stream_that_cannot_be_resumed_fails_the_call_after_five_tries() {
     assert_eq!(tries.len(), 5, "{tries:?}");
 }
 
+/// The server ended the call's stream without an answer or an event to resume from: the call
+/// fails, alone (the stream ended as the server meant it to; nothing says the connection
+/// failed).
 #[tokio::test]
 async fn a_stream_that_ends_before_naming_an_event_fails_the_call() {
     let rig = Rig::start(Break::BeforeEvent).await;
-    let outcome = rig.call(true, echo("hi")).await;
+    let outcome = UpstreamError::from_service(
+        rig.call(true, echo("hi"))
+            .await
+            .expect_err("no answer came"),
+    );
+    assert_eq!(outcome.code(), "upstream_protocol_error", "{outcome}");
     assert!(
-        matches!(outcome, Err(ServiceError::TransportClosed)),
-        "{outcome:?}"
+        outcome.to_string().contains("ended the call's stream"),
+        "{outcome}"
     );
     assert!(
         rig.front

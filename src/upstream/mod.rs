@@ -58,6 +58,10 @@ pub enum UpstreamError {
     /// The server answered with a JSON-RPC error.
     #[error("server error {code}: {message}")]
     Rpc { code: i32, message: String },
+    /// The server (or a proxy in front of it) failed the request with an HTTP status and no
+    /// JSON-RPC error: this request failed, the connection stays.
+    #[error("the server answered HTTP {status}")]
+    HttpStatus { status: u16 },
     /// Anything else the protocol layer reported.
     #[error("protocol error: {0}")]
     Protocol(String),
@@ -95,6 +99,7 @@ impl UpstreamError {
             UpstreamError::ConnectionLost => "upstream_connection_lost",
             UpstreamError::Timeout { .. } => "timeout",
             UpstreamError::Rpc { .. } => "upstream_error",
+            UpstreamError::HttpStatus { .. } => "upstream_http_error",
             UpstreamError::Protocol(_) => "upstream_protocol_error",
             UpstreamError::InputRequired(_) => "input_required",
             UpstreamError::InputUnanswered { .. } => "upstream_input_unanswered",
@@ -110,13 +115,61 @@ impl UpstreamError {
                 code: e.code.0,
                 message: e.message.into_owned(),
             },
-            ServiceError::TransportClosed | ServiceError::TransportSend(_) => {
-                UpstreamError::ConnectionLost
+            ServiceError::TransportSend(err) => {
+                request_failure(&err).unwrap_or(UpstreamError::ConnectionLost)
             }
+            ServiceError::TransportClosed => UpstreamError::ConnectionLost,
             ServiceError::Timeout { timeout } => UpstreamError::Timeout { after: timeout },
             other => UpstreamError::Protocol(other.to_string()),
         }
     }
+}
+
+/// How a request failed at the HTTP level without the connection failing: a status and no
+/// JSON-RPC error (Streamable HTTP, or the legacy transport's message POST), an answer of another media type, or one past the bound of a body or an
+/// event. `None`: the connection itself failed (network, session expired, the transport
+/// closed), which ends it.
+///
+/// Only that one request failed: over Streamable HTTP each request is a POST of its own, and
+/// a 500 from the server or a proxy for one says nothing of the others in flight. Taking it
+/// for a lost connection reset the shared session under every other caller.
+fn request_failure(err: &rmcp::transport::DynamicTransportError) -> Option<UpstreamError> {
+    use rmcp::transport::streamable_http_client::StreamableHttpError as E;
+    // The legacy transport's message POST: 404 is the session gone, 401 and 403 the
+    // credential refused.
+    if let Some(sse::SseError::PostStatus { status }) = err.error.downcast_ref::<sse::SseError>() {
+        return (!matches!(status, 401 | 403 | 404))
+            .then_some(UpstreamError::HttpStatus { status: *status });
+    }
+    let err = err.error.downcast_ref::<E<reqwest::Error>>()?;
+    Some(match err {
+        E::HttpStatus(status) => UpstreamError::HttpStatus {
+            status: status.status,
+        },
+        // rmcp's words for any other status: `HTTP {status}: {body}` (the body is the
+        // server's, not repeated).
+        E::UnexpectedServerResponse(message) => match message
+            .strip_prefix("HTTP ")
+            .and_then(|rest| rest.get(..3))
+            .and_then(|status| status.parse().ok())
+        {
+            Some(status) => UpstreamError::HttpStatus { status },
+            None => UpstreamError::Protocol("the server's answer is no JSON-RPC message".into()),
+        },
+        E::Deserialize(_) => {
+            UpstreamError::Protocol("the server's answer is no JSON-RPC message".into())
+        }
+        E::UnexpectedContentType(_) => UpstreamError::Protocol(
+            "the server answered with neither JSON nor an event stream".into(),
+        ),
+        E::ResponseBodyTooLarge { max_size } => UpstreamError::Protocol(format!(
+            "the server's answer passed the bound of {max_size} bytes"
+        )),
+        E::UnexpectedEndOfStream => {
+            UpstreamError::Protocol("the server ended the call's stream before answering".into())
+        }
+        _ => return None,
+    })
 }
 
 /// A server's connection state.

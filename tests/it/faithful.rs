@@ -19,6 +19,7 @@ use mcpgate::{
     config::{HttpKind, Sessions},
     gateway::{CallRelay, Gateway, Owner},
     policy::CallContext,
+    upstream::ServerState,
 };
 use rmcp::{
     ErrorData,
@@ -49,11 +50,14 @@ struct SdkServer {
 impl SdkServer {
     /// Sessions open on the server right now.
     async fn sessions(&self) -> u64 {
+        self.count("open").await
+    }
+
+    /// One of the server's counts: `open` sessions, sessions `initialized` so far, calls
+    /// `waiting` for [`SdkServer::release`].
+    async fn count(&self, what: &str) -> u64 {
         let url = format!("{}/sessions", self.base);
-        let answer: serde_json::Value = reqwest::Client::builder()
-            .no_proxy()
-            .build()
-            .expect("client")
+        let answer: serde_json::Value = client()
             .get(url)
             .send()
             .await
@@ -61,7 +65,18 @@ impl SdkServer {
             .json()
             .await
             .expect("JSON");
-        answer["open"].as_u64().expect("a count")
+        answer[what].as_u64().expect("a count")
+    }
+
+    /// Lets every waiting `test_wait` call answer.
+    async fn release(&self) {
+        client()
+            .post(format!("{}/release", self.base))
+            .send()
+            .await
+            .expect("the SDK server answers")
+            .error_for_status()
+            .expect("released");
     }
 
     async fn start() -> SdkServer {
@@ -115,6 +130,13 @@ impl SdkServer {
         server.sessions = sessions;
         support::gateway(unlimited(vec![server])).await
     }
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("client")
 }
 
 /// What one call's caller received, in order, and how it answers the server's requests
@@ -508,4 +530,69 @@ async fn an_mcp_sessions_upstream_session_ends_with_it() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
     gateway.stop().await;
+}
+
+/// A call the server (or a proxy in front of it) fails with an HTTP status and no JSON-RPC
+/// error fails alone, typed: the shared session goes on, and so does a call in flight on it.
+/// (Before, it was taken for the connection lost: the gateway ended the shared session under
+/// every caller and opened another.) Over Streamable HTTP and over the legacy transport,
+/// whose message POST fails the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_status_for_one_call_fails_that_call_alone() {
+    for kind in [HttpKind::Streamable, HttpKind::Sse] {
+        let server = SdkServer::start_as(kind).await;
+        let gateway = server.gateway_with(Sessions::Shared).await;
+        let in_flight = {
+            let gateway = gateway.clone();
+            tokio::spawn(async move {
+                gateway
+                    .call_tool(&caller("ada"), "sdk.test_wait", json!({}), None)
+                    .await
+            })
+        };
+        let start = std::time::Instant::now();
+        while server.count("waiting").await == 0 {
+            assert!(
+                start.elapsed() < WAIT,
+                "{kind:?}: the call reaches the server"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        for status in [500, 502, 503, 429, 413, 400] {
+            let err = gateway
+                .call_tool(
+                    &caller("bob"),
+                    "sdk.test_http_status",
+                    json!({ "status": status }),
+                    None,
+                )
+                .await
+                .expect_err("the server failed it");
+            assert_eq!(err.code(), "upstream_http_error", "{kind:?}: {err}");
+            assert!(
+                err.to_string().contains(&format!("HTTP {status}")),
+                "{kind:?}: {err}"
+            );
+        }
+        let status = gateway.servers().into_iter().next().expect("one server");
+        assert_eq!(status.state, ServerState::Ready, "{kind:?}: {status:?}");
+        let logged = gateway
+            .call_tool(&caller("cy"), "sdk.test_tool_with_logging", json!({}), None)
+            .await
+            .expect("another call meanwhile");
+        assert!(logged.text().contains("logging done"), "{kind:?}");
+        server.release().await;
+        let released = tokio::time::timeout(WAIT, in_flight)
+            .await
+            .expect("the call in flight ends in time")
+            .expect("task")
+            .expect("the call in flight was not cut");
+        assert!(released.text().contains("released"), "{kind:?}");
+        assert_eq!(
+            server.count("initialized").await,
+            1,
+            "{kind:?}: the one shared session was kept"
+        );
+        gateway.shutdown().await;
+    }
 }

@@ -12,7 +12,6 @@ use std::{
 };
 
 use axum::{
-    Router,
     body::Body,
     extract::{Request, State},
     middleware::{self, Next},
@@ -22,19 +21,17 @@ use bytes::Bytes;
 use futures::StreamExt as _;
 use mcpgate::{
     config::HttpKind,
-    fixtures::{Fixture, handler},
+    fixtures::Fixture,
     gateway::Gateway,
     upstream::{ServerState, ServerStatus},
 };
 use nix::{sys::signal, unistd::Pid};
-use rmcp::transport::streamable_http_server::{
-    StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
-};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::support::{
-    CallExt as _, child_pids, config, fixture, gateway, http, id, wait_for, wait_for_async,
+    CallExt as _, child_pids, config, fixture, gateway, http, id, serve_fixture_behind, wait_for,
+    wait_for_async,
 };
 
 fn status(gw: &Gateway, server: &str) -> ServerStatus {
@@ -287,36 +284,21 @@ async fn answer_with_a_gibibyte(
 
 impl GibServer {
     async fn start() -> GibServer {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let fixture = handler(Fixture::Bench).expect("the bench fixture has a handler");
         let stop = CancellationToken::new();
-        let service: StreamableHttpService<_, LocalSessionManager> = StreamableHttpService::new(
-            move || Ok(fixture.clone()),
-            Arc::new(LocalSessionManager::default()),
-            StreamableHttpServerConfig::default().with_cancellation_token(stop.child_token()),
-        );
         let pulled = Arc::new(AtomicU64::new(0));
-        let app =
-            Router::new()
-                .route_service("/mcp", service)
-                .layer(middleware::from_fn_with_state(
-                    pulled.clone(),
+        let state = pulled.clone();
+        let url = serve_fixture_behind(
+            Fixture::Bench,
+            |app| {
+                app.layer(middleware::from_fn_with_state(
+                    state,
                     answer_with_a_gibibyte,
-                ));
-        let shutdown = stop.clone();
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(async move { shutdown.cancelled().await })
-                .await;
-        });
-        GibServer {
-            url: format!("http://{addr}/mcp"),
-            pulled,
-            stop,
-        }
+                ))
+            },
+            &stop,
+        )
+        .await;
+        GibServer { url, pulled, stop }
     }
 }
 
@@ -375,4 +357,95 @@ async fn a_gibibyte_answer_is_cut_off_early_with_bounded_memory() {
     .await;
     gw.shutdown().await;
     upstream.stop.cancel();
+}
+
+/// What [`fail_echoes`] saw: every request's JSON-RPC method.
+#[derive(Clone, Default)]
+struct Methods(Arc<std::sync::Mutex<Vec<String>>>);
+
+impl Methods {
+    fn count(&self, method: &str) -> usize {
+        self.0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .filter(|m| *m == method)
+            .count()
+    }
+}
+
+/// An `echo` of `HTTP <status>` is answered with that status and a text body, as a proxy in
+/// front of a failing server answers; every request's method is noted.
+async fn fail_echoes(State(methods): State<Methods>, request: Request, next: Next) -> Response {
+    let (parts, body) = request.into_parts();
+    let body = axum::body::to_bytes(body, 1 << 20)
+        .await
+        .unwrap_or_default();
+    let message: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    if let Some(method) = message["method"].as_str() {
+        methods
+            .0
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(method.to_owned());
+    }
+    let status = message["params"]["arguments"]["message"]
+        .as_str()
+        .and_then(|m| m.strip_prefix("HTTP "))
+        .and_then(|s| s.parse::<u16>().ok());
+    match status {
+        Some(status) if message["method"] == "tools/call" => Response::builder()
+            .status(status)
+            .header("content-type", "text/plain")
+            .body(Body::from("the server failed"))
+            .expect("a response"),
+        _ => next.run(Request::from_parts(parts, Body::from(body))).await,
+    }
+}
+
+/// On a 2026-07-28 server (no session: each call a POST of its own, sent by the gateway's
+/// own HTTP path), an HTTP status for one call fails that call alone, typed, once: the
+/// connection is not torn down and made again, and a read is not retried into the same
+/// failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_status_for_one_stateless_call_fails_it_alone() {
+    let stop = CancellationToken::new();
+    let methods = Methods::default();
+    let state = methods.clone();
+    let url = serve_fixture_behind(
+        Fixture::Bench,
+        |app| app.layer(middleware::from_fn_with_state(state, fail_echoes)),
+        &stop,
+    )
+    .await;
+    let gw = gateway(config(vec![http("web", &url, HttpKind::Streamable)])).await;
+    let listings = methods.count("tools/list");
+    assert!(listings >= 1, "listed at the start");
+    for failed in [500, 502, 503, 429, 413, 400] {
+        let calls = methods.count("tools/call");
+        let err = gw
+            .call("web.echo", json!({ "message": format!("HTTP {failed}") }))
+            .await
+            .expect_err("the server failed it");
+        assert_eq!(err.code(), "upstream_http_error", "{err}");
+        assert!(err.to_string().contains(&format!("HTTP {failed}")), "{err}");
+        assert_eq!(
+            methods.count("tools/call"),
+            calls + 1,
+            "sent once: {failed}"
+        );
+        assert_eq!(status(&gw, "web").state, ServerState::Ready);
+    }
+    let fine = gw
+        .call("web.echo", json!({ "message": "fine" }))
+        .await
+        .expect("the next call");
+    assert!(fine.text().contains("fine"));
+    assert_eq!(
+        methods.count("tools/list"),
+        listings,
+        "no new connection listed the tools again"
+    );
+    gw.shutdown().await;
+    stop.cancel();
 }

@@ -5,6 +5,7 @@ use std::{
     net::TcpListener,
     path::PathBuf,
     process::Stdio,
+    sync::Arc,
     time::{Duration, Instant},
 };
 
@@ -500,4 +501,35 @@ pub fn files_under(dir: &std::path::Path) -> Vec<(PathBuf, Vec<u8>)> {
         }
     }
     found
+}
+
+/// Fixture `fixture` served by rmcp's Streamable HTTP server at `/mcp` on 127.0.0.1:0, with
+/// `front` (middleware layers, say) added to its router, until `stop` is cancelled. Returns
+/// the endpoint's URL.
+pub async fn serve_fixture_behind(
+    fixture: mcpgate::fixtures::Fixture,
+    front: impl FnOnce(axum::Router) -> axum::Router,
+    stop: &tokio_util::sync::CancellationToken,
+) -> String {
+    use rmcp::transport::streamable_http_server::{
+        StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let handler = mcpgate::fixtures::handler(fixture).expect("the fixture has a handler");
+    let service: StreamableHttpService<_, LocalSessionManager> = StreamableHttpService::new(
+        move || Ok(handler.clone()),
+        Arc::new(LocalSessionManager::default()),
+        StreamableHttpServerConfig::default().with_cancellation_token(stop.child_token()),
+    );
+    let app = front(axum::Router::new().route_service("/mcp", service));
+    let shutdown = stop.clone();
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(async move { shutdown.cancelled().await })
+            .await;
+    });
+    format!("http://{addr}/mcp")
 }

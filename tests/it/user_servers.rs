@@ -12,21 +12,17 @@ use std::sync::{
 };
 
 use axum::{
-    Router,
     extract::{Request, State},
     http::StatusCode as AxumStatus,
     middleware::{self, Next},
     response::{IntoResponse, Response},
 };
-use mcpgate::fixtures::{Fixture, handler};
+use mcpgate::fixtures::Fixture;
 use reqwest::StatusCode;
-use rmcp::transport::streamable_http_server::{
-    StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
-};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::support::ServedBinary;
+use crate::support::{self, ServedBinary};
 
 use crate::cluster::{ISSUER, SECRET};
 
@@ -95,33 +91,20 @@ impl KeyedUpstream {
     }
 
     pub(crate) async fn start(key: &str) -> KeyedUpstream {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-            .await
-            .expect("bind");
-        let addr = listener.local_addr().expect("addr");
-        let fixture = handler(Fixture::Bench).expect("the bench fixture has a handler");
         let stop = CancellationToken::new();
-        let service: StreamableHttpService<_, LocalSessionManager> = StreamableHttpService::new(
-            move || Ok(fixture.clone()),
-            Arc::new(LocalSessionManager::default()),
-            StreamableHttpServerConfig::default().with_cancellation_token(stop.child_token()),
-        );
         let keyed = Keyed {
             key: key.to_owned(),
             accepted: Arc::new(AtomicUsize::new(0)),
         };
         let accepted = keyed.accepted.clone();
-        let app = Router::new()
-            .route_service("/mcp", service)
-            .layer(middleware::from_fn_with_state(keyed, check_key));
-        let shutdown = stop.clone();
-        tokio::spawn(async move {
-            let _ = axum::serve(listener, app)
-                .with_graceful_shutdown(async move { shutdown.cancelled().await })
-                .await;
-        });
+        let url = support::serve_fixture_behind(
+            Fixture::Bench,
+            |app| app.layer(middleware::from_fn_with_state(keyed, check_key)),
+            &stop,
+        )
+        .await;
         KeyedUpstream {
-            url: format!("http://{addr}/mcp"),
+            url,
             accepted,
             stop,
         }

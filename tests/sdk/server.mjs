@@ -6,8 +6,10 @@
 //
 // Binds 127.0.0.1 on the port the OS picks and prints `listening <port>`; with `--sse`,
 // speaks the legacy HTTP+SSE transport there instead; with `--stdio`, serves one session
-// over stdin and stdout. Run by tests/it/faithful.rs, which names
-// the test peers' folder (target/peers) in MCPGATE_PEERS or as `--peers DIR`.
+// over stdin and stdout. Over HTTP, `test_wait` answers once `POST /release` came, and a call
+// of `test_http_status` is answered with the HTTP status it names, as a proxy in front of a
+// failing server does. Run by tests/it/faithful.rs, which names the test peers' folder
+// (target/peers) in MCPGATE_PEERS or as `--peers DIR`.
 
 import { randomUUID } from 'node:crypto';
 import { createRequire } from 'node:module';
@@ -25,6 +27,11 @@ const {
 } = require('@modelcontextprotocol/sdk/types.js');
 const express = require('express');
 const { z } = require('zod');
+
+/** Calls of `test_wait` waiting for `POST /release`. */
+const waiting = [];
+/** Sessions initialized so far. */
+let initialized = 0;
 
 /** One McpServer per session, as the SDK's examples do. */
 function build() {
@@ -81,7 +88,38 @@ function build() {
     return { content: [{ type: 'text', text: `elicited: ${answer.action} ${answer.content?.username ?? ''}` }] };
   });
 
+  server.registerTool('test_wait', {
+    description: 'Answers once the test posts to /release.',
+  }, async () => {
+    await new Promise((resolve) => waiting.push(resolve));
+    return { content: [{ type: 'text', text: 'released' }] };
+  });
+
+  // Never runs: serveHttp answers its calls with the HTTP status asked for, as a proxy in
+  // front of a server does when the server fails.
+  server.registerTool('test_http_status', {
+    description: 'Answered with HTTP `status` and a text body, before the SDK sees it.',
+    inputSchema: { status: z.number().int() },
+  }, async () => ({ content: [{ type: 'text', text: 'not reached' }] }));
+
   return server;
+}
+
+/** Answers a call of `test_http_status` with the status it names; true when it did. */
+function failed(req, res) {
+  if (req.body?.method !== 'tools/call' || req.body.params?.name !== 'test_http_status') return false;
+  res.status(req.body.params.arguments?.status ?? 500).type('text/plain').send('the server failed');
+  return true;
+}
+
+/** `GET /sessions`: how many sessions are open and were opened (how a test sees sessions
+ * opened and closed) and how many `test_wait` calls wait; `POST /release` ends them. */
+function counters(app, transports) {
+  app.get('/sessions', (_req, res) => res.json({ open: transports.size, initialized, waiting: waiting.length }));
+  app.post('/release', (_req, res) => {
+    for (const resolve of waiting.splice(0)) resolve();
+    res.json({ released: true });
+  });
 }
 
 if (flag('--stdio') >= 0) {
@@ -101,11 +139,13 @@ function serveSse() {
   const app = express();
   app.get('/sse', async (_req, res) => {
     const transport = new SSEServerTransport('/messages', res);
+    initialized += 1;
     transports.set(transport.sessionId, transport);
     res.on('close', () => transports.delete(transport.sessionId));
     await build().connect(transport);
   });
   app.post('/messages', express.json({ limit: '4mb' }), async (req, res) => {
+    if (failed(req, res)) return;
     const transport = transports.get(req.query.sessionId);
     if (!transport) {
       res.status(404).send('Session not found');
@@ -113,7 +153,7 @@ function serveSse() {
     }
     await transport.handlePostMessage(req, res, req.body);
   });
-  app.get('/sessions', (_req, res) => res.json({ open: transports.size }));
+  counters(app, transports);
   const listener = app.listen(0, '127.0.0.1', () => {
     console.log(`listening ${listener.address().port}`);
   });
@@ -125,6 +165,7 @@ const app = express();
 app.use(express.json({ limit: '4mb' }));
 
 app.post('/mcp', async (req, res) => {
+  if (failed(req, res)) return;
   const id = req.headers['mcp-session-id'];
   let transport = id ? transports.get(id) : undefined;
   if (!transport) {
@@ -134,7 +175,10 @@ app.post('/mcp', async (req, res) => {
     }
     transport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
-      onsessioninitialized: (sessionId) => transports.set(sessionId, transport),
+      onsessioninitialized: (sessionId) => {
+        initialized += 1;
+        transports.set(sessionId, transport);
+      },
     });
     transport.onclose = () => {
       if (transport.sessionId) transports.delete(transport.sessionId);
@@ -155,8 +199,7 @@ const bySession = async (req, res) => {
 app.get('/mcp', bySession);
 app.delete('/mcp', bySession);
 
-/** How many sessions are open: how a test sees sessions opened and closed. */
-app.get('/sessions', (_req, res) => res.json({ open: transports.size }));
+counters(app, transports);
 
 const listener = app.listen(0, '127.0.0.1', () => {
   console.log(`listening ${listener.address().port}`);

@@ -353,6 +353,7 @@ fn every_gateway_code_is_a_listed_outcome() {
             code: 1,
             message: "x".into(),
         }),
+        upstream(UpstreamError::HttpStatus { status: 502 }),
         upstream(UpstreamError::Protocol("x".into())),
         upstream(UpstreamError::InputUnanswered { reason: "x".into() }),
         upstream(UpstreamError::InputRequired(Box::new(
