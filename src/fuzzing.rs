@@ -222,8 +222,9 @@ fn start_stack() -> Option<Stack> {
 }
 
 /// Sends `requests` in turn to the whole service; checks that each answer is one the
-/// service means to give: no 500, and every refusal typed (a JSON object with a `code`, a
-/// JSON-RPC error on `/mcp`, or an HTML page on the routes browsers open). An answer's body is read to its end, bounded by 64 MiB.
+/// service means to give: no 500 (an open event stream's and HEAD's included), and every
+/// refusal typed ([`typed_error`], or an HTML page on the routes browsers open). An
+/// answer's body is read to its end, bounded by 64 MiB.
 pub fn serve_requests(requests: Vec<StackRequest>) -> Result<(), String> {
     let Some(stack) = stack() else {
         return Err("the service did not start".to_owned());
@@ -262,14 +263,19 @@ pub fn serve_requests(requests: Vec<StackRequest>) -> Result<(), String> {
             // in HTML: typed for its readers.
             let is_page = media.starts_with("text/html");
             // An open stream (an MCP session's) is not read to its end; an answer to HEAD
-            // has no body, by definition.
-            if is_event_stream || sent.method == http::Method::HEAD {
+            // has no body, by definition. Neither may be a 500.
+            let unread = is_event_stream || sent.method == http::Method::HEAD;
+            if unread && status != http::StatusCode::INTERNAL_SERVER_ERROR {
                 continue;
             }
-            let body = axum::body::to_bytes(response.into_body(), 64 << 20)
-                .await
-                .map_err(|e| format!("{} {}: the body failed: {e}", sent.method, sent.path))?;
-            if status.as_u16() == 500 {
+            let body = if unread {
+                Bytes::new()
+            } else {
+                axum::body::to_bytes(response.into_body(), 64 << 20)
+                    .await
+                    .map_err(|e| format!("{} {}: the body failed: {e}", sent.method, sent.path))?
+            };
+            if status == http::StatusCode::INTERNAL_SERVER_ERROR {
                 return Err(format!(
                     "{} {} answered 500: {}",
                     sent.method,
@@ -278,9 +284,8 @@ pub fn serve_requests(requests: Vec<StackRequest>) -> Result<(), String> {
                 ));
             }
             if (status.is_client_error() || status.is_server_error()) && !is_page {
-                let typed = serde_json::from_slice::<Value>(&body).is_ok_and(|v| {
-                    v.get("code").is_some_and(Value::is_string) || v.get("error").is_some()
-                });
+                let typed = serde_json::from_slice::<Value>(&body)
+                    .is_ok_and(|v| typed_error(&v, sent.path.starts_with("/mcp")));
                 if !typed {
                     return Err(format!(
                         "{} {} answered {status} untyped: {}",
@@ -293,4 +298,17 @@ pub fn serve_requests(requests: Vec<StackRequest>) -> Result<(), String> {
         }
         Ok(())
     })
+}
+
+/// Whether an error body is one of the service's typed errors: the API's (`code`, a
+/// string), OAuth's (`error`, a string, RFC 6749 §5.2), or on `/mcp` a JSON-RPC error (an
+/// object with a numeric `code` and a `message`).
+fn typed_error(body: &Value, mcp: bool) -> bool {
+    let json_rpc = |error: &Value| {
+        error.get("code").is_some_and(Value::is_i64)
+            && error.get("message").is_some_and(Value::is_string)
+    };
+    body.get("code").is_some_and(Value::is_string)
+        || body.get("error").is_some_and(Value::is_string)
+        || (mcp && body.get("error").is_some_and(json_rpc))
 }
