@@ -9,6 +9,7 @@
 //! - `calls`, `catalog`, `memory`: the three scenarios; `goals`: the targets checked;
 //!   `report`: markdown.
 
+mod amplification;
 mod calls;
 mod catalog;
 mod cluster;
@@ -50,6 +51,9 @@ pub enum Part {
     /// Calls at a fixed rate for a long time, mixed; every minute's figures (not in the
     /// default run: it takes `--soak-minutes`).
     Soak,
+    /// What each kind of input costs the gateway against its size (memory) and against
+    /// the plainest input's (CPU).
+    Amplification,
 }
 
 #[derive(Debug, clap::Args)]
@@ -91,7 +95,7 @@ pub struct BenchArgs {
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "calls,list,memory,scan,usage"
+        default_value = "calls,list,memory,scan,usage,amplification"
     )]
     only: Vec<Part>,
     /// Folder for configurations, databases and logs (emptied first).
@@ -254,6 +258,11 @@ pub async fn run(args: BenchArgs) -> anyhow::Result<ExitCode> {
         checks.push(scan_check(&result));
         sections.push_str(&scan_section(&result));
     }
+    if bench.args.only.contains(&Part::Amplification) {
+        let result = amplification::run(&bench).await?;
+        checks.push(amplification_check(&result));
+        sections.push_str(&result.section());
+    }
     if bench.args.only.contains(&Part::Soak) {
         let result = soak::run(&bench).await?;
         checks.push(soak_check(&result));
@@ -376,6 +385,22 @@ fn scan_check(result: &scan::ScanResult) -> report::Check {
             report::ms(result.refresh)
         ),
         met: result.scan.max(result.build).as_secs_f64() < 1.0 && result.refresh < result.build,
+    }
+}
+
+/// Amplification's target: no input costs the gateway more than 100 times its size in peak
+/// memory, or 100 times the CPU per byte of the plainest input.
+fn amplification_check(result: &amplification::AmplificationResult) -> report::Check {
+    let (memory, cpu) = result.worst();
+    report::Check {
+        what: format!("amplification, {} kinds of input", result.rows.len()),
+        target: format!(
+            "peak memory within {0:.0}× an input's size, CPU within {0:.0}× the plainest \
+             input's per byte",
+            amplification::LIMIT
+        ),
+        measured: format!("worst: memory {memory:.2}×, CPU {cpu:.2}×"),
+        met: memory <= amplification::LIMIT && cpu <= amplification::LIMIT,
     }
 }
 

@@ -87,6 +87,8 @@ type McpService = StreamableHttpService<GatewayServer, CappedSessions>;
 struct Endpoint {
     rmcp: McpService,
     direct: Arc<Direct>,
+    /// The sessions rmcp keeps (for a refusal at their cap).
+    sessions: Arc<CappedSessions>,
     /// Sessions shared with the other instances, when Redis is configured.
     shared: Option<Arc<SharedSessions>>,
 }
@@ -126,8 +128,30 @@ impl Endpoint {
             Err(request) => request,
         };
         // Boxed: a call answered directly does not carry the room of rmcp's handling.
-        Box::pin(self.rmcp.handle(request)).await.into_response()
+        let response = Box::pin(self.rmcp.handle(request)).await.into_response();
+        // rmcp answers a session it could not make (or restore) with a bare 500.
+        if response.status() == http::StatusCode::INTERNAL_SERVER_ERROR
+            && self.sessions.full().await
+        {
+            return sessions_full(self.sessions.max());
+        }
+        response
     }
+}
+
+/// How long a client refused at the cap of sessions is told to wait: sessions end when their
+/// clients delete them or idle out.
+const SESSIONS_FULL_RETRY_SECS: u64 = 5;
+
+/// The refusal of a new session at the cap: typed, 503, with `Retry-After`.
+fn sessions_full(max: usize) -> Response {
+    let mut refused = ApiError::new(
+        http::StatusCode::SERVICE_UNAVAILABLE,
+        "too_many_sessions",
+        format!("too many open MCP sessions (at most {max}); close one or retry later"),
+    );
+    refused.retry_after = Some(SESSIONS_FULL_RETRY_SECS);
+    refused.into_response()
 }
 
 /// The endpoint serving `scope` (`None`: the merged catalog), with its own sessions.
@@ -177,8 +201,9 @@ fn mcp_service(
         }
     };
     Arc::new(Endpoint {
-        rmcp: StreamableHttpService::new(factory, sessions, config),
+        rmcp: StreamableHttpService::new(factory, sessions.clone(), config),
         direct,
+        sessions,
         shared,
     })
 }

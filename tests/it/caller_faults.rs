@@ -1,5 +1,6 @@
 //! Faults of callers against `mcpgate serve` (RELIABILITY.md, "Fault injection"): 10,000
-//! idle connections, a body sent a byte a second, clients that never read their answers.
+//! idle connections, a body sent a byte a second, clients that never read their answers,
+//! MCP sessions and their event streams abandoned.
 //! Each time the gateway's file descriptors come back to where they were, its memory stays
 //! bounded, and other callers are served meanwhile.
 
@@ -17,7 +18,8 @@ use crate::support::{ServedBinary, WAIT, mcpgate_bin, sandbox_section};
 /// `other` for the well-behaved one; no rate limits.
 fn config(header_read_timeout: &str, request_timeout: &str) -> String {
     format!(
-        "{sandbox}[server]\nheader_read_timeout = \"{header_read_timeout}\"\nrequest_timeout = \"{request_timeout}\"\n\n\
+        "{sandbox}[server]\nheader_read_timeout = \"{header_read_timeout}\"\nrequest_timeout = \"{request_timeout}\"\n\
+         mcp_session_idle = \"{MCP_SESSION_IDLE_SECS}s\"\n\n\
          [state]\ndatabase = \"memory\"\n\n\
          [limits]\nuser_calls_per_minute = 0\nserver_calls_per_minute = 0\n\
          user_concurrency = 1000\nserver_concurrency = 1000\n\n\
@@ -29,6 +31,9 @@ fn config(header_read_timeout: &str, request_timeout: &str) -> String {
         bin = toml::Value::String(mcpgate_bin().to_string_lossy().into_owned()),
     )
 }
+
+/// How long an MCP session that hears nothing stays open, in these tests.
+const MCP_SESSION_IDLE_SECS: u64 = 8;
 
 struct Gateway {
     served: ServedBinary,
@@ -236,5 +241,140 @@ async fn clients_that_never_read_hold_nothing_past_their_answers() {
     let grew = gw.rss_mib().saturating_sub(rss_before);
     assert!(grew < 128, "200 unread answers left {grew} MiB behind");
     drop(silent);
+    gw.served.stop().await;
+}
+
+/// The endpoint the abandoning clients use: one server's view, whose cap on open sessions
+/// (`server::mcp::MAX_SCOPE_SESSIONS`) is reached sooner than `/mcp`'s (1,024) and works
+/// the same.
+const VIEW: &str = "/mcp/bench";
+/// That view's cap.
+const MAX_SESSIONS: usize = 256;
+
+impl Gateway {
+    /// Opens an MCP session on [`VIEW`] (`initialize`, then `notifications/initialized`):
+    /// its id, or the refusal's status and body.
+    async fn open_session(&self) -> Result<String, (u16, String)> {
+        let post = |session: Option<&str>, message: Value| {
+            let mut request = self
+                .http
+                .post(format!("{}{VIEW}", self.served.base))
+                .bearer_auth(&self.token)
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-protocol-version", "2025-11-25")
+                .json(&message);
+            if let Some(session) = session {
+                request = request.header("mcp-session-id", session);
+            }
+            request.send()
+        };
+        let initialize = json!({ "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": { "name": "abandoning", "version": "1" } } });
+        let response = post(None, initialize).await.expect("answered");
+        let status = response.status().as_u16();
+        let session = response
+            .headers()
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
+        let body = response.text().await.unwrap_or_default();
+        let Some(session) = session.filter(|_| status == 200) else {
+            return Err((status, body));
+        };
+        let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
+        let response = post(Some(&session), initialized).await.expect("answered");
+        assert_eq!(response.status().as_u16(), 202, "initialized");
+        Ok(session)
+    }
+
+    /// Opens session `session`'s event stream (`GET` [`VIEW`]) on a connection of its own and
+    /// reads the answer's head, nothing more.
+    async fn open_stream(&self, session: &str) -> TcpStream {
+        let mut stream = TcpStream::connect(&self.addr).await.expect("connect");
+        let request = format!(
+            "GET {VIEW} HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer {}\r\n\
+             accept: text/event-stream\r\nmcp-session-id: {session}\r\n\
+             mcp-protocol-version: 2025-11-25\r\n\r\n",
+            self.token
+        );
+        stream.write_all(request.as_bytes()).await.expect("request");
+        let mut head = Vec::new();
+        let mut byte = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") {
+            let read = tokio::time::timeout(WAIT, stream.read(&mut byte))
+                .await
+                .expect("the stream's head in time")
+                .expect("read");
+            assert_eq!(
+                read,
+                1,
+                "the stream's head: {}",
+                String::from_utf8_lossy(&head)
+            );
+            head.push(byte[0]);
+        }
+        let head = String::from_utf8_lossy(&head);
+        assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+        assert!(head.contains("text/event-stream"), "{head}");
+        stream
+    }
+}
+
+/// MCP clients that open sessions up to the cap (of a server's view of `/mcp`, 256), each with
+/// its event stream, and vanish
+/// without a `DELETE`: half close their connections, half keep them open and never read.
+/// The cap holds (the next session is refused, typed), and once the sessions idled out
+/// (`mcp_session_idle`) everything they held is let go: new sessions open again, the
+/// descriptors come back, the memory they took is bounded. Meanwhile calls are served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn abandoned_mcp_sessions_and_streams_are_let_go() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let gw = Gateway::start(dir.path(), ("2s", "60s")).await;
+    let (fds_before, rss_before) = (gw.fds(), gw.rss_mib());
+    let mut kept = Vec::new();
+    for i in 0..MAX_SESSIONS {
+        let session = gw.open_session().await.expect("a session under the cap");
+        let stream = gw.open_stream(&session).await;
+        if i % 2 == 0 {
+            kept.push(stream);
+        }
+    }
+    let (status, body) = gw.open_session().await.expect_err("a session past the cap");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("too many open MCP sessions"), "{body}");
+    let answer = gw.echo("beside 256 abandoned sessions").await;
+    assert_eq!(answer["ok"], json!(true), "{answer}");
+    let rss_held = gw.rss_mib();
+
+    // Idled out: sessions open again.
+    let start = Instant::now();
+    let session = loop {
+        if let Ok(session) = gw.open_session().await {
+            break session;
+        }
+        assert!(
+            start.elapsed() < WAIT + Duration::from_secs(MCP_SESSION_IDLE_SECS),
+            "the abandoned sessions never idled out"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(!session.is_empty());
+    // The streams kept open and never read were ended with their sessions, and their
+    // connections cut.
+    for stream in kept.iter_mut().step_by(31) {
+        let mut rest = Vec::new();
+        let read = tokio::time::timeout(WAIT, stream.read_to_end(&mut rest)).await;
+        assert!(
+            matches!(read, Ok(Ok(_) | Err(_))),
+            "a stream of an idled-out session was left open"
+        );
+    }
+    drop(kept);
+    gw.settles_to(fds_before + 2).await;
+    let grew = rss_held.saturating_sub(rss_before);
+    assert!(grew < 128, "256 abandoned sessions took {grew} MiB");
+    let answer = gw.echo("after").await;
+    assert_eq!(answer["ok"], json!(true), "{answer}");
     gw.served.stop().await;
 }

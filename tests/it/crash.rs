@@ -1,7 +1,8 @@
 //! `kill -9` of `mcpgate serve` under load, at a moment chosen at random, several times on the
-//! same state folder: every call that was answered has exactly one audit record, no call has
-//! two, every confirmation consumed stays consumed, and SQLite's integrity check passes
-//! (RELIABILITY.md, "Load, soak and crash").
+//! same state: every call that was answered has exactly one audit record, no call has two,
+//! every confirmation consumed stays consumed; with the embedded store SQLite's integrity
+//! check passes, and with the shared stores (Redis and PostgreSQL of the test's own) the same
+//! holds of PostgreSQL's audit (RELIABILITY.md, "Load, soak and crash").
 
 use std::{
     collections::HashMap,
@@ -11,7 +12,10 @@ use std::{
 
 use serde_json::{Value, json};
 
-use crate::support::{ServedBinary, WAIT, mcpgate_bin, sandbox_section};
+use crate::{
+    cluster::{PostgresServer, RedisServer},
+    support::{ServedBinary, WAIT, mcpgate_bin, sandbox_section},
+};
 
 /// Runs of load, each ended by SIGKILL.
 const RUNS: u64 = 3;
@@ -104,30 +108,41 @@ fn seed() -> u64 {
     u64::from(nanos)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kill_9_under_load_loses_no_answered_record() {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let answered: Answered = Arc::default();
-    let http = reqwest::Client::builder()
-        .no_proxy()
-        .timeout(WAIT)
-        .build()
-        .expect("client");
-    let seed = seed();
-    eprintln!("seed {seed}");
-    // The demo server, writes confirmed, state in SQLite beside the config (the default
-    // `[audit] sync = "batched"`: a killed process loses nothing its kernel was handed), no
-    // rate limit in the way of the load.
-    let config = format!(
-        "{sandbox}[limits]\nuser_calls_per_minute = 0\nserver_calls_per_minute = 0\n\n\
-         [state]\ndatabase = \"mcpgate.db\"\n\n\
+/// The gateway's configuration: the demo server, writes confirmed, no rate or concurrency
+/// limit in the way of the load (with shared stores, a killed instance's concurrency leases
+/// stay until `lease_ttl`), and `state` as the `[state]` section's body.
+fn config(state: &str) -> String {
+    format!(
+        "{sandbox}[limits]\nuser_calls_per_minute = 0\nserver_calls_per_minute = 0\n\
+         user_concurrency = 1000\nserver_concurrency = 1000\n\n\
+         [state]\n{state}\n\n\
          [servers.demo]\ncommand = {bin}\nargs = [\"demo-server\"]\n\
          read_only_tools = [\"echo\", \"add\", \"time_now\", \"list_notes\"]\n",
         sandbox = sandbox_section(&[], &[]),
         bin = toml::Value::String(mcpgate_bin().to_string_lossy().into_owned()),
-    );
+    )
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .timeout(WAIT)
+        .build()
+        .expect("client")
+}
+
+/// [`RUNS`] runs of load in `dir` with `config` and `env`, each ended by `kill -9` at a
+/// moment drawn from `seed`: the calls answered.
+async fn kill_under_load(
+    dir: &std::path::Path,
+    config: &str,
+    env: &[(&str, &str)],
+    seed: u64,
+) -> HashMap<String, Option<Value>> {
+    let answered: Answered = Arc::default();
+    let http = client();
     for run in 0..RUNS {
-        let served = ServedBinary::start(dir.path(), Some(&config), &[]).await;
+        let served = ServedBinary::start(dir, Some(config), env).await;
         served.wait_ready().await;
         let token = served.token.clone().expect("the dev token");
         let workers: Vec<_> = (0..WORKERS)
@@ -151,13 +166,76 @@ async fn kill_9_under_load_loses_no_answered_record() {
                 .expect("a caller's answers were as expected");
         }
     }
-
     let answered = std::mem::take(&mut *answered.lock().expect("lock"));
     assert!(
         answered.len() > 100,
         "only {} calls answered: too little load to mean anything",
         answered.len()
     );
+    answered
+}
+
+/// Every answered call has exactly one record in `counts` (records by request id).
+fn one_record_each(
+    counts: &HashMap<String, i64>,
+    answered: &HashMap<String, Option<Value>>,
+    seed: u64,
+) {
+    let twice: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(
+        twice.is_empty(),
+        "calls with more than one record: {twice:?}"
+    );
+    let lost: Vec<_> = answered
+        .keys()
+        .filter(|id| !counts.contains_key(*id))
+        .collect();
+    assert!(
+        lost.is_empty(),
+        "{} of {} answered calls have no record (seed {seed}), e.g. {:?}",
+        lost.len(),
+        answered.len(),
+        lost.iter().take(5).collect::<Vec<_>>()
+    );
+}
+
+/// Every confirmation consumed before a kill stays consumed: a gateway started again on the
+/// same state refuses each write's token.
+async fn consumed_stay_consumed(
+    dir: &std::path::Path,
+    config: &str,
+    env: &[(&str, &str)],
+    answered: HashMap<String, Option<Value>>,
+) {
+    let served = ServedBinary::start(dir, Some(config), env).await;
+    served.wait_ready().await;
+    let caller = Caller {
+        http: client(),
+        base: served.base.clone(),
+        token: served.token.clone().expect("the dev token"),
+    };
+    let consumed: Vec<_> = answered.into_values().flatten().collect();
+    assert!(!consumed.is_empty(), "no write ran before a kill");
+    for (n, call) in consumed.iter().enumerate() {
+        let replay = caller
+            .call(&format!("replay-{n}"), call)
+            .await
+            .expect("the replay is answered");
+        assert_eq!(replay["code"], json!("confirmation_invalid"), "{replay}");
+    }
+    let status = served.stop().await;
+    assert!(status.success(), "{status:?}");
+}
+
+/// State in SQLite beside the config, with the default `[audit] sync = "batched"`: a killed
+/// process loses nothing its kernel was handed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_under_load_loses_no_answered_record() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let seed = seed();
+    eprintln!("seed {seed}");
+    let config = config("database = \"mcpgate.db\"");
+    let answered = kill_under_load(dir.path(), &config, &[], seed).await;
 
     // The records, read from the file the killed gateways wrote.
     let db = rusqlite::Connection::open(dir.path().join("mcpgate.db")).expect("the state file");
@@ -178,40 +256,40 @@ async fn kill_9_under_load_loses_no_answered_record() {
         let (id, count) = row.expect("a row");
         counts.insert(id, count);
     }
-    let twice: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
-    assert!(
-        twice.is_empty(),
-        "calls with more than one record: {twice:?}"
-    );
-    let lost: Vec<_> = answered
-        .keys()
-        .filter(|id| !counts.contains_key(*id))
-        .collect();
-    assert!(
-        lost.is_empty(),
-        "{} of {} answered calls have no record (seed {seed}), e.g. {:?}",
-        lost.len(),
-        answered.len(),
-        lost.iter().take(5).collect::<Vec<_>>()
-    );
+    one_record_each(&counts, &answered, seed);
+    consumed_stay_consumed(dir.path(), &config, &[], answered).await;
+}
 
-    // Every confirmation consumed before a kill stays consumed.
-    let served = ServedBinary::start(dir.path(), Some(&config), &[]).await;
-    served.wait_ready().await;
-    let caller = Caller {
-        http,
-        base: served.base.clone(),
-        token: served.token.clone().expect("the dev token"),
-    };
-    let consumed: Vec<_> = answered.into_values().flatten().collect();
-    assert!(!consumed.is_empty(), "no write ran before a kill");
-    for (n, call) in consumed.iter().enumerate() {
-        let replay = caller
-            .call(&format!("replay-{n}"), call)
+/// The shared stores: confirmations in Redis, the audit and consumed tokens in PostgreSQL
+/// (each of the test's own; only the gateway is killed).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_under_load_with_shared_stores_loses_no_answered_record() {
+    let root = tempfile::tempdir().expect("temp dir");
+    let redis_dir = root.path().join("redis");
+    std::fs::create_dir_all(&redis_dir).expect("redis folder");
+    let redis = RedisServer::start(&redis_dir).await;
+    let postgres = PostgresServer::start(root.path()).await;
+    let (redis_url, database_url) = (redis.url(), postgres.url());
+    let env = [
+        ("REDIS_URL", redis_url.as_str()),
+        ("DATABASE_URL", database_url.as_str()),
+    ];
+    let dir = tempfile::tempdir().expect("temp dir");
+    let seed = seed();
+    eprintln!("seed {seed}");
+    let config = config(
+        "database = \"memory\"\nredis = \"${REDIS_URL}\"\npostgres = \"${DATABASE_URL}\"\n\
+         require_shared = true",
+    );
+    let answered = kill_under_load(dir.path(), &config, &env, seed).await;
+
+    let pool = postgres.pool().await;
+    let rows: Vec<(String, i64)> =
+        sqlx::query_as("SELECT request_id, COUNT(*) FROM mcpgate_audit GROUP BY request_id")
+            .fetch_all(&pool)
             .await
-            .expect("the replay is answered");
-        assert_eq!(replay["code"], json!("confirmation_invalid"), "{replay}");
-    }
-    let status = served.stop().await;
-    assert!(status.success(), "{status:?}");
+            .expect("the audit rows");
+    let counts: HashMap<String, i64> = rows.into_iter().collect();
+    one_record_each(&counts, &answered, seed);
+    consumed_stay_consumed(dir.path(), &config, &env, answered).await;
 }

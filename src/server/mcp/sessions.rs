@@ -164,6 +164,16 @@ impl CappedSessions {
     pub async fn open(&self) -> usize {
         self.inner.sessions.read().await.len()
     }
+
+    /// Whether no session can be made now.
+    pub async fn full(&self) -> bool {
+        self.open().await >= self.max
+    }
+
+    /// The cap.
+    pub fn max(&self) -> usize {
+        self.max
+    }
 }
 
 impl SessionManager for CappedSessions {
@@ -173,7 +183,7 @@ impl SessionManager for CappedSessions {
     async fn create_session(&self) -> Result<(SessionId, Self::Transport), Self::Error> {
         // Checked before the inner manager takes its own lock, so concurrent creations can
         // overshoot by at most their number: the cap bounds resources, it is not a quota.
-        if self.open().await >= self.max {
+        if self.full().await {
             return Err(SessionsError::Full { max: self.max });
         }
         let (id, transport) = self.inner.create_session().await?;
@@ -262,7 +272,7 @@ impl SessionManager for CappedSessions {
         &self,
         id: SessionId,
     ) -> Result<RestoreOutcome<Self::Transport>, Self::Error> {
-        if self.open().await >= self.max {
+        if self.full().await {
             return Err(SessionsError::Full { max: self.max });
         }
         Ok(match self.inner.restore_session(id).await? {
