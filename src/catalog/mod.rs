@@ -7,6 +7,7 @@ mod fingerprint;
 mod naming;
 mod parallel;
 mod pins;
+pub mod review;
 mod scan;
 mod schema;
 mod snapshot;

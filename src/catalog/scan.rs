@@ -167,6 +167,9 @@ pub enum FindingCode {
     OversizeDescription,
     /// A schema nested deeper than 64 levels; the rest was not scanned.
     SchemaTooDeep,
+    /// The model asked for a second opinion (`[scan] model_review`) flagged a definition the
+    /// rules passed (see `catalog::review`).
+    ModelReview,
 }
 
 /// How much a finding weighs: `scan = "block"` quarantines tools with a high one.
@@ -204,6 +207,7 @@ impl FindingCode {
             FindingCode::WhitespaceRun => "whitespace_run",
             FindingCode::OversizeDescription => "oversize_description",
             FindingCode::SchemaTooDeep => "schema_too_deep",
+            FindingCode::ModelReview => "model_review",
         }
     }
 
@@ -222,7 +226,8 @@ impl FindingCode {
             | FindingCode::Impersonation => Severity::High,
             FindingCode::CrossToolInstruction
             | FindingCode::WhitespaceRun
-            | FindingCode::SchemaTooDeep => Severity::Medium,
+            | FindingCode::SchemaTooDeep
+            | FindingCode::ModelReview => Severity::Medium,
             FindingCode::OversizeDescription => Severity::Low,
         }
     }

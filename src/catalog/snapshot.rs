@@ -129,6 +129,15 @@ impl CatalogTool {
     pub fn received(&self) -> &Tool {
         self.received.as_deref().unwrap_or(&self.upstream)
     }
+
+    /// What a model's verdict on this tool is kept by: the fingerprint of the definition
+    /// as models see it (`upstream`: the received one, or the operator's override of it).
+    pub fn review_key(&self) -> Fingerprint {
+        match &self.received {
+            None => self.fingerprint.clone(),
+            Some(_) => Fingerprint::of(&self.upstream),
+        }
+    }
 }
 
 /// An immutable set of tools; a refresh builds a new one and swaps it in whole.
@@ -151,20 +160,33 @@ impl Catalog {
     /// Like [`Catalog::build`], comparing every definition with `pins` and scanning it; each
     /// tool's status follows from its server's `on_change` and `scan` policies.
     pub fn build_with_pins(servers: Vec<ServerTools>, pins: Option<&Pins>) -> Catalog {
-        Catalog::build_inner(servers, pins, None)
+        Catalog::build_inner(servers, pins, None, None)
+    }
+
+    /// [`Catalog::build_with_pins`], adding to each definition the rules passed what a model
+    /// said of it (`verdicts`, by [`CatalogTool::review_key`]): a `model_review` finding,
+    /// high when `blocks` (see [`super::review::finding`]).
+    pub fn build_reviewed(
+        servers: Vec<ServerTools>,
+        pins: Option<&Pins>,
+        verdicts: &super::review::Verdicts,
+        blocks: bool,
+    ) -> Catalog {
+        Catalog::build_inner(servers, pins, None, Some((verdicts, blocks)))
     }
 
     /// [`Catalog::build`] of servers that join `beside` without being part of it (a user's own
     /// servers beside the operator's catalog): a description here that tells how one of
     /// `beside`'s tools must be used is shadowing, a name imitating one of them impersonation.
     pub fn build_beside(servers: Vec<ServerTools>, beside: &Catalog) -> Catalog {
-        Catalog::build_inner(servers, None, Some(beside))
+        Catalog::build_inner(servers, None, Some(beside), None)
     }
 
     fn build_inner(
         mut servers: Vec<ServerTools>,
         pins: Option<&Pins>,
         beside: Option<&Catalog>,
+        review: Option<(&super::review::Verdicts, bool)>,
     ) -> Catalog {
         // Stable, so "first" below means first in the caller's order.
         servers.sort_by(|a, b| a.server.cmp(&b.server));
@@ -243,11 +265,16 @@ impl Catalog {
                 // what models and clients see.
                 let fingerprint = Fingerprint::of(received.as_deref().unwrap_or(&upstream));
                 let pin = pins::status(pins, &server, &upstream.name, &fingerprint);
-                let mut findings = match &received {
-                    None => scan_tool_cached(fingerprint.as_str(), &upstream),
-                    Some(_) => scan_tool_cached(Fingerprint::of(&upstream).as_str(), &upstream),
-                };
+                let shown = received.as_ref().map(|_| Fingerprint::of(&upstream));
+                let shown = shown.as_ref().unwrap_or(&fingerprint);
+                let mut findings = scan_tool_cached(shown.as_str(), &upstream);
                 findings.extend(cross);
+                if let Some((verdicts, blocks)) = review
+                    && let Some(verdict) = verdicts.get(shown.as_str())
+                    && let Some(finding) = super::review::finding(&verdict, &findings, blocks)
+                {
+                    findings.push(finding);
+                }
                 findings.sort_by(|a, b| (&a.location, a.code).cmp(&(&b.location, b.code)));
                 let status = status_of(&pin, &findings, stale, on_change, scan);
                 CatalogTool {

@@ -107,6 +107,18 @@ pub struct Config {
     pub webmcp: WebMcpConfig,
     /// Remote servers users add for themselves (off by default).
     pub user_servers: UserServersConfig,
+    /// `[scan]`: the model's second opinion on tool definitions (off by default).
+    pub scan_review: ScanReviewConfig,
+}
+
+/// `[scan]`: a model's second opinion on the definitions the poisoning scan's rules pass,
+/// asked of the default `[llm]` model in the background (see `catalog::review`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ScanReviewConfig {
+    /// `model_review`: ask it at all.
+    pub enabled: bool,
+    /// `model_review_blocks`: its flag alone is high (quarantines under `scan = "block"`).
+    pub blocks: bool,
 }
 
 /// `[oauth]`: users' own accounts on upstream servers.

@@ -162,6 +162,14 @@
 //! # tools = false
 //! # max_running_turns = 8          # turns on this model at once (1 ..= 10000); default: no bound
 //!
+//! # A model's second opinion on the tool definitions the poisoning scan's rules pass (off by
+//! # default; needs the model above). Asked in the background, once per definition, never on
+//! # a call's path; what it flags is a `model_review` finding, medium (never quarantines)
+//! # unless the rules found something too or `model_review_blocks` says so.
+//! [scan]
+//! model_review = false
+//! model_review_blocks = false      # true: its flag alone quarantines under scan = "block"
+//!
 //! [agent]                          # the chat loop's bounds
 //! max_rounds = 10                  # model requests with tools per turn (1 ..= 100)
 //! max_tool_output_chars = 16000    # tool output the model reads per call (100 ..= 1000000)
@@ -289,7 +297,17 @@ pub struct RawFile {
     #[serde(default)]
     pub user_servers: RawUserServers,
     #[serde(default)]
+    pub scan: RawScan,
+    #[serde(default)]
     pub servers: BTreeMap<String, toml::Value>,
+}
+
+/// `[scan]`: the model's second opinion on definitions.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawScan {
+    pub model_review: Option<bool>,
+    pub model_review_blocks: Option<bool>,
 }
 
 /// `[sandbox]`, or one server's `sandbox` table (camelCase names in JSON sources).

@@ -199,6 +199,7 @@ pub(super) struct Draft {
     oauth: super::OAuthConfig,
     webmcp: super::WebMcpConfig,
     user_servers: super::UserServersConfig,
+    scan_review: super::ScanReviewConfig,
 }
 
 impl Draft {
@@ -239,6 +240,7 @@ impl Draft {
             oauth: config.oauth,
             webmcp: config.webmcp,
             user_servers: config.user_servers,
+            scan_review: config.scan_review,
         }
     }
 
@@ -267,6 +269,10 @@ impl Draft {
             oauth: oauth_rules::section(&file.oauth, report),
             webmcp: webmcp_rules::section(&file.webmcp, report),
             user_servers: user_server_rules::section(&file.user_servers, report),
+            scan_review: super::ScanReviewConfig {
+                enabled: file.scan.model_review.unwrap_or(false),
+                blocks: file.scan.model_review_blocks.unwrap_or(false),
+            },
         }
     }
 
@@ -361,6 +367,18 @@ impl Draft {
             service_rules::validate(&self.service, env, (&self.base, single_tenant), report);
         oauth_rules::check_servers(&self.servers, &self.oauth, &service, report);
         let (llm, models) = agent_rules::llm(self.llm.as_ref(), env, report);
+        if self.scan_review.enabled && llm.is_none() {
+            report.problem(
+                "scan.model_review",
+                "needs a model to ask: configure `[llm]` (or MCPGATE_MODEL)",
+            );
+        }
+        if self.scan_review.blocks && !self.scan_review.enabled {
+            report.warn(
+                "scan.model_review_blocks",
+                "does nothing without `model_review = true`",
+            );
+        }
         if let Some(access) = &access {
             agent_rules::check_tenant_models(access, llm.as_ref(), &models, report);
         }
@@ -390,6 +408,7 @@ impl Draft {
             oauth: self.oauth,
             webmcp: self.webmcp,
             user_servers: self.user_servers,
+            scan_review: self.scan_review,
         }
     }
 }

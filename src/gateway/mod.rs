@@ -10,6 +10,7 @@ mod pins;
 mod prompts;
 pub mod resources;
 mod result;
+mod review;
 mod selection;
 mod shared;
 pub mod user_servers;
@@ -181,6 +182,8 @@ pub enum StartError {
     Shared(#[from] SharedError),
     #[error("{0}")]
     UserServers(String),
+    #[error("cannot set up the model reviewing definitions: {0}")]
+    Review(String),
 }
 
 struct Inner {
@@ -216,6 +219,8 @@ struct Inner {
     pin_writes: tokio::sync::Mutex<()>,
     /// Bumped after each new catalog snapshot is swapped in (see [`Gateway::changes`]).
     swaps: tokio::sync::watch::Sender<u64>,
+    /// The model's second opinion on definitions (`[scan] model_review`).
+    review: Option<review::Reviewer>,
     cancel: CancellationToken,
     tasks: TaskTracker,
 }
@@ -298,7 +303,9 @@ impl Gateway {
         {
             pages.share(redis.clone(), events.clone(), stores.shared.stopping());
         }
+        let review = review::Reviewer::new(&config).map_err(StartError::Review)?;
         let inner = Arc::new(Inner {
+            review,
             listings: listings::UserListings::new(&config.cache),
             pages,
             user_servers,
@@ -345,6 +352,13 @@ impl Gateway {
             .inner
             .tasks
             .spawn(async move { follower.follow_instances().await });
+        if gateway.inner.review.is_some() {
+            let reviewer = gateway.clone();
+            gateway
+                .inner
+                .tasks
+                .spawn(async move { reviewer.review_definitions().await });
+        }
         Ok(gateway)
     }
 
@@ -723,7 +737,12 @@ impl Gateway {
         }
         servers.sort_by(|a, b| a.server.cmp(&b.server));
         let pins = self.pins();
-        let catalog = Arc::new(Catalog::build_with_pins(servers, pins.as_deref()));
+        let catalog = Arc::new(match &self.inner.review {
+            Some(review) => {
+                Catalog::build_reviewed(servers, pins.as_deref(), &review.verdicts, review.blocks)
+            }
+            None => Catalog::build_with_pins(servers, pins.as_deref()),
+        });
         self.compile_schemas(&catalog);
         self.report_changes(&catalog).await;
         let previous = std::mem::replace(

@@ -29,6 +29,7 @@ mod peers;
 mod processes;
 mod sandbox;
 mod scan_corpus;
+mod scan_review;
 mod scripted_llm;
 mod server;
 mod service_extras;

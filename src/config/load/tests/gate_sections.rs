@@ -433,3 +433,33 @@ fn shared_stores_are_named_by_references_and_bounded() {
         "a secret never shows: {joined}"
     );
 }
+
+#[test]
+fn the_models_second_opinion_is_off_by_default_and_needs_a_model() {
+    assert_eq!(
+        ok("").config.scan_review,
+        crate::config::ScanReviewConfig::default()
+    );
+    let on = ok(r#"
+        [llm]
+        base_url = "http://127.0.0.1:9/v1"
+        model = "guard"
+        [scan]
+        model_review = true
+        model_review_blocks = true
+    "#);
+    assert_eq!(
+        on.config.scan_review,
+        crate::config::ScanReviewConfig {
+            enabled: true,
+            blocks: true
+        }
+    );
+    let problems = problems("[scan]\nmodel_review = true\n");
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.starts_with("scan.model_review: needs a model")),
+        "{problems:?}"
+    );
+}

@@ -1,0 +1,112 @@
+//! The model's second opinion on tool definitions (`[scan] model_review`): a task that, after
+//! each new catalog, asks the default `[llm]` model about every definition the rules passed
+//! and it has no verdict on, one at a time, and rebuilds the catalog once a verdict flags one
+//! (see `catalog::review`). Calls never wait for it: until a verdict comes, a definition has
+//! the rules' findings alone.
+
+use std::time::Instant;
+
+use crate::{
+    agent::llm::LlmClient,
+    catalog::{
+        FindingCode, Severity,
+        review::{self, Verdict, Verdicts},
+    },
+};
+
+use super::Gateway;
+
+/// What the reviewer needs.
+pub(super) struct Reviewer {
+    client: LlmClient,
+    pub(super) verdicts: Verdicts,
+    pub(super) blocks: bool,
+}
+
+impl Reviewer {
+    /// The reviewer for `config`, when `[scan] model_review` is on (validation made sure a
+    /// model is configured); `Err` when the model's client cannot be built.
+    pub(super) fn new(config: &crate::config::Config) -> Result<Option<Reviewer>, String> {
+        let (true, Some(llm)) = (config.scan_review.enabled, &config.llm) else {
+            return Ok(None);
+        };
+        let client = LlmClient::new(llm.clone()).map_err(|e| e.to_string())?;
+        Ok(Some(Reviewer {
+            client,
+            verdicts: Verdicts::default(),
+            blocks: config.scan_review.blocks,
+        }))
+    }
+}
+
+impl Gateway {
+    /// Reviews the definitions of each new catalog until the gateway stops.
+    pub(super) async fn review_definitions(&self) {
+        let Some(reviewer) = &self.inner.review else {
+            return;
+        };
+        let mut swaps = self.inner.swaps.subscribe();
+        loop {
+            let flagged = tokio::select! {
+                flagged = self.review_catalog(reviewer) => flagged,
+                () = self.inner.cancel.cancelled() => return,
+            };
+            if flagged {
+                // The verdict shows in the next catalog; its swap comes back here, with
+                // nothing new to ask.
+                self.rebuild_catalog().await;
+            }
+            tokio::select! {
+                changed = swaps.changed() => if changed.is_err() { return },
+                () = self.inner.cancel.cancelled() => return,
+            }
+        }
+    }
+
+    /// Asks about every definition of the current catalog that wants a verdict; whether one
+    /// was flagged.
+    async fn review_catalog(&self, reviewer: &Reviewer) -> bool {
+        let catalog = self.catalog();
+        let mut flagged = false;
+        let mut asked = std::collections::HashSet::new();
+        for tool in catalog.tools() {
+            // The rules found it high: quarantined or reported already, nothing to add.
+            if tool
+                .findings
+                .iter()
+                .any(|f| f.severity == Severity::High && f.code != FindingCode::ModelReview)
+            {
+                continue;
+            }
+            let key = tool.review_key();
+            if !asked.insert(key.clone()) || !reviewer.verdicts.wanted(key.as_str(), Instant::now())
+            {
+                continue;
+            }
+            let request = review::request(&tool.upstream);
+            let answer = reviewer.client.complete(&request).await;
+            match answer.ok().and_then(|c| review::parse(&c.content)) {
+                Some(verdict) => {
+                    if let Verdict::Flagged(reason) = &verdict {
+                        tracing::warn!(
+                            tool = %tool.canonical,
+                            reason = %reason,
+                            "the model reviewing definitions flagged a tool"
+                        );
+                        flagged = true;
+                    }
+                    reviewer.verdicts.set(key.as_str(), verdict);
+                }
+                None => {
+                    // Not the error: a model server's message may quote the request.
+                    tracing::warn!(
+                        tool = %tool.canonical,
+                        "the model reviewing definitions gave no verdict; asked again later"
+                    );
+                    reviewer.verdicts.failed(key.as_str(), Instant::now());
+                }
+            }
+        }
+        flagged
+    }
+}
