@@ -370,12 +370,7 @@ impl Gateway {
         };
         match self.inner.confirmations.insert_pending(pending).await {
             Ok(()) => error,
-            Err(err) => {
-                tracing::error!(error = %err, "cannot store a pending confirmation");
-                GatewayError::StoreUnavailable {
-                    what: "the confirmation store",
-                }
-            }
+            Err(err) => super::confirm::store_error(err),
         }
     }
 

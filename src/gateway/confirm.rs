@@ -33,7 +33,18 @@ impl std::fmt::Debug for Approval {
     }
 }
 
-fn store_error(err: StoreError) -> GatewayError {
+pub(super) fn store_error(err: StoreError) -> GatewayError {
+    // The caller's own bound, not the store failing: typed as a limit, which they can act on
+    // (approve, deny, or let their confirmations expire).
+    if matches!(err, StoreError::Full) {
+        return GatewayError::LimitExceeded {
+            limit: format!(
+                "confirmations held per user ({} pending, and as many approved tokens)",
+                crate::store::MAX_PER_USER
+            ),
+            retry_after: None,
+        };
+    }
     tracing::error!(error = %err, "confirmation store failed");
     GatewayError::StoreUnavailable {
         what: "the confirmation store",

@@ -296,3 +296,53 @@ async fn one_token_raced_by_fifty_callers_runs_once_in_sqlite() {
     };
     one_token_raced_by_many(config).await;
 }
+
+/// One user holding as many confirmations as the store keeps for a user (100) is refused
+/// the next one as a limit they can act on (429 `limit_exceeded`), not as the store failing
+/// (it was `store_unavailable`, 503); another user still asks, and a decision frees room.
+#[tokio::test]
+async fn past_the_confirmations_a_user_may_hold_a_write_is_a_limit() {
+    let gateway = support::gateway(support::config(vec![demo("demo")])).await;
+    let alice = caller("local", "alice", "s1");
+    let mut first = None;
+    for i in 0..mcpgate::store::MAX_PER_USER {
+        let id = ask(
+            &gateway,
+            &alice,
+            "demo.add_note",
+            json!({ "title": format!("n{i}"), "body": "b" }),
+        )
+        .await;
+        first.get_or_insert(id);
+    }
+    let refused = gateway
+        .call_tool(
+            &alice,
+            "demo.add_note",
+            json!({ "title": "one more", "body": "b" }),
+            None,
+        )
+        .await
+        .expect_err("past the bound");
+    assert_eq!(refused.code(), "limit_exceeded", "{refused}");
+    assert!(refused.to_string().contains("per user"), "{refused}");
+    let bob = caller("local", "bob", "s1");
+    ask(
+        &gateway,
+        &bob,
+        "demo.add_note",
+        json!({ "title": "b", "body": "b" }),
+    )
+    .await;
+    gateway
+        .deny(&alice, first.as_deref().expect("asked"))
+        .await
+        .expect("denied");
+    ask(
+        &gateway,
+        &alice,
+        "demo.add_note",
+        json!({ "title": "after a decision", "body": "b" }),
+    )
+    .await;
+}
