@@ -39,8 +39,8 @@ words\"}.";
 /// description over 6,000); a longer one is cut, and its end read by the rules alone.
 const MAX_DEFINITION_CHARS: usize = 24_000;
 
-/// Verdicts kept at most; when full, the cache starts again (definitions are asked about
-/// again as they are seen).
+/// Verdicts kept at most; when full, all but the flags are dropped (definitions are asked
+/// about again as they are seen).
 const MAX_VERDICTS: usize = 100_000;
 
 /// How long a definition whose review failed (the model unreachable, an answer that is no
@@ -107,7 +107,12 @@ impl Verdicts {
     fn insert(&self, fingerprint: &str, known: Known) {
         let mut map = self.known();
         if map.len() >= MAX_VERDICTS && !map.contains_key(fingerprint) {
-            map.clear();
+            // Flags are kept (dropping one would lift a quarantine until asked again); the
+            // rest is asked about again as it is seen.
+            map.retain(|_, known| matches!(known, Known::Verdict(Verdict::Flagged(_))));
+            if map.len() >= MAX_VERDICTS {
+                map.clear();
+            }
         }
         map.insert(fingerprint.to_owned(), known);
     }

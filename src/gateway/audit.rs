@@ -18,7 +18,7 @@ use crate::{
 };
 
 /// Longest string kept in an audit field; names come from callers and upstreams.
-const MAX_FIELD_CHARS: usize = 256;
+pub(super) const MAX_FIELD_CHARS: usize = 256;
 /// The user name of records the gateway writes about itself.
 const SYSTEM_USER: &str = "mcpgate";
 /// Longest argument text kept for tools whose arguments may be logged.

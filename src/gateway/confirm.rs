@@ -34,12 +34,13 @@ impl std::fmt::Debug for Approval {
 }
 
 pub(super) fn store_error(err: StoreError) -> GatewayError {
-    // The caller's own bound, not the store failing: typed as a limit, which they can act on
-    // (approve, deny, or let their confirmations expire).
+    // A bound, not the store failing: mostly the caller's own (approve, deny, or let their
+    // confirmations expire), or the in-memory store's bound over everyone.
     if matches!(err, StoreError::Full) {
+        tracing::warn!("a confirmation was refused at the confirmation store's bound");
         return GatewayError::LimitExceeded {
             limit: format!(
-                "confirmations held per user ({} pending, and as many approved tokens)",
+                "confirmations held (at most {} pending and {0} approved per user)",
                 crate::store::MAX_PER_USER
             ),
             retry_after: None,
@@ -65,11 +66,21 @@ impl Gateway {
             confirmation_id: pending.id.clone(),
             expires_at,
         };
-        self.inner
+        let stored = self
+            .inner
             .confirmations
             .insert_token(&sha256_hex(token.as_bytes()), approved, now)
-            .await
-            .map_err(store_error)?;
+            .await;
+        if let Err(err) = stored {
+            // At the bound of approved tokens: the confirmation is not lost but put back (its
+            // room was freed by taking it), to approve once a token is used or expires.
+            if matches!(err, StoreError::Full)
+                && let Err(again) = self.inner.confirmations.insert_pending(pending).await
+            {
+                tracing::warn!(error = %again, "a confirmation could not be put back");
+            }
+            return Err(store_error(err));
+        }
         super::audit::report_decision(
             self,
             ctx,

@@ -206,7 +206,8 @@ struct Inner {
     schemas: Mutex<HashMap<Fingerprint, Arc<Result<CompiledSchema, String>>>>,
     /// Definition changes already reported under `on_change = "warn"`, so each is logged and
     /// audited once.
-    reported_changes: Mutex<HashSet<Fingerprint>>,
+    /// (Keyed also by whether a model flagged it: its verdict comes later than the rules'.)
+    reported_changes: Mutex<HashSet<(Fingerprint, bool)>>,
     /// Users' own tool lists of `auth = "oauth"` servers.
     listings: listings::UserListings,
     /// Browser pages' tools (WebMCP).
@@ -801,8 +802,12 @@ impl Gateway {
                 .unwrap_or_else(|p| p.into_inner());
             for tool in catalog.tools() {
                 let changed = matches!(tool.pin, PinStatus::Changed { .. });
+                let flagged = tool
+                    .findings
+                    .iter()
+                    .any(|f| f.code == crate::catalog::FindingCode::ModelReview);
                 if (changed || !tool.findings.is_empty())
-                    && reported.insert(tool.fingerprint.clone())
+                    && reported.insert((tool.fingerprint.clone(), flagged))
                 {
                     new_reports.push(tool.clone());
                 }

@@ -1,7 +1,7 @@
 //! The model's second opinion on tool definitions (`[scan] model_review`): a task that, after
 //! each new catalog, asks the default `[llm]` model about every definition the rules passed
-//! and it has no verdict on, one at a time, and rebuilds the catalog once a verdict flags one
-//! (see `catalog::review`). Calls never wait for it: until a verdict comes, a definition has
+//! and it has no verdict on, one at a time, and rebuilds the catalog as soon as a verdict
+//! flags one (see `catalog::review`). Calls never wait for it: until a verdict comes, a definition has
 //! the rules' findings alone.
 
 use std::time::Instant;
@@ -40,34 +40,40 @@ impl Reviewer {
 }
 
 impl Gateway {
-    /// Reviews the definitions of each new catalog until the gateway stops.
+    /// Reviews the definitions of each new catalog until the gateway stops; definitions
+    /// whose review failed are asked about again after [`review::RETRY_AFTER_FAILURE`] even
+    /// if no catalog comes.
     pub(super) async fn review_definitions(&self) {
         let Some(reviewer) = &self.inner.review else {
             return;
         };
         let mut swaps = self.inner.swaps.subscribe();
         loop {
-            let flagged = tokio::select! {
-                flagged = self.review_catalog(reviewer) => flagged,
+            let failed = tokio::select! {
+                failed = self.review_catalog(reviewer) => failed,
                 () = self.inner.cancel.cancelled() => return,
             };
-            if flagged {
-                // The verdict shows in the next catalog; its swap comes back here, with
-                // nothing new to ask.
-                self.rebuild_catalog().await;
-            }
+            let retry = async {
+                if failed {
+                    tokio::time::sleep(review::RETRY_AFTER_FAILURE).await;
+                } else {
+                    std::future::pending::<()>().await;
+                }
+            };
             tokio::select! {
                 changed = swaps.changed() => if changed.is_err() { return },
+                () = retry => {}
                 () = self.inner.cancel.cancelled() => return,
             }
         }
     }
 
-    /// Asks about every definition of the current catalog that wants a verdict; whether one
-    /// was flagged.
+    /// Asks about every definition of the current catalog that wants a verdict, rebuilding
+    /// the catalog at once after each flag (a tool to quarantine must not wait for the rest);
+    /// whether a review failed.
     async fn review_catalog(&self, reviewer: &Reviewer) -> bool {
         let catalog = self.catalog();
-        let mut flagged = false;
+        let mut failed = false;
         let mut asked = std::collections::HashSet::new();
         for tool in catalog.tools() {
             // The rules found it high: quarantined or reported already, nothing to add.
@@ -85,28 +91,27 @@ impl Gateway {
             }
             let request = review::request(&tool.upstream);
             let answer = reviewer.client.complete(&request).await;
+            // The upstream's name, cut and escaped as the audit log's fields are.
+            let name = super::audit::clean(&tool.canonical, super::audit::MAX_FIELD_CHARS);
             match answer.ok().and_then(|c| review::parse(&c.content)) {
-                Some(verdict) => {
-                    if let Verdict::Flagged(reason) = &verdict {
-                        tracing::warn!(
-                            tool = %tool.canonical,
-                            reason = %reason,
-                            "the model reviewing definitions flagged a tool"
-                        );
-                        flagged = true;
-                    }
-                    reviewer.verdicts.set(key.as_str(), verdict);
+                Some(Verdict::Flagged(reason)) => {
+                    tracing::warn!(tool = %name, reason = %reason,
+                        "the model reviewing definitions flagged a tool");
+                    reviewer
+                        .verdicts
+                        .set(key.as_str(), Verdict::Flagged(reason));
+                    self.rebuild_catalog().await;
                 }
+                Some(Verdict::Clean) => reviewer.verdicts.set(key.as_str(), Verdict::Clean),
                 None => {
                     // Not the error: a model server's message may quote the request.
-                    tracing::warn!(
-                        tool = %tool.canonical,
-                        "the model reviewing definitions gave no verdict; asked again later"
-                    );
+                    tracing::warn!(tool = %name,
+                        "the model reviewing definitions gave no verdict; asked again later");
                     reviewer.verdicts.failed(key.as_str(), Instant::now());
+                    failed = true;
                 }
             }
         }
-        flagged
+        failed
     }
 }

@@ -127,10 +127,14 @@ impl Endpoint {
             Ok(answer) => return answer,
             Err(request) => request,
         };
+        // A request that may make a session: one without a session id, or (shared) one
+        // naming a session another instance opened, which rmcp restores here.
+        let may_open = self.shared.is_some() || !request.headers().contains_key("mcp-session-id");
         // Boxed: a call answered directly does not carry the room of rmcp's handling.
         let response = Box::pin(self.rmcp.handle(request)).await.into_response();
         // rmcp answers a session it could not make (or restore) with a bare 500.
-        if response.status() == http::StatusCode::INTERNAL_SERVER_ERROR
+        if may_open
+            && response.status() == http::StatusCode::INTERNAL_SERVER_ERROR
             && self.sessions.full().await
         {
             return sessions_full(self.sessions.max());

@@ -506,10 +506,11 @@ enum Posted {
 }
 
 /// Reads a call's POST response as rmcp's client does. A JSON-RPC error in a JSON body is the
-/// server's answer whatever the status (but 401, 403 and 429); any other status, another
-/// media type, a body past its bound fail this request alone, reported as rmcp reports them
-/// ([`request_failed`]); 401 and 403 are the connection's credential refused. 202 or 204
-/// means no answer will come: from 2026-07-28 a request is answered on its own POST.
+/// server's answer whatever the status (but 401, 403 and 429); a status that
+/// [`super::fails_request_alone`] (5xx, 408, 413, 429), another media type, a body past its
+/// bound fail this request alone, reported as rmcp reports them ([`request_failed`]); any
+/// other status ends the connection. 202 or 204 means no answer will come: from 2026-07-28
+/// a request is answered on its own POST.
 /// A refusal of the user's token by the server at `endpoint` is noted in `refusals`
 /// (RFC 6750 §3.1: 401, or 403 with `insufficient_scope`), for the call to report it.
 async fn posted<B>(
@@ -555,7 +556,7 @@ where
             return Ok(Posted::Answer(error));
         }
         tracing::debug!(%status, "an upstream refused a tool call's POST");
-        if matches!(status, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN) {
+        if !super::fails_request_alone(status.as_u16()) {
             return Err(ServiceError::TransportClosed);
         }
         return Err(request_failed(StreamableHttpError::HttpStatus(

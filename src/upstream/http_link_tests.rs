@@ -578,14 +578,19 @@ async fn an_answer_as_a_json_body_is_read() {
 }
 
 /// A refused POST ends the call as it does through rmcp: a JSON-RPC error in the body is the
-/// server's answer, whatever the status; another status, or another media type, fails this
-/// call alone (not the connection: the other calls on it go on).
+/// server's answer, whatever the status; a 5xx, or another media type, fails this call alone
+/// (not the connection: the other calls on it go on); a 400 ends the connection (the server
+/// no longer takes what it negotiated).
 #[tokio::test]
 async fn refused_posts_end_the_call_as_through_rmcp() {
     for (breaks, code, expected) in [
         (Break::RpcError500, "upstream_error", "the tool broke"),
         (Break::Unavailable, "upstream_http_error", "HTTP 503"),
-        (Break::BadRequest, "upstream_http_error", "HTTP 400"),
+        (
+            Break::BadRequest,
+            "upstream_connection_lost",
+            "connection lost",
+        ),
         (
             Break::Html,
             "upstream_protocol_error",

@@ -125,27 +125,37 @@ impl UpstreamError {
     }
 }
 
-/// How a request failed at the HTTP level without the connection failing: a status and no
-/// JSON-RPC error (Streamable HTTP, or the legacy transport's message POST), an answer of another media type, or one past the bound of a body or an
-/// event. `None`: the connection itself failed (network, session expired, the transport
-/// closed), which ends it.
+/// Whether an HTTP status without a JSON-RPC error fails that one request and leaves the
+/// connection be: a server error (5xx, from the server or a proxy in front of it), a timeout
+/// (408), a body too large (413), a rate limit (429). Any other refusal (400, 401, 403, 404,
+/// 405, 406, 415...) says the server no longer takes what the connection negotiated: its
+/// session forgotten (404, and 400 from SDK releases before they said 404), the credential
+/// refused, the protocol version dropped after a restart. That ends the connection, and the
+/// supervisor connects again; otherwise every later call would fail the same way for good.
+pub(crate) fn fails_request_alone(status: u16) -> bool {
+    status >= 500 || matches!(status, 408 | 413 | 429)
+}
+
+/// How a request failed at the HTTP level without the connection failing: a status that
+/// [`fails_request_alone`] and no JSON-RPC error (Streamable HTTP, or the legacy transport's
+/// message POST), an answer of another media type, or one past the bound of a body or an
+/// event. `None`: the connection itself failed (network, another status, session expired,
+/// the transport closed), which ends it.
 ///
 /// Only that one request failed: over Streamable HTTP each request is a POST of its own, and
 /// a 500 from the server or a proxy for one says nothing of the others in flight. Taking it
 /// for a lost connection reset the shared session under every other caller.
 fn request_failure(err: &rmcp::transport::DynamicTransportError) -> Option<UpstreamError> {
     use rmcp::transport::streamable_http_client::StreamableHttpError as E;
-    // The legacy transport's message POST: 404 is the session gone, 401 and 403 the
-    // credential refused.
+    let by_status =
+        |status: u16| fails_request_alone(status).then_some(UpstreamError::HttpStatus { status });
+    // The legacy transport's message POST.
     if let Some(sse::SseError::PostStatus { status }) = err.error.downcast_ref::<sse::SseError>() {
-        return (!matches!(status, 401 | 403 | 404))
-            .then_some(UpstreamError::HttpStatus { status: *status });
+        return by_status(*status);
     }
     let err = err.error.downcast_ref::<E<reqwest::Error>>()?;
     Some(match err {
-        E::HttpStatus(status) => UpstreamError::HttpStatus {
-            status: status.status,
-        },
+        E::HttpStatus(status) => return by_status(status.status),
         // rmcp's words for any other status: `HTTP {status}: {body}` (the body is the
         // server's, not repeated).
         E::UnexpectedServerResponse(message) => match message
@@ -153,7 +163,7 @@ fn request_failure(err: &rmcp::transport::DynamicTransportError) -> Option<Upstr
             .and_then(|rest| rest.get(..3))
             .and_then(|status| status.parse().ok())
         {
-            Some(status) => UpstreamError::HttpStatus { status },
+            Some(status) => return by_status(status),
             None => UpstreamError::Protocol("the server's answer is no JSON-RPC message".into()),
         },
         E::Deserialize(_) => {

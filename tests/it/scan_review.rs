@@ -76,6 +76,7 @@ async fn a_flag_is_a_medium_finding_and_each_definition_is_asked_about_once() {
         ToolStatus::Ok,
         "the model alone does not quarantine"
     );
+    llm.wait_requests(TOOLS.len()).await;
     let asked: Vec<String> = (0..TOOLS.len()).map(|i| asked_about(&llm, i)).collect();
     assert_eq!(asked, TOOLS, "each definition once, in catalog order");
     for clean in &TOOLS[1..] {

@@ -8,7 +8,8 @@
 // speaks the legacy HTTP+SSE transport there instead; with `--stdio`, serves one session
 // over stdin and stdout. Over HTTP, `test_wait` answers once `POST /release` came, and a call
 // of `test_http_status` is answered with the HTTP status it names, as a proxy in front of a
-// failing server does. Run by tests/it/faithful.rs, which names the test peers' folder
+// failing server does; over Streamable HTTP, `POST /forget?status=N` forgets every session
+// and answers N for them from then on. Run by tests/it/faithful.rs, which names the test peers' folder
 // (target/peers) in MCPGATE_PEERS or as `--peers DIR`.
 
 import { randomUUID } from 'node:crypto';
@@ -32,6 +33,10 @@ const { z } = require('zod');
 const waiting = [];
 /** Sessions initialized so far. */
 let initialized = 0;
+/** How a request naming an unknown session is answered once `/forget` set it: a status with
+ * a text body, as a proxy or an older server answers (the SDK's examples: 404 and a JSON-RPC
+ * error). */
+let unknownSession = null;
 
 /** One McpServer per session, as the SDK's examples do. */
 function build() {
@@ -169,6 +174,10 @@ app.post('/mcp', async (req, res) => {
   const id = req.headers['mcp-session-id'];
   let transport = id ? transports.get(id) : undefined;
   if (!transport) {
+    if (id && unknownSession) {
+      res.status(unknownSession).type('text/plain').send('Bad Request: no such session');
+      return;
+    }
     if (id || !isInitializeRequest(req.body)) {
       res.status(404).json({ jsonrpc: '2.0', error: { code: -32001, message: 'Session not found' }, id: null });
       return;
@@ -191,7 +200,7 @@ app.post('/mcp', async (req, res) => {
 const bySession = async (req, res) => {
   const transport = transports.get(req.headers['mcp-session-id']);
   if (!transport) {
-    res.status(404).send('Session not found');
+    res.status(unknownSession ?? 404).send('Session not found');
     return;
   }
   await transport.handleRequest(req, res);
@@ -200,6 +209,13 @@ app.get('/mcp', bySession);
 app.delete('/mcp', bySession);
 
 counters(app, transports);
+/** `POST /forget?status=N`: forgets every session, as a restarted server does, and answers
+ * requests naming one with N and a text body from then on. */
+app.post('/forget', (req, res) => {
+  unknownSession = Number(req.query.status ?? 404);
+  transports.clear();
+  res.json({ forgotten: true });
+});
 
 const listener = app.listen(0, '127.0.0.1', () => {
   console.log(`listening ${listener.address().port}`);
