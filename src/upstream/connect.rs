@@ -465,26 +465,17 @@ async fn connect_streamable(
     let uri: Arc<str> = http.url.as_str().into();
     let link_headers = config.custom_headers.clone();
     let HttpClients { reqwest, plain } = clients;
-    let service = match &note {
-        None => {
-            let transport = Announcing::new(
-                StreamableHttpClientTransport::with_client(reqwest.clone(), config),
-                client.relays.clone(),
-            );
-            serve(client.clone(), transport).await?
-        }
-        Some(note) => {
-            let noting = super::oauth::Noting {
-                inner: reqwest.clone(),
-                note: note.clone(),
-            };
-            let transport = Announcing::new(
-                StreamableHttpClientTransport::with_client(noting, config),
-                client.relays.clone(),
-            );
-            serve(client.clone(), transport).await?
-        }
+    // Every connection through `Noting`: it answers what rmcp would drop (see
+    // `oauth::correlated`), and notes refusals of a user's token where there is one.
+    let noting = super::oauth::Noting {
+        inner: reqwest.clone(),
+        note: note.clone(),
     };
+    let transport = Announcing::new(
+        StreamableHttpClientTransport::with_client(noting, config),
+        client.relays.clone(),
+    );
+    let service = serve(client.clone(), transport).await?;
     let link = service.peer().peer_info().and_then(|info| {
         HttpLink::new(HttpLinkParts {
             client: reqwest,

@@ -8,7 +8,7 @@ use std::{collections::HashMap, sync::Arc};
 use futures::{future::BoxFuture, stream::BoxStream};
 use http::{HeaderName, HeaderValue};
 use rmcp::{
-    model::ClientJsonRpcMessage,
+    model::{ClientJsonRpcMessage, RequestId, ServerJsonRpcMessage},
     transport::auth::WWWAuthenticateParams,
     transport::streamable_http_client::{
         StreamableHttpClient, StreamableHttpError, StreamableHttpPostResponse,
@@ -176,12 +176,72 @@ impl RefusalNote {
     }
 }
 
-/// A Streamable HTTP client that notes refusals of the token in a [`RefusalNote`] and is
-/// otherwise `C`.
+/// A Streamable HTTP client that is `C`, but notes refusals of the token in a
+/// [`RefusalNote`] (when given one), and answers a request whose POST was answered with a
+/// JSON-RPC error naming no request, or another one, as rmcp would not ([`correlated`]).
 #[derive(Clone)]
 pub struct Noting<C> {
     pub inner: C,
-    pub note: RefusalNote,
+    pub note: Option<RefusalNote>,
+}
+
+impl<C> Noting<C> {
+    fn noted<T, E>(&self, result: HttpResult<T, E>) -> HttpResult<T, E>
+    where
+        E: std::error::Error + Send + Sync + 'static,
+    {
+        if let (Err(err), Some(note)) = (&result, &self.note) {
+            note.note(err);
+        }
+        result
+    }
+}
+
+/// The request `message` is, if it is one: what its POST's answer must name.
+fn request_id(message: &ClientJsonRpcMessage) -> Option<RequestId> {
+    match message {
+        ClientJsonRpcMessage::Request(request) => Some(request.id.clone()),
+        _ => None,
+    }
+}
+
+/// A request's POST answered in JSON with a JSON-RPC error that names no request (`id:
+/// null`) or another one: rmcp drops it as an answer to nothing, and the request would wait
+/// for its deadline. Servers answer so when they cannot attribute the request: the SDKs'
+/// servers for a session they do not know (with 400, before they said 404), the Python
+/// SDK's with the id `"server-error"`. With a session attached that is the session gone
+/// ([`StreamableHttpError::SessionExpired`]: rmcp opens a new one and sends the request
+/// again); without one, the error is this request's answer.
+fn correlated<E>(
+    request: Option<RequestId>,
+    session: bool,
+    response: HttpResult<StreamableHttpPostResponse, E>,
+) -> HttpResult<StreamableHttpPostResponse, E>
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let Some(id) = request else {
+        return response;
+    };
+    match response? {
+        StreamableHttpPostResponse::Json(ServerJsonRpcMessage::Error(mut error), session_id)
+            if error.id.as_ref() != Some(&id) =>
+        {
+            if session {
+                tracing::debug!(
+                    "an upstream answered a request with an error naming no request: its \
+                     session is taken for gone"
+                );
+                return Err(StreamableHttpError::SessionExpired);
+            }
+            error.id = Some(id);
+            Ok(StreamableHttpPostResponse::Json(
+                ServerJsonRpcMessage::Error(error),
+                session_id,
+            ))
+        }
+        other => Ok(other),
+    }
 }
 
 type HttpResult<T, E> = Result<T, StreamableHttpError<E>>;
@@ -197,11 +257,12 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Noting<C> {
         auth_header: Option<String>,
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> HttpResult<StreamableHttpPostResponse, Self::Error> {
+        let (request, session) = (request_id(&message), session_id.is_some());
         let result = self
             .inner
             .post_message(uri, message, session_id, auth_header, custom_headers)
             .await;
-        result.inspect_err(|e| self.note.note(e))
+        self.noted(correlated(request, session, result))
     }
 
     async fn post_message_with_max_sse_event_size(
@@ -213,6 +274,7 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Noting<C> {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         max_sse_event_size: usize,
     ) -> HttpResult<StreamableHttpPostResponse, Self::Error> {
+        let (request, session) = (request_id(&message), session_id.is_some());
         let result = self
             .inner
             .post_message_with_max_sse_event_size(
@@ -224,7 +286,7 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Noting<C> {
                 max_sse_event_size,
             )
             .await;
-        result.inspect_err(|e| self.note.note(e))
+        self.noted(correlated(request, session, result))
     }
 
     async fn post_message_with_response_limits(
@@ -236,6 +298,7 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Noting<C> {
         custom_headers: HashMap<HeaderName, HeaderValue>,
         limits: StreamableHttpResponseLimits,
     ) -> HttpResult<StreamableHttpPostResponse, Self::Error> {
+        let (request, session) = (request_id(&message), session_id.is_some());
         let result = self
             .inner
             .post_message_with_response_limits(
@@ -247,7 +310,7 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Noting<C> {
                 limits,
             )
             .await;
-        result.inspect_err(|e| self.note.note(e))
+        self.noted(correlated(request, session, result))
     }
 
     async fn delete_session(
@@ -274,7 +337,7 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Noting<C> {
             .inner
             .get_stream(uri, session_id, last_event_id, auth_header, custom_headers)
             .await;
-        result.inspect_err(|e| self.note.note(e))
+        self.noted(result)
     }
 
     async fn get_stream_with_max_sse_event_size(
@@ -297,13 +360,53 @@ impl<C: StreamableHttpClient + Sync> StreamableHttpClient for Noting<C> {
                 max_sse_event_size,
             )
             .await;
-        result.inspect_err(|e| self.note.note(e))
+        self.noted(result)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn error_naming(
+        id: Option<RequestId>,
+    ) -> HttpResult<StreamableHttpPostResponse, std::io::Error> {
+        let error = rmcp::model::ErrorData::invalid_request("no valid session", None);
+        Ok(StreamableHttpPostResponse::Json(
+            ServerJsonRpcMessage::error(error, id),
+            None,
+        ))
+    }
+
+    fn answered_id(
+        response: HttpResult<StreamableHttpPostResponse, std::io::Error>,
+    ) -> Option<RequestId> {
+        match response {
+            Ok(StreamableHttpPostResponse::Json(ServerJsonRpcMessage::Error(error), _)) => error.id,
+            other => panic!("an error answer: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_error_naming_no_request_answers_the_request_or_ends_its_session() {
+        let ours = RequestId::Number(7);
+        for named in [None, Some(RequestId::String("server-error".into()))] {
+            // Without a session: the request's answer.
+            let answer = correlated(Some(ours.clone()), false, error_naming(named.clone()));
+            assert_eq!(answered_id(answer), Some(ours.clone()));
+            // With one: the session is gone.
+            let gone = correlated(Some(ours.clone()), true, error_naming(named));
+            assert!(
+                matches!(gone, Err(StreamableHttpError::SessionExpired)),
+                "{gone:?}"
+            );
+        }
+        // Its own answer, and anything that is no request's, pass as they are.
+        let own = correlated(Some(ours.clone()), true, error_naming(Some(ours.clone())));
+        assert_eq!(answered_id(own), Some(ours));
+        let notification = correlated(None, true, error_naming(None));
+        assert_eq!(answered_id(notification), None);
+    }
 
     #[test]
     fn a_refused_post_is_noted_as_the_challenge_says() {

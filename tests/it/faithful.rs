@@ -598,21 +598,24 @@ async fn an_http_status_for_one_call_fails_that_call_alone() {
 }
 
 /// A server that forgot the gateway's session (restarted) and says so with 400 and a text
-/// body, as older servers and proxies do, or with 404: the call fails, and the gateway opens
-/// a new session (a 400 is not one request's failure but the session's, unlike a 5xx). (A
-/// 400 whose body is a JSON-RPC error without the request's id, as the SDKs' servers sent
-/// before they said 404, rmcp drops as an answer to nothing: the call waits for its
-/// deadline. Not handled yet.)
+/// body, as older servers and proxies do, with 404, or with 400 and a JSON-RPC error naming
+/// no request, as the SDKs' servers did before they said 404 (rmcp drops such an error as
+/// an answer to nothing, and the call waited for its deadline): the gateway opens a new
+/// session and calls go on (a 400 is not one request's failure but the session's, unlike a
+/// 5xx).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_the_server_forgot_is_opened_again_on_400_as_on_404() {
-    for status in [400, 404] {
+    for (status, body) in [(400, "text"), (404, "text"), (400, "json")] {
         let server = SdkServer::start().await;
         let gateway = server.gateway_with(Sessions::Shared).await;
         let ada = caller("ada");
         let call = || gateway.call_tool(&ada, "sdk.test_tool_with_logging", json!({}), None);
         call().await.expect("a call on the first session");
         client()
-            .post(format!("{}/forget?status={status}", server.base))
+            .post(format!(
+                "{}/forget?status={status}&body={body}",
+                server.base
+            ))
             .send()
             .await
             .expect("the SDK server answers")
@@ -626,11 +629,11 @@ async fn a_session_the_server_forgot_is_opened_again_on_400_as_on_404() {
             }
             assert!(
                 start.elapsed() < WAIT,
-                "{status}: the gateway never opened a new session"
+                "{status} {body}: the gateway never opened a new session"
             );
             tokio::time::sleep(std::time::Duration::from_millis(50)).await;
         }
-        assert_eq!(server.count("initialized").await, 2, "{status}");
+        assert_eq!(server.count("initialized").await, 2, "{status} {body}");
         gateway.shutdown().await;
     }
 }

@@ -8,8 +8,8 @@
 // speaks the legacy HTTP+SSE transport there instead; with `--stdio`, serves one session
 // over stdin and stdout. Over HTTP, `test_wait` answers once `POST /release` came, and a call
 // of `test_http_status` is answered with the HTTP status it names, as a proxy in front of a
-// failing server does; over Streamable HTTP, `POST /forget?status=N` forgets every session
-// and answers N for them from then on. Run by tests/it/faithful.rs, which names the test peers' folder
+// failing server does; over Streamable HTTP, `POST /forget?status=N[&body=json]` forgets
+// every session and answers N for them from then on. Run by tests/it/faithful.rs, which names the test peers' folder
 // (target/peers) in MCPGATE_PEERS or as `--peers DIR`.
 
 import { randomUUID } from 'node:crypto';
@@ -37,6 +37,9 @@ let initialized = 0;
  * a text body, as a proxy or an older server answers (the SDK's examples: 404 and a JSON-RPC
  * error). */
 let unknownSession = null;
+/** Whether that answer is a JSON-RPC error naming no request instead, as the SDK's servers
+ * answered before they said 404. */
+let unknownSessionJson = false;
 
 /** One McpServer per session, as the SDK's examples do. */
 function build() {
@@ -174,6 +177,10 @@ app.post('/mcp', async (req, res) => {
   const id = req.headers['mcp-session-id'];
   let transport = id ? transports.get(id) : undefined;
   if (!transport) {
+    if (id && unknownSession && unknownSessionJson) {
+      res.status(unknownSession).json({ jsonrpc: '2.0', error: { code: -32000, message: 'Bad Request: No valid session ID provided' }, id: null });
+      return;
+    }
     if (id && unknownSession) {
       res.status(unknownSession).type('text/plain').send('Bad Request: no such session');
       return;
@@ -209,10 +216,12 @@ app.get('/mcp', bySession);
 app.delete('/mcp', bySession);
 
 counters(app, transports);
-/** `POST /forget?status=N`: forgets every session, as a restarted server does, and answers
- * requests naming one with N and a text body from then on. */
+/** `POST /forget?status=N[&body=json]`: forgets every session, as a restarted server does,
+ * and answers requests naming one with N and a text body (or a JSON-RPC error naming no
+ * request) from then on. */
 app.post('/forget', (req, res) => {
   unknownSession = Number(req.query.status ?? 404);
+  unknownSessionJson = req.query.body === 'json';
   transports.clear();
   res.json({ forgotten: true });
 });
