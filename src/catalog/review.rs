@@ -104,6 +104,14 @@ impl Verdicts {
         self.insert(fingerprint, Known::Failed(now));
     }
 
+    /// When the definition with `fingerprint` may be asked about again, if its review failed.
+    pub fn retry_at(&self, fingerprint: &str) -> Option<Instant> {
+        match self.known().get(fingerprint)? {
+            Known::Failed(at) => Some(*at + RETRY_AFTER_FAILURE),
+            Known::Verdict(_) => None,
+        }
+    }
+
     fn insert(&self, fingerprint: &str, known: Known) {
         let mut map = self.known();
         if map.len() >= MAX_VERDICTS && !map.contains_key(fingerprint) {
@@ -333,10 +341,12 @@ mod tests {
         verdicts.failed("f1", now);
         assert!(!verdicts.wanted("f1", now + Duration::from_secs(1)));
         assert!(verdicts.wanted("f1", now + RETRY_AFTER_FAILURE));
+        assert_eq!(verdicts.retry_at("f1"), Some(now + RETRY_AFTER_FAILURE));
         assert_eq!(verdicts.get("f1"), None);
         verdicts.set("f1", Verdict::Clean);
         assert!(!verdicts.wanted("f1", now + RETRY_AFTER_FAILURE * 2));
         assert_eq!(verdicts.get("f1"), Some(Verdict::Clean));
+        assert_eq!(verdicts.retry_at("f1"), None);
         assert_eq!(verdicts.len(), 1);
     }
 }

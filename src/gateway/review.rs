@@ -41,23 +41,22 @@ impl Reviewer {
 
 impl Gateway {
     /// Reviews the definitions of each new catalog until the gateway stops; definitions
-    /// whose review failed are asked about again after [`review::RETRY_AFTER_FAILURE`] even
-    /// if no catalog comes.
+    /// whose review failed are asked about again once [`review::RETRY_AFTER_FAILURE`] passed,
+    /// even if no catalog comes.
     pub(super) async fn review_definitions(&self) {
         let Some(reviewer) = &self.inner.review else {
             return;
         };
         let mut swaps = self.inner.swaps.subscribe();
         loop {
-            let failed = tokio::select! {
-                failed = self.review_catalog(reviewer) => failed,
+            let retry_at = tokio::select! {
+                retry_at = self.review_catalog(reviewer) => retry_at,
                 () = self.inner.cancel.cancelled() => return,
             };
             let retry = async {
-                if failed {
-                    tokio::time::sleep(review::RETRY_AFTER_FAILURE).await;
-                } else {
-                    std::future::pending::<()>().await;
+                match retry_at {
+                    Some(at) => tokio::time::sleep_until(at.into()).await,
+                    None => std::future::pending::<()>().await,
                 }
             };
             tokio::select! {
@@ -70,10 +69,11 @@ impl Gateway {
 
     /// Asks about every definition of the current catalog that wants a verdict, rebuilding
     /// the catalog at once after each flag (a tool to quarantine must not wait for the rest);
-    /// whether a review failed.
-    async fn review_catalog(&self, reviewer: &Reviewer) -> bool {
+    /// when the earliest of its definitions whose review failed may be asked about again
+    /// (all of them in the future: one whose time had come was just asked).
+    async fn review_catalog(&self, reviewer: &Reviewer) -> Option<Instant> {
         let catalog = self.catalog();
-        let mut failed = false;
+        let mut retry_at: Option<Instant> = None;
         let mut asked = std::collections::HashSet::new();
         for tool in catalog.tools() {
             // The rules found it high: quarantined or reported already, nothing to add.
@@ -85,8 +85,13 @@ impl Gateway {
                 continue;
             }
             let key = tool.review_key();
-            if !asked.insert(key.clone()) || !reviewer.verdicts.wanted(key.as_str(), Instant::now())
-            {
+            if !asked.insert(key.clone()) {
+                continue;
+            }
+            if !reviewer.verdicts.wanted(key.as_str(), Instant::now()) {
+                if let Some(at) = reviewer.verdicts.retry_at(key.as_str()) {
+                    retry_at = Some(retry_at.map_or(at, |earliest| earliest.min(at)));
+                }
                 continue;
             }
             let request = review::request(&tool.upstream);
@@ -107,11 +112,13 @@ impl Gateway {
                     // Not the error: a model server's message may quote the request.
                     tracing::warn!(tool = %name,
                         "the model reviewing definitions gave no verdict; asked again later");
-                    reviewer.verdicts.failed(key.as_str(), Instant::now());
-                    failed = true;
+                    let now = Instant::now();
+                    reviewer.verdicts.failed(key.as_str(), now);
+                    let at = now + review::RETRY_AFTER_FAILURE;
+                    retry_at = Some(retry_at.map_or(at, |earliest| earliest.min(at)));
                 }
             }
         }
-        failed
+        retry_at
     }
 }

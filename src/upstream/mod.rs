@@ -127,13 +127,14 @@ impl UpstreamError {
 
 /// Whether an HTTP status without a JSON-RPC error fails that one request and leaves the
 /// connection be: a server error (5xx, from the server or a proxy in front of it), a timeout
-/// (408), a body too large (413), a rate limit (429). Any other refusal (400, 401, 403, 404,
-/// 405, 406, 415...) says the server no longer takes what the connection negotiated: its
+/// (408), a body too large (413), content it would not process (422), a rate limit (429),
+/// headers too large (431: arguments promoted to headers). Any other refusal (400, 401, 403,
+/// 404, 405, 406, 415...) says the server no longer takes what the connection negotiated: its
 /// session forgotten (404, and 400 from SDK releases before they said 404), the credential
 /// refused, the protocol version dropped after a restart. That ends the connection, and the
 /// supervisor connects again; otherwise every later call would fail the same way for good.
 pub(crate) fn fails_request_alone(status: u16) -> bool {
-    status >= 500 || matches!(status, 408 | 413 | 429)
+    status >= 500 || matches!(status, 408 | 413 | 422 | 429 | 431)
 }
 
 /// How a request failed at the HTTP level without the connection failing: a status that

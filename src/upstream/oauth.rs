@@ -197,6 +197,12 @@ impl<C> Noting<C> {
     }
 }
 
+/// Whether an error's message is about the session ("No valid session ID provided",
+/// "Session not found").
+fn speaks_of_the_session(message: &str) -> bool {
+    message.to_ascii_lowercase().contains("session")
+}
+
 /// The request `message` is, if it is one: what its POST's answer must name.
 fn request_id(message: &ClientJsonRpcMessage) -> Option<RequestId> {
     match message {
@@ -209,9 +215,12 @@ fn request_id(message: &ClientJsonRpcMessage) -> Option<RequestId> {
 /// null`) or another one: rmcp drops it as an answer to nothing, and the request would wait
 /// for its deadline. Servers answer so when they cannot attribute the request: the SDKs'
 /// servers for a session they do not know (with 400, before they said 404), the Python
-/// SDK's with the id `"server-error"`. With a session attached that is the session gone
+/// SDK's with the id `"server-error"`, and many servers' catch-all error handlers for any
+/// failure (a 500). The status is gone by now, so the words decide: an error that speaks of
+/// the session, on a request made in one, is the session gone
 /// ([`StreamableHttpError::SessionExpired`]: rmcp opens a new one and sends the request
-/// again); without one, the error is this request's answer.
+/// again); any other is this request's answer (a server error fails one request, never the
+/// session).
 fn correlated<E>(
     request: Option<RequestId>,
     session: bool,
@@ -227,7 +236,7 @@ where
         StreamableHttpPostResponse::Json(ServerJsonRpcMessage::Error(mut error), session_id)
             if error.id.as_ref() != Some(&id) =>
         {
-            if session {
+            if session && speaks_of_the_session(&error.error.message) {
                 tracing::debug!(
                     "an upstream answered a request with an error naming no request: its \
                      session is taken for gone"
@@ -371,7 +380,14 @@ mod tests {
     fn error_naming(
         id: Option<RequestId>,
     ) -> HttpResult<StreamableHttpPostResponse, std::io::Error> {
-        let error = rmcp::model::ErrorData::invalid_request("no valid session", None);
+        error_saying("Bad Request: No valid session ID provided", id)
+    }
+
+    fn error_saying(
+        message: &'static str,
+        id: Option<RequestId>,
+    ) -> HttpResult<StreamableHttpPostResponse, std::io::Error> {
+        let error = rmcp::model::ErrorData::invalid_request(message, None);
         Ok(StreamableHttpPostResponse::Json(
             ServerJsonRpcMessage::error(error, id),
             None,
@@ -406,6 +422,21 @@ mod tests {
         assert_eq!(answered_id(own), Some(ours));
         let notification = correlated(None, true, error_naming(None));
         assert_eq!(answered_id(notification), None);
+    }
+
+    /// A catch-all handler's 500 naming no request, in a session: the request's failure,
+    /// not the session's (it would make every server error reconnect).
+    #[test]
+    fn an_error_naming_no_request_that_is_no_session_error_answers_the_request() {
+        let ours = RequestId::Number(8);
+        for id in [None, Some(RequestId::String("server-error".into()))] {
+            let answer = correlated(
+                Some(ours.clone()),
+                true,
+                error_saying("Internal server error", id),
+            );
+            assert_eq!(answered_id(answer), Some(ours.clone()));
+        }
     }
 
     #[test]

@@ -574,6 +574,24 @@ async fn an_http_status_for_one_call_fails_that_call_alone() {
                 "{kind:?}: {err}"
             );
         }
+        // A catch-all handler's 500 with a JSON-RPC error naming no request: the server's
+        // answer to this call (rmcp would drop it, and the call wait for its deadline), not
+        // the session gone.
+        let err = gateway
+            .call_tool(
+                &caller("bob"),
+                "sdk.test_http_status",
+                json!({ "status": 500, "json": true }),
+                None,
+            )
+            .await
+            .expect_err("the server failed it");
+        let expected = match kind {
+            // The legacy transport's POST is answered by its status alone.
+            HttpKind::Sse => "upstream_http_error",
+            _ => "upstream_error",
+        };
+        assert_eq!(err.code(), expected, "{kind:?}: {err}");
         let status = gateway.servers().into_iter().next().expect("one server");
         assert_eq!(status.state, ServerState::Ready, "{kind:?}: {status:?}");
         let logged = gateway

@@ -107,16 +107,24 @@ function build() {
   // front of a server does when the server fails.
   server.registerTool('test_http_status', {
     description: 'Answered with HTTP `status` and a text body, before the SDK sees it.',
-    inputSchema: { status: z.number().int() },
+    inputSchema: { status: z.number().int(), json: z.boolean().optional() },
   }, async () => ({ content: [{ type: 'text', text: 'not reached' }] }));
 
   return server;
 }
 
-/** Answers a call of `test_http_status` with the status it names; true when it did. */
+/** Answers a call of `test_http_status` with the status it names, and a text body or (with
+ * `json`) a JSON-RPC error naming no request, as catch-all error handlers answer; true when
+ * it did. */
 function failed(req, res) {
   if (req.body?.method !== 'tools/call' || req.body.params?.name !== 'test_http_status') return false;
-  res.status(req.body.params.arguments?.status ?? 500).type('text/plain').send('the server failed');
+  const args = req.body.params.arguments ?? {};
+  res.status(args.status ?? 500);
+  if (args.json) {
+    res.json({ jsonrpc: '2.0', error: { code: -32603, message: 'Internal server error' }, id: null });
+  } else {
+    res.type('text/plain').send('the server failed');
+  }
   return true;
 }
 
