@@ -74,7 +74,6 @@ impl Gateway {
     async fn review_catalog(&self, reviewer: &Reviewer) -> Option<Instant> {
         let catalog = self.catalog();
         let mut retry_at: Option<Instant> = None;
-        let mut asked = std::collections::HashSet::new();
         for tool in catalog.tools() {
             // The rules found it high: quarantined or reported already, nothing to add.
             if tool
@@ -84,10 +83,9 @@ impl Gateway {
             {
                 continue;
             }
+            // A definition met twice in one pass (the same tool on two servers) was answered,
+            // or failed, the first time: not wanted again.
             let key = tool.review_key();
-            if !asked.insert(key.clone()) {
-                continue;
-            }
             if !reviewer.verdicts.wanted(key.as_str(), Instant::now()) {
                 if let Some(at) = reviewer.verdicts.retry_at(key.as_str()) {
                     retry_at = Some(retry_at.map_or(at, |earliest| earliest.min(at)));

@@ -543,11 +543,6 @@ where
             status,
             StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN | StatusCode::TOO_MANY_REQUESTS
         );
-        let retry_after = response
-            .headers()
-            .get(http::header::RETRY_AFTER)
-            .and_then(|value| value.to_str().ok())
-            .map(str::to_owned);
         if json
             && !refused
             && let Ok(body) = read_body(response).await
@@ -559,8 +554,9 @@ where
         if !super::fails_request_alone(status.as_u16()) {
             return Err(ServiceError::TransportClosed);
         }
+        // No `Retry-After`: `UpstreamError::HttpStatus` keeps the status alone.
         return Err(request_failed(StreamableHttpError::HttpStatus(
-            HttpStatusError::new(status.as_u16(), retry_after),
+            HttpStatusError::new(status.as_u16(), None),
         )));
     }
     if events {

@@ -346,3 +346,45 @@ async fn past_the_confirmations_a_user_may_hold_a_write_is_a_limit() {
     )
     .await;
 }
+
+/// Approving with as many approved tokens held as a user may hold (100) is refused as a
+/// limit, and the confirmation is not lost: it is listed again, and approved once a token
+/// is used.
+#[tokio::test]
+async fn approving_past_the_tokens_a_user_may_hold_keeps_the_confirmation() {
+    let gateway = support::gateway(support::config(vec![demo("demo")])).await;
+    let alice = caller("local", "alice", "s1");
+    let mut tokens = Vec::new();
+    for i in 0..mcpgate::store::MAX_PER_USER {
+        let args = json!({ "title": format!("n{i}"), "body": "b" });
+        let (_, token) = approved(&gateway, &alice, "demo.add_note", args.clone()).await;
+        tokens.push((args, token));
+    }
+    let id = ask(
+        &gateway,
+        &alice,
+        "demo.add_note",
+        json!({ "title": "one more", "body": "b" }),
+    )
+    .await;
+    let refused = gateway
+        .approve(&alice, &id)
+        .await
+        .expect_err("past the bound");
+    assert_eq!(refused.code(), "limit_exceeded", "{refused}");
+    let listed = gateway.pending_confirmations(&alice).await.expect("listed");
+    assert!(
+        listed.iter().any(|p| p.id == id),
+        "the confirmation was lost"
+    );
+    // A token used frees room: the same confirmation is approved now.
+    let (args, token) = tokens.pop().expect("a token");
+    gateway
+        .call_tool(&alice, "demo.add_note", args, Some(token.as_str()))
+        .await
+        .expect("the write runs with its token");
+    gateway
+        .approve(&alice, &id)
+        .await
+        .expect("approved once there is room");
+}
