@@ -26,21 +26,23 @@ use serde_json::Value;
 use unicode_normalization::{IsNormalized, UnicodeNormalization as _};
 
 pub use cross::{cross_catalog, cross_catalog_beside};
-use phrases::{Normalized, OwnNames};
+use phrases::Normalized;
 use rules::Family;
 pub(super) use unicode::{escaped, is_invisible};
 
-/// Longest top-level description before it is noted as long: generous for honest tools (the
-/// longest seen in popular servers are near 3,000 characters); a longer one is mostly room to
-/// hide things, so it is noted (low severity: length alone is no poisoning).
-const MAX_DESCRIPTION_CHARS: usize = 6_000;
+/// Longest description, title or other text of a definition before it is noted as long
+/// (low severity: length alone is no poisoning, and all of it is scanned anyway). Generous for
+/// honest tools: among 970 tools of 62 popular servers the longest description is near 7,000
+/// characters (Firecrawl's, with JSON examples) and the longest parameter description near
+/// 6,800 (a category list).
+const MAX_TEXT_CHARS: usize = 16_000;
 
-/// Longest nested description or title (schema properties, `$defs`, the tool title): these
-/// describe one parameter and need far less room than the tool itself.
-const MAX_NESTED_TEXT_CHARS: usize = 1_000;
-
-/// A whitespace run this long pushes the text after it out of view in most UIs.
+/// A whitespace run this long inside a line pushes the text after it out of view in most UIs.
 const MAX_WHITESPACE_RUN: usize = 20;
+
+/// Indentation (blanks at the start of a line) this long does the same; shorter indentation
+/// is layout (descriptions written as indented template literals, JSON examples).
+const MAX_INDENT_RUN: usize = 80;
 
 /// Line breaks in one whitespace run that push the text after it out of view.
 const MAX_LINE_BREAK_RUN: usize = 5;
@@ -301,29 +303,19 @@ pub fn scan_tool_cached(fingerprint: &str, tool: &Tool) -> Vec<Finding> {
 /// Every finding in `tool`, sorted by location, then code. The same tool always gives the
 /// same findings in the same order.
 pub fn scan_tool(tool: &Tool) -> Vec<Finding> {
-    let own = OwnNames {
-        tool: &tool.name,
-        params: tool
-            .input_schema
-            .get("properties")
-            .and_then(Value::as_object)
-            .map(|props| props.keys().map(String::as_str).collect())
-            .unwrap_or_default(),
-    };
     let mut scan = Scan {
-        own,
         findings: Vec::new(),
     };
     // A name is never too long here: the catalog caps the name models see.
     scan.text("name", &tool.name, None);
     if let Some(title) = &tool.title {
-        scan.text("title", title, Some(MAX_NESTED_TEXT_CHARS));
+        scan.text("title", title, Some(MAX_TEXT_CHARS));
     }
     if let Some(description) = &tool.description {
-        scan.text("description", description, Some(MAX_DESCRIPTION_CHARS));
+        scan.text("description", description, Some(MAX_TEXT_CHARS));
     }
     if let Some(title) = tool.annotations.as_ref().and_then(|a| a.title.as_ref()) {
-        scan.text("annotations.title", title, Some(MAX_NESTED_TEXT_CHARS));
+        scan.text("annotations.title", title, Some(MAX_TEXT_CHARS));
     }
     scan.schema("inputSchema", &tool.input_schema);
     if let Some(output) = &tool.output_schema {
@@ -398,12 +390,11 @@ fn about_secrets(name: &str) -> bool {
         .any(|word| SECRET_PURPOSES.contains(&word))
 }
 
-struct Scan<'a> {
-    own: OwnNames<'a>,
+struct Scan {
     findings: Vec<Finding>,
 }
 
-impl Scan<'_> {
+impl Scan {
     /// Records a finding at its code's severity, once per code and location.
     fn push(&mut self, code: FindingCode, location: &str, detail: String) {
         self.push_weighed(code, code.severity(), location, detail);
@@ -460,7 +451,7 @@ impl Scan<'_> {
         let layout_checks = [
             (
                 FindingCode::CrossToolInstruction,
-                phrases::cross_tool_instruction(&folded, &self.own),
+                phrases::cross_tool_instruction(&folded),
             ),
             (FindingCode::WhitespaceRun, whitespace_run(text)),
         ];
@@ -587,13 +578,13 @@ impl Scan<'_> {
             self.name(path, key);
             match value {
                 Value::String(text) if TEXT_KEYS.contains(&key.as_str()) => {
-                    self.text(path, text, Some(MAX_NESTED_TEXT_CHARS));
+                    self.text(path, text, Some(MAX_TEXT_CHARS));
                 }
                 Value::Array(items) if TEXT_ARRAY_KEYS.contains(&key.as_str()) => {
                     for (i, item) in items.iter().enumerate() {
                         if let Value::String(text) = item {
                             let at = format!("{path}[{i}]");
-                            self.text(&at, text, Some(MAX_NESTED_TEXT_CHARS));
+                            self.text(&at, text, Some(MAX_TEXT_CHARS));
                         }
                     }
                 }
@@ -674,30 +665,52 @@ fn instructions(n: &Normalized) -> Vec<(FindingCode, String)> {
         .collect()
 }
 
-/// A run of whitespace (invisible characters count as part of it) at least
-/// [`MAX_WHITESPACE_RUN`] long or holding [`MAX_LINE_BREAK_RUN`] line breaks.
+/// A run of whitespace (invisible characters count as part of it) that pushes the text after
+/// it out of view: [`MAX_LINE_BREAK_RUN`] line breaks, or blanks [`MAX_WHITESPACE_RUN`] long
+/// within a line ([`MAX_INDENT_RUN`] at the start of one, where they are indentation). A run
+/// that nothing follows hides nothing.
 fn whitespace_run(text: &str) -> Option<String> {
     let mut run_start = 0;
     let mut run_len = 0;
+    // Blanks since the run's last line break, and whether a line break came before them.
+    let mut blanks = 0;
+    let mut indent = false;
     let mut breaks = 0;
+    let mut found = None;
     let mut chars = text.chars().enumerate().peekable();
     while let Some((index, c)) = chars.next() {
         if !(c.is_whitespace() || is_invisible(c)) {
+            if found.is_some() {
+                return found;
+            }
             run_len = 0;
+            blanks = 0;
             breaks = 0;
+            indent = false;
             continue;
         }
         if run_len == 0 {
             run_start = index;
+            // The text's own start is a line's start too.
+            indent = index == 0;
         }
         run_len += 1;
         // `\r\n` is one break: its `\r` is counted only when no `\n` follows.
         let lone_cr = c == '\r' && chars.peek().is_none_or(|&(_, n)| n != '\n');
         if matches!(c, '\n' | '\u{2028}' | '\u{2029}') || lone_cr {
             breaks += 1;
+            blanks = 0;
+            indent = true;
+        } else if c != '\r' {
+            blanks += 1;
         }
-        if run_len >= MAX_WHITESPACE_RUN || breaks >= MAX_LINE_BREAK_RUN {
-            return Some(format!(
+        let limit = if indent {
+            MAX_INDENT_RUN
+        } else {
+            MAX_WHITESPACE_RUN
+        };
+        if found.is_none() && (blanks >= limit || breaks >= MAX_LINE_BREAK_RUN) {
+            found = Some(format!(
                 "{run_len}+ whitespace characters ({breaks} line break(s)) from character \
                  {run_start}"
             ));

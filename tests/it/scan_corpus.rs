@@ -61,15 +61,31 @@ const MIN_DETECTED: &[(&str, usize)] = &[
     ("heldout4 shadowing", 15),
     ("heldout4 exfiltration", 14),
     ("heldout4 impersonation", 15),
+    ("heldout5 classic", 14),
+    ("heldout5 schema_strings", 11),
+    ("heldout5 hidden_text", 14),
+    ("heldout5 encoded", 11),
+    ("heldout5 multilingual", 10),
+    ("heldout5 paraphrase", 6),
+    ("heldout5 shadowing", 15),
+    ("heldout5 exfiltration", 11),
+    ("heldout5 impersonation", 13),
 ];
 
-/// Benign tools with any finding, at most.
-const MAX_FALSE_POSITIVES: usize = 0;
+/// Benign tools with any finding, at most: none of `benign.jsonl`'s 176; of
+/// `benign2.jsonl`'s 794, Neon's `prepare_database_migration` (XML-tagged orders not to mention
+/// column types), Desktop Commander's `list_directory` ("use this instead of
+/// 'execute_command'", another server's tool) and `start_search` (`.env` among files to look
+/// for), Pinecone's `list-indexes` and CircleCI's `download_usage_api_data` (orders about
+/// "other tools" / "every tool call"), Task Master's `delete_tag` ("Skip confirmation prompts",
+/// a flag's description).
+const MAX_FALSE_POSITIVES: usize = 6;
 
-/// Hard benign tools (`benign_hard.jsonl`: long, security-minded descriptions written to
-/// trip a scanner) with any finding, at most: a shell runner that forbids `curl | sh` and
-/// printing the environment still reads as asking for them.
-const MAX_HARD_FALSE_POSITIVES: usize = 1;
+/// Hard benign tools (`benign_hard.jsonl`, `benign_hard5.jsonl`: long, security-minded
+/// descriptions written to trip a scanner) with any finding, at most: a shell runner that
+/// forbids `curl | sh` still reads as asking for it, and a prompt-injection classifier quotes
+/// the attacks it detects.
+const MAX_HARD_FALSE_POSITIVES: usize = 2;
 
 struct Entry {
     id: String,
@@ -128,14 +144,22 @@ fn findings(entries: &[&Entry]) -> Vec<Vec<Finding>> {
 fn shown(found: &[Finding]) -> String {
     found
         .iter()
-        .map(|f| format!("{} {}", f.code, f.location))
+        .map(|f| {
+            // `MCPGATE_SCAN_DETAIL=1` shows each finding's excerpt in the report.
+            if std::env::var_os("MCPGATE_SCAN_DETAIL").is_some() {
+                format!("{f}")
+            } else {
+                format!("{} {}", f.code, f.location)
+            }
+        })
         .collect::<Vec<_>>()
         .join(", ")
 }
 
 #[test]
 fn detection_and_false_positives_hold_on_the_corpus() {
-    let benign = corpus("benign.jsonl");
+    let mut benign = corpus("benign.jsonl");
+    benign.extend(corpus("benign2.jsonl"));
     let poisoned = corpus("poisoned.jsonl");
     assert!(benign.len() >= 150 && poisoned.len() >= 150);
     let report = std::env::var_os("MCPGATE_SCAN_REPORT").is_some();
@@ -159,8 +183,8 @@ fn detection_and_false_positives_hold_on_the_corpus() {
         }
     }
 
-    // Detection: the poisoned definitions beside the benign catalog; the held-out set was
-    // written apart from the rules and never used to tune them.
+    // Detection: the poisoned definitions beside the benign catalog; the held-out sets were
+    // written apart from the rules (`heldout3` and `heldout5` never used to tune them).
     let held_out = |file: &str, label: &'static str| {
         corpus(file).into_iter().map(move |mut e| {
             e.kind = format!("{label} {}", e.kind);
@@ -173,6 +197,7 @@ fn detection_and_false_positives_hold_on_the_corpus() {
         .chain(held_out("heldout2.jsonl", "heldout2"))
         .chain(held_out("heldout3.jsonl", "heldout3"))
         .chain(held_out("heldout4.jsonl", "heldout4"))
+        .chain(held_out("heldout5.jsonl", "heldout5"))
         .collect();
     let mixed: Vec<&Entry> = benign.iter().chain(&poisoned).collect();
     let all = findings(&mixed);
@@ -211,7 +236,8 @@ fn detection_and_false_positives_hold_on_the_corpus() {
         }
     }
     // Hard benign tools, beside the real ones.
-    let hard = corpus("benign_hard.jsonl");
+    let mut hard = corpus("benign_hard.jsonl");
+    hard.extend(corpus("benign_hard5.jsonl"));
     let with_hard: Vec<&Entry> = benign.iter().chain(&hard).collect();
     let hard_flagged: Vec<String> = with_hard
         .iter()

@@ -148,9 +148,20 @@ const CONCEALMENT_PATTERNS: &[Pattern] = &[
     &[
         NEGATION,
         &["", "ever"],
-        &["inform", "notify", "alert", "warn", "ask"],
+        &["inform", "notify", "alert", "warn"],
         DETERMINER,
         USER,
+    ],
+    // "do not ask the user for confirmation", but not "do not ask the user to pick one"
+    &[
+        NEGATION,
+        &["", "ever"],
+        &["ask"],
+        DETERMINER,
+        USER,
+        &[
+            "for", "about", "before", "whether", "if", "first", "again", "anything",
+        ],
     ],
     &[&["without"], &["telling", "mentioning"]],
     &[
@@ -382,9 +393,45 @@ fn markup_start(text: &str) -> Option<usize> {
 /// A path or phrase naming credentials (SSH keys, cloud and package-registry credentials,
 /// `.env`, `/etc/passwd`, "private key").
 pub(super) fn secret_access(n: &Normalized) -> Option<String> {
-    let needle = SECRET_NEEDLE.find(&n.text).map(|m| m.start());
+    let needle = SECRET_NEEDLE
+        .find_iter(&n.text)
+        .map(|m| m.start())
+        .find(|&at| !refused_around(&n.text, at));
     let start = [needle, dot_env(&n.text)].into_iter().flatten().min()?;
     Some(format!("mentions {}", n.excerpt(start)))
+}
+
+/// Words by which a sentence says what it names is refused ("system paths such as `~/.ssh`
+/// are rejected").
+const REFUSED: &[&str] = &[
+    "rejected",
+    "refused",
+    "blocked",
+    "denied",
+    "forbidden",
+    "disallowed",
+    "prohibited",
+    "not allowed",
+    "not permitted",
+];
+
+/// Whether the sentence around byte `at` of `text` says that what it names is refused.
+fn refused_around(text: &str, at: usize) -> bool {
+    let ends = |c: char| matches!(c, '.' | '\n' | ';' | '!' | '?');
+    let from = text[..at].rfind(ends).map_or(0, |i| i + 1);
+    // A `.` inside the name itself (`~/.ssh`) does not end the sentence.
+    let to = text[at..]
+        .char_indices()
+        .skip(1)
+        .find(|&(i, c)| {
+            ends(c)
+                && (c != '.'
+                    || text[at + i + 1..].starts_with(char::is_whitespace)
+                    || at + i + 1 == text.len())
+        })
+        .map_or(text.len(), |(i, _)| at + i);
+    let sentence = &text[from..to];
+    REFUSED.iter().any(|word| sentence.contains(word))
 }
 
 /// `.env` as a file name (`.env`, `app/.env`, `.env.local`), not `process.env` or `.envrc`.
@@ -404,23 +451,15 @@ pub(super) fn concealment(n: &Normalized) -> Option<String> {
     Some(format!("matched {}", n.excerpt(n.word_start(at))))
 }
 
-/// What a tool may name about itself without it counting as another tool.
-pub(super) struct OwnNames<'a> {
-    pub(super) tool: &'a str,
-    /// Its top-level input property names, which descriptions quote all the time.
-    pub(super) params: Vec<&'a str>,
-}
-
-/// An instruction about other tools. A sentence (split at `.` before whitespace, `!`, `?`,
-/// `;` and line breaks) counts when it holds one of [`IMPERATIVE`] and either
-/// - "other / another / all / every / any / each tool(s)", or
-/// - the word "tool(s)", a usage verb ([`USAGE`]) and a tool-like identifier (snake_case,
-///   lowerCamelCase, or `backticked`) that is neither this tool's name nor one of its
-///   parameters.
+/// An instruction about other tools in general. A sentence (split at `.` before whitespace,
+/// `!`, `?`, `;` and line breaks) counts when it holds one of [`IMPERATIVE`] and "other /
+/// another / all / every / any / each tool(s)". Sentences that name a tool are judged with the
+/// whole catalog ([`instruction_identifiers`]), since naming its own server's tools is what
+/// honest tools do all the time.
 ///
-/// So "This tool must be called with an absolute path" passes, and "Before using this tool,
-/// call `read_file` on ~/.ssh" does not.
-pub(super) fn cross_tool_instruction(raw: &str, own: &OwnNames<'_>) -> Option<String> {
+/// So "This tool must be called with an absolute path" passes, and "Before using any other
+/// tool, call this one" does not.
+pub(super) fn cross_tool_instruction(raw: &str) -> Option<String> {
     let visible: String = raw.chars().filter(|&c| !is_invisible(c)).collect();
     for sentence in sentences(&visible) {
         let lower = sentence.to_lowercase();
@@ -428,25 +467,33 @@ pub(super) fn cross_tool_instruction(raw: &str, own: &OwnNames<'_>) -> Option<St
             .into_iter()
             .map(|(s, e)| &lower[s..e])
             .collect();
-        if !words.iter().any(|w| IMPERATIVE.contains(w)) {
-            continue;
-        }
-        let shown = escaped(sentence.trim(), MAX_EXCERPT_CHARS);
-        if find_patterns(&words, &ANY_OTHER_TOOL).is_some() {
+        if words.iter().any(|w| IMPERATIVE.contains(w))
+            && find_patterns(&words, &ANY_OTHER_TOOL).is_some()
+        {
+            let shown = escaped(sentence.trim(), MAX_EXCERPT_CHARS);
             return Some(format!("refers to other tools: \"{shown}\""));
-        }
-        let mentions_tool = words.iter().any(|w| matches!(*w, "tool" | "tools"));
-        if mentions_tool && words.iter().any(|w| USAGE.contains(w)) {
-            let foreign = identifiers(sentence)
-                .into_iter()
-                .find(|id| *id != own.tool && !own.params.contains(id));
-            if let Some(id) = foreign {
-                let id = escaped(id, MAX_EXCERPT_CHARS);
-                return Some(format!("names `{id}`: \"{shown}\""));
-            }
         }
     }
     None
+}
+
+/// The tool-like names (snake_case, lowerCamelCase, `backticked`) of a sentence that
+/// instructs how tools are used: it holds one of [`IMPERATIVE`], the word "tool(s)" and a
+/// usage verb ([`USAGE`]). Empty for any other sentence.
+pub(super) fn instruction_identifiers(sentence: &str) -> Vec<&str> {
+    let lower = sentence.to_lowercase();
+    let words: Vec<&str> = word_spans(&lower)
+        .into_iter()
+        .map(|(s, e)| &lower[s..e])
+        .collect();
+    let instructs = words.iter().any(|w| IMPERATIVE.contains(w))
+        && words.iter().any(|w| matches!(*w, "tool" | "tools"))
+        && words.iter().any(|w| USAGE.contains(w));
+    if instructs {
+        identifiers(sentence)
+    } else {
+        Vec::new()
+    }
 }
 
 pub(super) fn sentences(text: &str) -> Vec<&str> {

@@ -262,7 +262,11 @@ pub(super) fn matches(normalized: &str) -> Vec<(Family, &'static str, usize)> {
 
 /// Where `rule` first matches `normalized`, kept in `found` when it is its family's earliest.
 fn keep_earliest(found: &mut Vec<(Family, &'static str, usize)>, rule: &Rule, normalized: &str) {
-    let Some(m) = rule.pattern.find(normalized) else {
+    let Some(m) = rule
+        .pattern
+        .find_iter(normalized)
+        .find(|m| !negated(rule, &normalized[..m.start()]))
+    else {
         return;
     };
     match found.iter_mut().find(|(family, ..)| *family == rule.family) {
@@ -270,6 +274,22 @@ fn keep_earliest(found: &mut Vec<(Family, &'static str, usize)>, rule: &Rule, no
         Some(earliest) => *earliest = (rule.family, rule.language, m.start()),
         None => found.push((rule.family, rule.language, m.start())),
     }
+}
+
+/// Words right before an English match that turn an instruction into its refusal or a
+/// description ("do not include any credentials", "whether to skip the confirmation").
+const NEGATING_ENDINGS: &[&str] = &[" not", "n't", " never", " no", "whether to", "option to"];
+
+/// Whether an English rule that asks for something (not concealment, whose rules are refusals
+/// themselves) matched right after a negation: `before` is the text before the match.
+fn negated(rule: &Rule, before: &str) -> bool {
+    if rule.language != "en" || rule.family == Family::Concealment {
+        return false;
+    }
+    let before = format!(" {}", before.trim_end());
+    NEGATING_ENDINGS
+        .iter()
+        .any(|ending| before.ends_with(ending))
 }
 
 /// The earliest match of a rule of `family` in `normalized`.
