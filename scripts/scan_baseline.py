@@ -18,7 +18,8 @@ from mcpscanner.core.analyzers.yara_analyzer import YaraAnalyzer
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "..", "tests", "scan_corpus")
 OUT = os.path.join(HERE, "..", "target", "scan-baseline")
-FILES = ["benign", "poisoned", "heldout", "heldout2", "heldout3", "heldout4", "benign_hard"]
+FILES = ["benign", "benign2", "poisoned", "heldout", "heldout2", "heldout3", "heldout4", "heldout5",
+         "benign_hard", "benign_hard5"]
 HM = {"HIGH", "MEDIUM"}
 
 
@@ -57,7 +58,7 @@ async def main():
             by_kind[k][0] += bool(rules); by_kind[k][1] += bool(hm); by_kind[k][2] += 1
         tot = [sum(v[i] for v in by_kind.values()) for i in range(3)]
         print(f"\n== {name}: flagged(any) {tot[0]}/{tot[2]}, flagged(HIGH/MEDIUM) {tot[1]}/{tot[2]}")
-        if name not in ("benign", "benign_hard"):
+        if not name.startswith("benign"):
             print(f"  {'kind':16} {'any':>8} {'hi/med':>8}")
             for k in sorted(by_kind):
                 a, h, t = by_kind[k]

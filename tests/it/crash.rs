@@ -2,7 +2,9 @@
 //! same state: every call that was answered has exactly one audit record, no call has two,
 //! every confirmation consumed stays consumed; with the embedded store SQLite's integrity
 //! check passes, and with the shared stores (Redis and PostgreSQL of the test's own) the same
-//! holds of PostgreSQL's audit (RELIABILITY.md, "Load, soak and crash").
+//! holds of PostgreSQL's audit. With `[audit] sync = "every_commit"` the same holds after a
+//! simulated power loss (unsynced pages dropped by LazyFS), a test run by hand where a LazyFS
+//! mount exists (RELIABILITY.md, "Load, soak and crash").
 
 use std::{
     collections::HashMap,
@@ -132,12 +134,14 @@ fn client() -> reqwest::Client {
 }
 
 /// [`RUNS`] runs of load in `dir` with `config` and `env`, each ended by `kill -9` at a
-/// moment drawn from `seed`: the calls answered.
+/// moment drawn from `seed` (and, with `power`, a power loss right after it): the calls
+/// answered.
 async fn kill_under_load(
     dir: &std::path::Path,
     config: &str,
     env: &[(&str, &str)],
     seed: u64,
+    power: Option<&LazyFs>,
 ) -> HashMap<String, Option<Value>> {
     let answered: Answered = Arc::default();
     let http = client();
@@ -159,6 +163,9 @@ async fn kill_under_load(
         let moment = 200 + seed.wrapping_mul(run + 7919) % 1000;
         tokio::time::sleep(Duration::from_millis(moment)).await;
         served.kill().await;
+        if let Some(lazyfs) = power {
+            lazyfs.lose_unsynced_pages();
+        }
         for worker in workers {
             tokio::time::timeout(WAIT, worker)
                 .await
@@ -235,10 +242,15 @@ async fn kill_9_under_load_loses_no_answered_record() {
     let seed = seed();
     eprintln!("seed {seed}");
     let config = config("database = \"mcpgate.db\"");
-    let answered = kill_under_load(dir.path(), &config, &[], seed).await;
+    let answered = kill_under_load(dir.path(), &config, &[], seed, None).await;
+    sqlite_records_hold(&dir.path().join("mcpgate.db"), &answered, seed);
+    consumed_stay_consumed(dir.path(), &config, &[], answered).await;
+}
 
-    // The records, read from the file the killed gateways wrote.
-    let db = rusqlite::Connection::open(dir.path().join("mcpgate.db")).expect("the state file");
+/// The SQLite file at `db` passes its integrity check and holds one record for each call in
+/// `answered`.
+fn sqlite_records_hold(db: &std::path::Path, answered: &HashMap<String, Option<Value>>, seed: u64) {
+    let db = rusqlite::Connection::open(db).expect("the state file");
     let integrity: String = db
         .query_row("PRAGMA integrity_check", [], |row| row.get(0))
         .expect("integrity check");
@@ -256,8 +268,7 @@ async fn kill_9_under_load_loses_no_answered_record() {
         let (id, count) = row.expect("a row");
         counts.insert(id, count);
     }
-    one_record_each(&counts, &answered, seed);
-    consumed_stay_consumed(dir.path(), &config, &[], answered).await;
+    one_record_each(&counts, answered, seed);
 }
 
 /// The shared stores: confirmations in Redis, the audit and consumed tokens in PostgreSQL
@@ -281,7 +292,7 @@ async fn kill_9_under_load_with_shared_stores_loses_no_answered_record() {
         "database = \"memory\"\nredis = \"${REDIS_URL}\"\npostgres = \"${DATABASE_URL}\"\n\
          require_shared = true",
     );
-    let answered = kill_under_load(dir.path(), &config, &env, seed).await;
+    let answered = kill_under_load(dir.path(), &config, &env, seed, None).await;
 
     let pool = postgres.pool().await;
     let rows: Vec<(String, i64)> =
@@ -292,4 +303,99 @@ async fn kill_9_under_load_with_shared_stores_loses_no_answered_record() {
     let counts: HashMap<String, i64> = rows.into_iter().collect();
     one_record_each(&counts, &answered, seed);
     consumed_stay_consumed(dir.path(), &config, &env, answered).await;
+}
+
+/// A mounted [LazyFS](https://github.com/dsrhaslab/lazyfs): a FUSE file system that keeps
+/// written pages in its own cache until they are synced, and drops every unsynced page when
+/// told, as a machine losing power would.
+struct LazyFs {
+    /// A folder inside the mount.
+    mount: std::path::PathBuf,
+    /// The FIFO LazyFS reads its commands from (`fifo_path`).
+    commands: std::path::PathBuf,
+    /// The FIFO it answers `finished::clear-cache` on (`fifo_path_completed`).
+    done: std::path::PathBuf,
+}
+
+impl LazyFs {
+    /// From `MCPGATE_LAZYFS_MOUNT`, `MCPGATE_LAZYFS_FIFO` and `MCPGATE_LAZYFS_DONE_FIFO`.
+    fn from_env() -> Self {
+        let var = |name: &str| {
+            std::env::var_os(name).unwrap_or_else(|| {
+                panic!("{name} is not set: this test needs a LazyFS mount (RELIABILITY.md)")
+            })
+        };
+        LazyFs {
+            mount: var("MCPGATE_LAZYFS_MOUNT").into(),
+            commands: var("MCPGATE_LAZYFS_FIFO").into(),
+            done: var("MCPGATE_LAZYFS_DONE_FIFO").into(),
+        }
+    }
+
+    /// Drops every page not yet synced and waits until LazyFS says it has.
+    fn lose_unsynced_pages(&self) {
+        use std::{
+            io::{ErrorKind, Read, Write},
+            os::unix::fs::OpenOptionsExt,
+        };
+        // LazyFS keeps the answer FIFO open to write and drops an answer nobody reads: open
+        // it before sending the command, without waiting (a FIFO opened to read waits for a
+        // writer otherwise), and poll it.
+        let mut done = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
+            .open(&self.done)
+            .expect("LazyFS's answer FIFO");
+        let mut commands = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&self.commands)
+            .expect("LazyFS's command FIFO");
+        commands
+            .write_all(b"lazyfs::clear-cache\n")
+            .expect("command sent");
+        drop(commands);
+        let deadline = std::time::Instant::now() + WAIT;
+        let mut answer = Vec::new();
+        while !answer.ends_with(b"\n") {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "LazyFS did not answer"
+            );
+            let mut chunk = [0; 64];
+            match done.read(&mut chunk) {
+                Ok(0) => panic!("LazyFS closed its answer FIFO"),
+                Ok(n) => answer.extend_from_slice(&chunk[..n]),
+                Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                Err(e) => panic!("LazyFS's answer FIFO: {e}"),
+            }
+        }
+        let answer = String::from_utf8_lossy(&answer);
+        assert_eq!(answer.trim(), "finished::clear-cache", "{answer:?}");
+    }
+}
+
+/// The embedded store with `[audit] sync = "every_commit"` on LazyFS: each run ends with
+/// `kill -9` and then the loss of every unsynced page. Run by hand where LazyFS is mounted:
+/// `MCPGATE_LAZYFS_MOUNT=/tmp/lazyfs.mnt MCPGATE_LAZYFS_FIFO=/tmp/lazyfs.fifo
+/// MCPGATE_LAZYFS_DONE_FIFO=/tmp/lazyfs.done.fifo cargo nextest run --run-ignored only
+/// crash::power_loss` (RELIABILITY.md says how LazyFS is built and mounted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs a LazyFS mount named by MCPGATE_LAZYFS_MOUNT (RELIABILITY.md)"]
+async fn power_loss_under_load_with_every_commit_loses_no_answered_record() {
+    let lazyfs = LazyFs::from_env();
+    let sync = std::env::var("MCPGATE_LAZYFS_SYNC").unwrap_or_else(|_| "every_commit".into());
+    let state = tempfile::tempdir_in(&lazyfs.mount).expect("a folder on LazyFS");
+    let db = state.path().join("mcpgate.db");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let seed = seed();
+    eprintln!("seed {seed}, sync {sync}");
+    let config = config(&format!(
+        "database = {}\n\n[audit]\nsync = \"{sync}\"",
+        toml::Value::String(db.to_string_lossy().into_owned())
+    ));
+    let answered = kill_under_load(dir.path(), &config, &[], seed, Some(&lazyfs)).await;
+    sqlite_records_hold(&db, &answered, seed);
+    consumed_stay_consumed(dir.path(), &config, &[], answered).await;
 }
