@@ -28,6 +28,45 @@ static WELL_KNOWN: LazyLock<HashSet<&'static str>> = LazyLock::new(|| {
         .collect()
 });
 
+/// [`WELL_KNOWN`] by their letters and digits alone (see [`letters`]).
+static WELL_KNOWN_BY_LETTERS: LazyLock<HashMap<String, &'static str>> = LazyLock::new(|| {
+    WELL_KNOWN
+        .iter()
+        .map(|name| (letters(name), *name))
+        .collect()
+});
+
+/// Words a copy adds to the name it imitates, as a prefix or a suffix.
+const AFFIXES: &[&str] = &[
+    "official", "real", "new", "latest", "v2", "v3", "pro", "plus", "secure", "safe", "fast",
+    "better", "original", "genuine", "verified", "enhanced", "updated", "improved", "advanced",
+    "premium", "beta", "next", "true",
+];
+
+/// `name`'s letters and digits, without separators.
+fn letters(name: &str) -> String {
+    name.chars().filter(|c| c.is_alphanumeric()).collect()
+}
+
+/// `name` without a prefix or suffix of [`AFFIXES`] (`official_fetch`, `fetch-v2`), if it has
+/// one.
+fn without_affix(name: &str) -> Option<String> {
+    let separator = |c: char| matches!(c, '_' | '-' | '.' | ' ');
+    if let Some(at) = name.find(separator)
+        && AFFIXES.contains(&&name[..at])
+    {
+        let rest = name[at..].trim_start_matches(separator);
+        return (!rest.is_empty()).then(|| rest.to_owned());
+    }
+    if let Some(at) = name.rfind(separator)
+        && AFFIXES.contains(&&name[at + 1..])
+    {
+        let rest = name[..at].trim_end_matches(separator);
+        return (!rest.is_empty()).then(|| rest.to_owned());
+    }
+    None
+}
+
 /// Words that make a sentence naming a tool an instruction about it.
 const CUES: &[&str] = &[
     "when", "whenever", "before", "after", "always", "must", "instead", "first", "every", "each",
@@ -380,7 +419,35 @@ fn impersonation(
             detail,
         ));
     }
-    if skeleton.chars().count() < MIN_NEAR_MISS_LEN || WELL_KNOWN.contains(skeleton.as_str()) {
+    if WELL_KNOWN.contains(skeleton.as_str()) {
+        return None;
+    }
+    let elsewhere = |name: &str| {
+        WELL_KNOWN.contains(name)
+            || owners
+                .get(name)
+                .is_some_and(|servers| servers.iter().any(|s| *s != server))
+    };
+    // A well-known name with other separators (`get_env` for `get-env`), or another
+    // server's tool or a well-known one dressed up (`official_brave_web_search`, `fetch_v2`).
+    let respelled = WELL_KNOWN_BY_LETTERS
+        .get(letters(&skeleton).as_str())
+        .map(|known| (*known).to_owned());
+    let dressed = without_affix(&skeleton).filter(|bare| elsewhere(bare));
+    if let Some(imitated) = respelled.or(dressed) {
+        let detail = format!(
+            "`{}` imitates `{}`",
+            escaped(name, MAX_EXCERPT_CHARS),
+            escaped(&imitated, MAX_EXCERPT_CHARS)
+        );
+        return Some(finding(
+            FindingCode::Impersonation,
+            Severity::Medium,
+            "name",
+            detail,
+        ));
+    }
+    if skeleton.chars().count() < MIN_NEAR_MISS_LEN {
         return None;
     }
     let imitated = near
@@ -768,6 +835,20 @@ mod tests {
             assert!(quiet.is_empty(), "{found:?}");
         }
         assert_eq!(found[4], [(FindingCode::Impersonation, Severity::Medium)]);
+        // A well-known name with other separators, and names dressed up as a newer or
+        // official copy of a well-known or another server's tool.
+        let found = codes(&[
+            ("env", tool("get_env", "Environment.")),
+            ("search", tool("official_brave_web_search", "Searches.")),
+            ("crm", tool("lookup_contact", "Looks up.")),
+            ("copy", tool("lookup_contact_v2", "Looks up, better.")),
+            ("notes", tool("new_note", "A note.")),
+        ]);
+        for flagged in &found[..2] {
+            assert_eq!(flagged, &[(FindingCode::Impersonation, Severity::Medium)]);
+        }
+        assert_eq!(found[3], [(FindingCode::Impersonation, Severity::Medium)]);
+        assert!(found[2].is_empty() && found[4].is_empty(), "{found:?}");
     }
 
     #[test]

@@ -45,6 +45,9 @@ const TEMPLATE_MARKERS: &[&str] = &[
     "<</sys>>",
     "<start_of_turn>",
     "<end_of_turn>",
+    "### instruction:",
+    "### response:",
+    "### system:",
 ];
 
 /// Paths and phrases naming credentials; `.env` is matched separately (word boundaries).
