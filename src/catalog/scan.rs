@@ -541,6 +541,7 @@ impl Scan {
         // high, anything else medium.
         let transformed = [
             ("rot13", decode::rot13_sentences(folded)),
+            ("rot47", decode::rot47_lines(folded)),
             ("backwards", decode::reversed_sentences(folded)),
         ];
         for (how, sentences) in transformed {
