@@ -19,7 +19,7 @@ pub use pins::{
     ChangedPin, PinFileProblem, PinReport, PinStatus, Pins, PinsError, check, removed, status,
 };
 pub use scan::{
-    Finding, FindingCode, Severity, cross_catalog, cross_catalog_beside, scan_tool,
+    Finding, FindingCode, Severity, cross_catalog, cross_catalog_beside, merge_cross, scan_tool,
     scan_tool_cached,
 };
 pub use schema::{sanitize_input_schema, sanitize_schema};

@@ -26,6 +26,19 @@ use serde_json::Value;
 use unicode_normalization::{IsNormalized, UnicodeNormalization as _};
 
 pub use cross::{cross_catalog, cross_catalog_beside};
+
+/// `cross`, a tool's findings from [`cross_catalog`], added to its own ones from [`scan_tool`],
+/// one finding per code and location (both passes may note the same sentence).
+pub fn merge_cross(findings: &mut Vec<Finding>, cross: Vec<Finding>) {
+    for finding in cross {
+        if !findings
+            .iter()
+            .any(|f| f.code == finding.code && f.location == finding.location)
+        {
+            findings.push(finding);
+        }
+    }
+}
 use phrases::Normalized;
 use rules::Family;
 pub(super) use unicode::{escaped, is_invisible};

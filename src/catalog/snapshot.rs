@@ -15,7 +15,7 @@ use super::{
     fingerprint::Fingerprint,
     naming::{canonical_id, function_names},
     parallel, pins,
-    scan::{Severity, cross_catalog_beside, scan_tool_cached},
+    scan::{Severity, cross_catalog_beside, merge_cross, scan_tool_cached},
     schema::sanitize_input_schema,
 };
 
@@ -268,7 +268,7 @@ impl Catalog {
                 let shown = received.as_ref().map(|_| Fingerprint::of(&upstream));
                 let shown = shown.as_ref().unwrap_or(&fingerprint);
                 let mut findings = scan_tool_cached(shown.as_str(), &upstream);
-                findings.extend(cross);
+                merge_cross(&mut findings, cross);
                 if let Some((verdicts, blocks)) = review
                     && let Some(verdict) = verdicts.get(shown.as_str())
                     && let Some(finding) = super::review::finding(&verdict, &findings, blocks)

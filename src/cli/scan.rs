@@ -8,7 +8,7 @@ use std::{io::Write as _, path::PathBuf, process::ExitCode};
 use anyhow::{Context as _, bail};
 use clap::Args;
 use mcpgate::{
-    catalog::{Finding, Severity, cross_catalog, scan_tool},
+    catalog::{Finding, Severity, cross_catalog, merge_cross, scan_tool},
     config::ServerId,
     gateway::Gateway,
 };
@@ -78,7 +78,7 @@ pub fn scan_file(args: &ScanArgs) -> anyhow::Result<ExitCode> {
         .zip(cross)
         .map(|((server, tool), cross)| {
             let mut findings = scan_tool(tool);
-            findings.extend(cross);
+            merge_cross(&mut findings, cross);
             Scanned {
                 server: server.clone(),
                 name: tool.name.to_string(),

@@ -1033,14 +1033,15 @@ async fn serve(inner: &Inner, slot: &Slot, connection: super::Connection) -> Opt
         Some(child) => child.shutdown().await,
         None => None,
     };
+    // Why, in order: a framing fault; how the process ended by itself (a call that saw the
+    // connection die may get there first, but the exit, a CPU limit say, is the cause); the
+    // call that saw it.
     lost.then(|| {
         framing
             .and_then(|f| f.get())
+            .or_else(|| ended.map(|how| format!("connection closed by the server: {how}")))
             .or_else(|| by_a_call.then(|| LOST_DURING_A_CALL.to_owned()))
-            .unwrap_or_else(|| match ended {
-                Some(how) => format!("connection closed by the server: {how}"),
-                None => "connection closed by the server".to_owned(),
-            })
+            .unwrap_or_else(|| "connection closed by the server".to_owned())
     })
 }
 

@@ -363,8 +363,10 @@ impl LazyFs {
             );
             let mut chunk = [0; 64];
             match done.read(&mut chunk) {
-                Ok(0) => panic!("LazyFS closed its answer FIFO"),
-                Ok(n) => answer.extend_from_slice(&chunk[..n]),
+                Ok(n) if n > 0 => answer.extend_from_slice(&chunk[..n]),
+                // No writer yet (LazyFS opens its end once a reader is there), or no answer
+                // yet.
+                Ok(_) => std::thread::sleep(Duration::from_millis(10)),
                 Err(e) if e.kind() == ErrorKind::WouldBlock => {
                     std::thread::sleep(Duration::from_millis(10));
                 }

@@ -405,12 +405,19 @@ fn ascii85(run: &str) -> Option<Vec<u8>> {
             group.clear();
         }
     }
+    last_group85(group, &mut out)?;
+    Some(out)
+}
+
+/// A short last group of base85 digits: padded with the highest digit, one byte fewer kept
+/// than digits.
+fn last_group85(mut group: Vec<u8>, out: &mut Vec<u8>) -> Option<()> {
     if !group.is_empty() {
         let kept = group.len() - 1;
-        group.resize(5, b'u' - b'!');
+        group.resize(5, 84);
         out.extend(ascii85_group(&group)?.into_iter().take(kept));
     }
-    Some(out)
+    Some(())
 }
 
 fn ascii85_group(digits: &[u8]) -> Option<[u8; 4]> {
@@ -496,29 +503,7 @@ fn hex(run: &str) -> Option<Vec<u8>> {
 }
 
 fn quoted_printable(run: &str) -> Option<Vec<u8>> {
-    let bytes = run.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while let Some(&byte) = bytes.get(i) {
-        match byte {
-            b'=' => {
-                let pair = bytes
-                    .get(i + 1..i + 3)
-                    .and_then(|p| std::str::from_utf8(p).ok())?;
-                out.push(u8::from_str_radix(pair, 16).ok()?);
-                i += 3;
-            }
-            b'_' => {
-                out.push(b' ');
-                i += 1;
-            }
-            other => {
-                out.push(other);
-                i += 1;
-            }
-        }
-    }
-    Some(out)
+    escaped_bytes(run, b'=', b'_')
 }
 
 /// RFC 1924's base85 alphabet, in digit order.
@@ -543,35 +528,29 @@ fn base85(run: &str) -> Option<Vec<u8>> {
             group.clear();
         }
     }
-    if !group.is_empty() {
-        let kept = group.len() - 1;
-        group.resize(5, 84);
-        out.extend(ascii85_group(&group)?.into_iter().take(kept));
-    }
+    last_group85(group, &mut out)?;
     Some(out)
 }
 
 fn percent(run: &str) -> Option<Vec<u8>> {
+    escaped_bytes(run, b'%', b'+')
+}
+
+/// Bytes written as `escape` and two hex digits, `space` for a space, the rest as they are.
+fn escaped_bytes(run: &str, escape: u8, space: u8) -> Option<Vec<u8>> {
     let bytes = run.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while let Some(&byte) = bytes.get(i) {
-        match byte {
-            b'%' => {
-                let pair = bytes
-                    .get(i + 1..i + 3)
-                    .and_then(|p| std::str::from_utf8(p).ok())?;
-                out.push(u8::from_str_radix(pair, 16).ok()?);
-                i += 3;
-            }
-            b'+' => {
-                out.push(b' ');
-                i += 1;
-            }
-            other => {
-                out.push(other);
-                i += 1;
-            }
+        if byte == escape {
+            let pair = bytes
+                .get(i + 1..i + 3)
+                .and_then(|p| std::str::from_utf8(p).ok())?;
+            out.push(u8::from_str_radix(pair, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(if byte == space { b' ' } else { byte });
+            i += 1;
         }
     }
     Some(out)

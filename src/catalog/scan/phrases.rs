@@ -163,7 +163,7 @@ const CONCEALMENT_PATTERNS: &[Pattern] = &[
         DETERMINER,
         USER,
         &[
-            "for", "about", "before", "whether", "if", "first", "again", "anything",
+            "for", "about", "before", "whether", "if", "first", "again", "anything", "just", "and",
         ],
     ],
     &[&["without"], &["telling", "mentioning"]],
@@ -404,8 +404,8 @@ pub(super) fn secret_access(n: &Normalized) -> Option<String> {
     Some(format!("mentions {}", n.excerpt(start)))
 }
 
-/// Words by which a sentence says what it names is refused ("system paths such as `~/.ssh`
-/// are rejected").
+/// Words by which a sentence says that what it has just named is refused ("system paths such
+/// as `~/.ssh` are rejected").
 const REFUSED: &[&str] = &[
     "rejected",
     "refused",
@@ -414,27 +414,36 @@ const REFUSED: &[&str] = &[
     "forbidden",
     "disallowed",
     "prohibited",
-    "not allowed",
-    "not permitted",
 ];
 
-/// Whether the sentence around byte `at` of `text` says that what it names is refused.
+/// How far after a secret's name its refusal is looked for, in bytes.
+const REFUSAL_WINDOW: usize = 48;
+
+/// Whether the words right after byte `at` of `text` (the secret's name, then a few words, in
+/// the same sentence) say that it is refused: `~/.ssh") are rejected`, `.netrc is not allowed`.
+/// Whole words only, after the name only: an attacker's "otherwise the request is rejected"
+/// further on does not excuse the name.
 fn refused_around(text: &str, at: usize) -> bool {
-    let ends = |c: char| matches!(c, '.' | '\n' | ';' | '!' | '?');
-    let from = text[..at].rfind(ends).map_or(0, |i| i + 1);
-    // A `.` inside the name itself (`~/.ssh`) does not end the sentence.
-    let to = text[at..]
+    let end = (at + REFUSAL_WINDOW).min(text.len());
+    let end = (end..=text.len())
+        .find(|&i| text.is_char_boundary(i))
+        .unwrap_or(text.len());
+    let after = &text[at..end];
+    // The sentence ends at a `.` before a space (not the one inside `~/.ssh`), or `;` `!` `?`.
+    let sentence_end = after
         .char_indices()
-        .skip(1)
         .find(|&(i, c)| {
-            ends(c)
-                && (c != '.'
-                    || text[at + i + 1..].starts_with(char::is_whitespace)
-                    || at + i + 1 == text.len())
+            matches!(c, ';' | '!' | '?') || (c == '.' && after[i + 1..].starts_with(' '))
         })
-        .map_or(text.len(), |(i, _)| at + i);
-    let sentence = &text[from..to];
-    REFUSED.iter().any(|word| sentence.contains(word))
+        .map_or(after.len(), |(i, _)| i);
+    let words: Vec<&str> = after[..sentence_end]
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect();
+    words.iter().any(|w| REFUSED.contains(w))
+        || words
+            .windows(2)
+            .any(|pair| pair[0] == "not" && matches!(pair[1], "allowed" | "permitted"))
 }
 
 /// `.env` as a file name (`.env`, `app/.env`, `.env.local`), not `process.env` or `.envrc`.
