@@ -350,8 +350,7 @@ fn names_a_tool(
         .chars()
         .zip(raw.chars().skip(1))
         .any(|(a, b)| a.is_lowercase() && b.is_uppercase());
-    let plain =
-        id.len() <= MAX_PLAIN_WORD_LEN && !camel && raw.chars().all(char::is_alphanumeric);
+    let plain = id.len() <= MAX_PLAIN_WORD_LEN && !camel && raw.chars().all(char::is_alphanumeric);
     if !plain {
         return true;
     }

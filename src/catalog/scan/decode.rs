@@ -202,6 +202,7 @@ fn transformed_sentences(sentences: Vec<&str>, transform: fn(&str) -> String) ->
 /// common English words than before.
 pub(super) fn rot47_lines(text: &str) -> Vec<String> {
     text.lines()
+        .filter(|line| looks_rotated(line))
         .filter(|line| line.split_whitespace().nth(4).is_some())
         .filter_map(|line| {
             let changed = rot47(line);
@@ -218,6 +219,20 @@ fn whole_common_words(text: &str) -> usize {
         .map(|w| w.trim_matches(|c: char| ".,;:!?'\"()".contains(c)))
         .filter(|w| COMMON_WORDS.iter().any(|c| c.eq_ignore_ascii_case(w)))
         .count()
+}
+
+/// Whether `line` could be ROT47 of English, read without copying it: English's common
+/// letters come out as digits and symbols (`e` as `6`, `t` as `E`, `a` as `2`, `o` as `@`),
+/// so at least a quarter of its visible characters are; plain text has far fewer.
+fn looks_rotated(line: &str) -> bool {
+    let (mut visible, mut symbols) = (0usize, 0usize);
+    for c in line.chars().filter(|c| !c.is_whitespace()) {
+        visible += 1;
+        if c.is_ascii_digit() || c.is_ascii_punctuation() {
+            symbols += 1;
+        }
+    }
+    visible > 0 && symbols * 4 >= visible
 }
 
 /// `text` with every printable ASCII character but the space rotated by 47.
