@@ -225,15 +225,19 @@ fn shadowing(
                 .filter(|(_, id)| seen.insert(id.clone()))
                 .take(MAX_NAMES_PER_SENTENCE)
                 .collect();
-            let words: Vec<&str> = lower
-                .split(|c: char| !c.is_alphanumeric())
-                .filter(|w| !w.is_empty())
-                .collect();
+            let words: Vec<&str> = if candidates.is_empty() {
+                Vec::new()
+            } else {
+                lower
+                    .split(|c: char| !c.is_alphanumeric())
+                    .filter(|w| !w.is_empty())
+                    .collect()
+            };
             let named = candidates
                 .into_iter()
                 .find(|(raw, id)| {
-                    let servers = owners.get(id).cloned().unwrap_or_default();
-                    names_a_tool((&lower, &words), raw, id, &servers, own_titles)
+                    let servers = owners.get(id);
+                    names_a_tool((&lower, &words), raw, id, servers, own_titles)
                 })
                 .map(|(_, id)| id);
             if let Some(name) = named {
@@ -334,7 +338,7 @@ fn names_a_tool(
     (sentence, words): (&str, &[&str]),
     raw: &str,
     id: &str,
-    servers: &HashSet<&ServerId>,
+    servers: Option<&HashSet<&ServerId>>,
     own_titles: &[String],
 ) -> bool {
     let in_own_title = own_titles.iter().any(|title| {
@@ -368,7 +372,7 @@ fn names_a_tool(
         // server's query tool").
         let determined = i > 0
             && (matches!(words[i - 1], "the" | "a" | "an" | "this" | "your" | "s")
-                || servers.iter().any(|s| s.as_str() == words[i - 1]));
+                || servers.is_some_and(|s| s.iter().any(|s| s.as_str() == words[i - 1])));
         (tool_word(i + 1) && (quoted || determined)) || (i > 0 && tool_word(i - 1))
     })
 }
@@ -508,7 +512,7 @@ fn impersonation(
                 || (owners
                     .get(known.as_str())
                     .is_some_and(|servers| servers.iter().any(|s| *s != server))
-                    && !same_words(&skeleton, known))
+                    && letters(&skeleton) != letters(known))
         })
         .find(|known| one_edit_apart(&skeleton, known))?;
     let detail = format!(
@@ -522,18 +526,6 @@ fn impersonation(
         "name",
         detail,
     ))
-}
-
-/// `a` and `b` are the same letters and digits, told apart only by separators (`_`, `-`, `.`,
-/// spaces) and case.
-fn same_words(a: &str, b: &str) -> bool {
-    let letters = |s: &str| {
-        s.chars()
-            .filter(|c| !matches!(c, '_' | '-' | '.' | ' '))
-            .flat_map(char::to_lowercase)
-            .collect::<String>()
-    };
-    letters(a) == letters(b)
 }
 
 /// Names by each of their one-letter deletions (and themselves): two names one edit apart
