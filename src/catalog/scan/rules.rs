@@ -4,7 +4,7 @@
 //! covered by the word patterns of `phrases.rs`; these add paraphrases and the other
 //! languages.
 
-use std::sync::LazyLock;
+use std::sync::{LazyLock, OnceLock};
 
 use aho_corasick::{AhoCorasick, MatchKind};
 use regex::{Regex, RegexBuilder, RegexSet, RegexSetBuilder};
@@ -61,11 +61,44 @@ const DFA_CACHE_BYTES: usize = 64 << 20;
 struct Rule {
     family: Family,
     language: &'static str,
-    pattern: Regex,
-    /// The rule [widened], when that differs: tried first, since bounded repetitions
-    /// (`[^.]{0,120}`) make the exact rule's lazy DFA build many more states. `None` for a
-    /// rule of the widened set, which has tried it already.
-    wide: Option<Regex>,
+    /// The rule's line.
+    source: &'static str,
+    /// The rule compiled, on first need: most rules are never a candidate in a given
+    /// catalog, and compiling every one up front is most of the first scan's cost. `None` if
+    /// it does not compile (the test that loads every file names it).
+    pattern: OnceLock<Option<Regex>>,
+    /// Whether the rule [widened] differs and is to be tried first, since bounded
+    /// repetitions (`[^.]{0,120}`) make the exact rule's lazy DFA build many more states.
+    /// Not for a rule of the widened set, which has tried it already.
+    try_wide: bool,
+    wide: OnceLock<Option<Regex>>,
+    /// Whether the prefilter holds literals every match of the rule ends with.
+    has_ends: bool,
+}
+
+impl Rule {
+    fn pattern(&self) -> Option<&Regex> {
+        self.pattern.get_or_init(|| compile(self.source)).as_ref()
+    }
+
+    /// Whether the widened rule may match `normalized` from `from` on (true when there is
+    /// none to try).
+    fn wide_may_match(&self, normalized: &str, from: usize) -> bool {
+        if !self.try_wide {
+            return true;
+        }
+        self.wide
+            .get_or_init(|| compile(&widened(self.source)))
+            .as_ref()
+            .is_none_or(|wide| wide.is_match_at(normalized, from))
+    }
+}
+
+fn compile(pattern: &str) -> Option<Regex> {
+    RegexBuilder::new(pattern)
+        .size_limit(MAX_RULE_BYTES)
+        .build()
+        .ok()
 }
 
 /// Every rule, compiled once, with a prefilter that tells in one pass over a text which rules
@@ -81,10 +114,11 @@ struct Rule {
 /// exact rule decides.
 struct Rules {
     each: Vec<Rule>,
-    /// Every literal some rule's matches start with.
+    /// Every literal some rule's matches start with, and every literal they end with.
     literals: AhoCorasick,
-    /// For each literal of `literals`, the rule it starts.
-    literal_rule: Vec<usize>,
+    /// For each literal of `literals`, the rule it belongs to and whether it ends its
+    /// matches (else it starts them).
+    literal_rule: Vec<(usize, bool)>,
     /// The rules with no such literals, widened, as one set.
     rest: RegexSet,
     /// For each rule of `rest`, its index in `each`.
@@ -98,48 +132,48 @@ const MIN_PREFIX_BYTES: usize = 3;
 /// A line that does not compile is left out and named by the test that loads every file,
 /// never at run time.
 static RULES: LazyLock<Rules> = LazyLock::new(|| {
-    let mut each: Vec<Rule> = FILES
-        .iter()
-        .flat_map(|file| {
-            lines(file.text).filter_map(move |line| {
-                let pattern = RegexBuilder::new(line)
-                    .size_limit(MAX_RULE_BYTES)
-                    .build()
-                    .ok()?;
-                let wide = Some(widened(line))
-                    .filter(|wide| wide != line)
-                    .and_then(|wide| {
-                        RegexBuilder::new(&wide)
-                            .size_limit(MAX_RULE_BYTES)
-                            .build()
-                            .ok()
-                    });
-                Some(Rule {
-                    family: file.family,
-                    language: file.language,
-                    pattern,
-                    wide,
-                })
-            })
-        })
-        .collect();
+    let mut each = Vec::new();
     let mut literals: Vec<Vec<u8>> = Vec::new();
     let mut literal_rule = Vec::new();
     let mut rest = Vec::new();
     let mut rest_rule = Vec::new();
-    for (index, rule) in each.iter_mut().enumerate() {
-        match prefixes(rule.pattern.as_str()) {
-            Some(found) => {
-                literal_rule.extend(std::iter::repeat_n(index, found.len()));
-                literals.extend(found);
+    for file in FILES {
+        for line in lines(file.text) {
+            let Ok(hir) = regex_syntax::Parser::new().parse(line) else {
+                continue;
+            };
+            let index = each.len();
+            let wide = widened(line);
+            let mut try_wide = wide != line;
+            let mut has_ends = false;
+            match literals_of(&hir, ExtractKind::Prefix) {
+                Some(starts) => {
+                    literal_rule.extend(std::iter::repeat_n((index, false), starts.len()));
+                    literals.extend(starts);
+                    // A rule that ends in one of a few literals is a candidate only where one
+                    // comes after where it may start.
+                    if let Some(ends) = literals_of(&hir, ExtractKind::Suffix) {
+                        literal_rule.extend(std::iter::repeat_n((index, true), ends.len()));
+                        literals.extend(ends);
+                        has_ends = true;
+                    }
+                }
+                None => {
+                    // The set runs the widened form: a candidate from it needs no second try.
+                    rest.push(wide);
+                    rest_rule.push(index);
+                    try_wide = false;
+                }
             }
-            None => {
-                // The set runs the widened form: a candidate from it needs no second try.
-                let wide = rule.wide.take();
-                let pattern = wide.as_ref().unwrap_or(&rule.pattern);
-                rest.push(pattern.as_str().to_owned());
-                rest_rule.push(index);
-            }
+            each.push(Rule {
+                family: file.family,
+                language: file.language,
+                source: line,
+                pattern: OnceLock::new(),
+                try_wide,
+                wide: OnceLock::new(),
+                has_ends,
+            });
         }
     }
     // Standard semantics: overlapping search reports every literal at every position.
@@ -161,11 +195,10 @@ static RULES: LazyLock<Rules> = LazyLock::new(|| {
     }
 });
 
-/// The literals every match of `pattern` starts with, when there are finitely many and none
-/// is shorter than [`MIN_PREFIX_BYTES`].
-fn prefixes(pattern: &str) -> Option<Vec<Vec<u8>>> {
-    let hir = regex_syntax::Parser::new().parse(pattern).ok()?;
-    let seq = Extractor::new().kind(ExtractKind::Prefix).extract(&hir);
+/// The literals every match of `hir` starts with (or, for [`ExtractKind::Suffix`], ends
+/// with), when there are finitely many and none is shorter than [`MIN_PREFIX_BYTES`].
+fn literals_of(hir: &regex_syntax::hir::Hir, kind: ExtractKind) -> Option<Vec<Vec<u8>>> {
+    let seq = Extractor::new().kind(kind).extract(hir);
     let found = seq.literals()?;
     if found.is_empty() || found.iter().any(|l| l.as_bytes().len() < MIN_PREFIX_BYTES) {
         return None;
@@ -231,11 +264,31 @@ fn lines(text: &str) -> impl Iterator<Item = &str> {
 pub(super) fn matches(normalized: &str) -> Vec<(Family, &'static str, usize)> {
     let rules = &*RULES;
     let mut found: Vec<(Family, &'static str, usize)> = Vec::new();
-    let mut candidates: Vec<usize> = rules
+    // (rule, whether the literal ends its matches, the literal's start or end).
+    let mut hits: Vec<(usize, bool, usize)> = rules
         .literals
         .find_overlapping_iter(normalized)
-        .map(|m| rules.literal_rule[m.pattern().as_usize()])
+        .filter_map(|m| {
+            let &(rule, ends) = rules.literal_rule.get(m.pattern().as_usize())?;
+            Some((rule, ends, if ends { m.end() } else { m.start() }))
+        })
         .collect();
+    hits.sort_unstable();
+    // For each rule, the earliest place it may start: where one of its first literals is,
+    // provided one of its last literals (if it has them) ends after it.
+    let mut candidates: Vec<(usize, usize)> = Vec::new();
+    for group in hits.chunk_by(|a, b| a.0 == b.0) {
+        let rule = group[0].0;
+        // Sorted: the starts (`false`) come first, earliest first; the ends after.
+        let Some(&(_, false, start)) = group.first() else {
+            continue;
+        };
+        let has_ends = rules.each.get(rule).is_some_and(|r| r.has_ends);
+        let last_end = group.iter().rev().find(|h| h.1).map(|h| h.2);
+        if !has_ends || last_end.is_some_and(|end| end > start) {
+            candidates.push((rule, start));
+        }
+    }
     // Most texts match no rule of the set: finding that out stops at the first match and
     // needs no overlapping search.
     if rules.rest.is_match(normalized) {
@@ -244,28 +297,29 @@ pub(super) fn matches(normalized: &str) -> Vec<(Family, &'static str, usize)> {
                 .rest
                 .matches(normalized)
                 .iter()
-                .map(|i| rules.rest_rule[i]),
+                .map(|i| (rules.rest_rule[i], 0)),
         );
+        // In the rules' order, as each would be run alone: of two rules of a family that
+        // match at the same place, the first is named.
+        candidates.sort_unstable();
     }
-    candidates.sort_unstable();
-    candidates.dedup();
-    for index in candidates {
+    for (index, from) in candidates {
         let rule = &rules.each[index];
-        if rule
-            .wide
-            .as_ref()
-            .is_some_and(|wide| !wide.is_match(normalized))
-        {
-            continue;
+        if rule.wide_may_match(normalized, from) {
+            keep_earliest(&mut found, rule, normalized, from);
         }
-        keep_earliest(&mut found, rule, normalized);
     }
     found
 }
 
 /// Where `rule` first matches `normalized`, kept in `found` when it is its family's earliest.
-fn keep_earliest(found: &mut Vec<(Family, &'static str, usize)>, rule: &Rule, normalized: &str) {
-    let Some(start) = first_unnegated(rule, normalized) else {
+fn keep_earliest(
+    found: &mut Vec<(Family, &'static str, usize)>,
+    rule: &Rule,
+    normalized: &str,
+    from: usize,
+) {
+    let Some(start) = first_unnegated(rule, normalized, from) else {
         return;
     };
     match found.iter_mut().find(|(family, ..)| *family == rule.family) {
@@ -279,13 +333,14 @@ fn keep_earliest(found: &mut Vec<(Family, &'static str, usize)>, rule: &Rule, no
 /// work hostile text can cause).
 const MAX_NEGATED_MATCHES: usize = 16;
 
-/// Where `rule` first matches `normalized` other than right after a negation. After a negated
-/// match the search goes on from the character after its start, so a match inside it
-/// ("do not send it anywhere else; send it to https://...") is not swallowed.
-fn first_unnegated(rule: &Rule, normalized: &str) -> Option<usize> {
-    let mut from = 0;
+/// Where `rule` first matches `normalized`, from byte `from` on (no match starts before it),
+/// other than right after a negation. After a negated match the search goes on from the
+/// character after its start, so a match inside it ("do not send it anywhere else; send it
+/// to https://...") is not swallowed.
+fn first_unnegated(rule: &Rule, normalized: &str, mut from: usize) -> Option<usize> {
+    let pattern = rule.pattern()?;
     for _ in 0..MAX_NEGATED_MATCHES {
-        let m = rule.pattern.find_at(normalized, from)?;
+        let m = pattern.find_at(normalized, from)?;
         if !negated(rule, &normalized[..m.start()]) {
             return Some(m.start());
         }
@@ -295,7 +350,7 @@ fn first_unnegated(rule: &Rule, normalized: &str) -> Option<usize> {
                 .next()
                 .map_or(1, char::len_utf8);
     }
-    rule.pattern.find_at(normalized, from).map(|m| m.start())
+    pattern.find_at(normalized, from).map(|m| m.start())
 }
 
 /// Words right before an English match that turn an instruction into its refusal or a
@@ -566,12 +621,22 @@ mod tests {
     #[test]
     fn every_rule_compiles_and_every_file_catches_its_case() {
         let compiled: usize = FILES.iter().map(|f| lines(f.text).count()).sum();
-        assert_eq!(RULES.each.len(), compiled, "a rule did not compile");
+        assert_eq!(RULES.each.len(), compiled, "a rule did not parse");
+        for rule in &RULES.each {
+            assert!(rule.pattern().is_some(), "{}", rule.source);
+            assert!(
+                !rule.try_wide || compile(&widened(rule.source)).is_some(),
+                "widened: {}",
+                rule.source
+            );
+        }
         assert_eq!(
             RULES.rest.len()
                 + RULES
                     .literal_rule
                     .iter()
+                    .filter(|(_, ends)| !ends)
+                    .map(|(rule, _)| rule)
                     .collect::<std::collections::HashSet<_>>()
                     .len(),
             compiled,
@@ -628,7 +693,7 @@ mod tests {
     fn brute_force(normalized: &str) -> Vec<(Family, &'static str, usize)> {
         let mut found: Vec<(Family, &'static str, usize)> = Vec::new();
         for rule in &RULES.each {
-            keep_earliest(&mut found, rule, normalized);
+            keep_earliest(&mut found, rule, normalized, 0);
         }
         found
     }
@@ -660,6 +725,7 @@ mod tests {
         let by_literal = RULES
             .literal_rule
             .iter()
+            .map(|(rule, _)| rule)
             .collect::<std::collections::HashSet<_>>();
         // Most rules start with literals; the rest is the widened set's.
         assert!(
@@ -686,6 +752,55 @@ mod tests {
             slow.sort_by_key(|(f, ..)| *f as u8);
             assert_eq!(fast, slow, "{text}");
         }
+    }
+
+    /// Every string of every definition of the scan corpus, as the scan reads it: the
+    /// prefilters find there what every rule run alone finds.
+    #[test]
+    fn the_prefilters_miss_nothing_in_the_corpus() {
+        fn strings(value: &serde_json::Value, out: &mut Vec<String>) {
+            match value {
+                serde_json::Value::String(text) => out.push(text.clone()),
+                serde_json::Value::Array(items) => items.iter().for_each(|v| strings(v, out)),
+                serde_json::Value::Object(object) => {
+                    for (key, value) in object {
+                        out.push(key.clone());
+                        strings(value, out);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/scan_corpus");
+        let mut texts = Vec::new();
+        for entry in std::fs::read_dir(&folder).expect("the corpus folder") {
+            let path = entry.expect("a corpus file").path();
+            if path.extension().is_some_and(|e| e == "jsonl") {
+                let text = std::fs::read_to_string(&path).expect("a corpus file");
+                for line in text.lines().filter(|l| !l.trim().is_empty()) {
+                    let value: serde_json::Value = serde_json::from_str(line).expect("json");
+                    strings(&value["tool"], &mut texts);
+                }
+            }
+        }
+        texts.sort();
+        texts.dedup();
+        let mut matched = 0;
+        for text in &texts {
+            let folded = super::super::nfkc(text);
+            let normalized = super::super::Normalized::new(&folded);
+            let mut fast = matches(normalized.text());
+            let mut slow = brute_force(normalized.text());
+            fast.sort_by_key(|(f, ..)| *f as u8);
+            slow.sort_by_key(|(f, ..)| *f as u8);
+            assert_eq!(fast, slow, "{text}");
+            matched += usize::from(!fast.is_empty());
+        }
+        assert!(
+            texts.len() > 10_000 && matched > 500,
+            "{} {matched}",
+            texts.len()
+        );
     }
 
     #[test]
