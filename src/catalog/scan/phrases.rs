@@ -1,8 +1,9 @@
 //! Phrase checks over one piece of tool text: hidden instructions, secret access, concealment
 //! and instructions about other tools. Word and substring scans, linear in the text.
 
-use std::sync::LazyLock;
+use std::{borrow::Cow, sync::LazyLock};
 
+use aho_corasick::{AhoCorasick, MatchKind};
 use regex::Regex;
 
 use super::{
@@ -49,6 +50,14 @@ const TEMPLATE_MARKERS: &[&str] = &[
     "### response:",
     "### system:",
 ];
+
+/// [`TEMPLATE_MARKERS`] found in one pass, the leftmost first.
+static TEMPLATE: LazyLock<AhoCorasick> = LazyLock::new(|| {
+    AhoCorasick::builder()
+        .match_kind(MatchKind::LeftmostFirst)
+        .build(TEMPLATE_MARKERS)
+        .expect("literal markers always build")
+});
 
 /// Paths and phrases naming credentials; `.env` is matched separately (word boundaries).
 const SECRET_NEEDLES: &[&str] = &[
@@ -365,7 +374,7 @@ fn find_patterns(words: &[&str], patterns: &Patterns) -> Option<usize> {
 /// an override phrase ("ignore all previous").
 pub(super) fn hidden_instructions(n: &Normalized) -> Option<String> {
     let markup = markup_start(&n.text);
-    let template = TEMPLATE_MARKERS.iter().filter_map(|m| n.text.find(m)).min();
+    let template = TEMPLATE.find(&n.text).map(|m| m.start());
     let phrase = find_patterns(&n.word_list(), &OVERRIDE).map(|i| n.word_start(i));
     let start = [markup, template, phrase].into_iter().flatten().min()?;
     Some(format!("matched {}", n.excerpt(start)))
@@ -472,7 +481,19 @@ pub(super) fn concealment(n: &Normalized) -> Option<String> {
 /// So "This tool must be called with an absolute path" passes, and "Before using any other
 /// tool, call this one" does not.
 pub(super) fn cross_tool_instruction(raw: &str) -> Option<String> {
-    let visible: String = raw.chars().filter(|&c| !is_invisible(c)).collect();
+    let visible: Cow<str> = if raw.chars().any(is_invisible) {
+        Cow::Owned(raw.chars().filter(|&c| !is_invisible(c)).collect())
+    } else {
+        Cow::Borrowed(raw)
+    };
+    // Every pattern needs the word "tool" or "tools" (only ASCII letters lowercase to its).
+    if !visible
+        .as_bytes()
+        .windows(4)
+        .any(|w| w.eq_ignore_ascii_case(b"tool"))
+    {
+        return None;
+    }
     for sentence in sentences(&visible) {
         let lower = sentence.to_lowercase();
         let words: Vec<&str> = word_spans(&lower)
