@@ -131,69 +131,79 @@ const MIN_PREFIX_BYTES: usize = 3;
 
 /// A line that does not compile is left out and named by the test that loads every file,
 /// never at run time.
-static RULES: LazyLock<Rules> = LazyLock::new(|| {
-    let mut each = Vec::new();
-    let mut literals: Vec<Vec<u8>> = Vec::new();
-    let mut literal_rule = Vec::new();
-    let mut rest = Vec::new();
-    let mut rest_rule = Vec::new();
-    for file in FILES {
-        for line in lines(file.text) {
-            let Ok(hir) = regex_syntax::Parser::new().parse(line) else {
-                continue;
-            };
-            let index = each.len();
-            let wide = widened(line);
-            let mut try_wide = wide != line;
-            let mut has_ends = false;
-            match literals_of(&hir, ExtractKind::Prefix) {
-                Some(starts) => {
-                    literal_rule.extend(std::iter::repeat_n((index, false), starts.len()));
-                    literals.extend(starts);
-                    // A rule that ends in one of a few literals is a candidate only where one
-                    // comes after where it may start.
-                    if let Some(ends) = literals_of(&hir, ExtractKind::Suffix) {
-                        literal_rule.extend(std::iter::repeat_n((index, true), ends.len()));
-                        literals.extend(ends);
-                        has_ends = true;
+static RULES: LazyLock<Rules> = LazyLock::new(|| Rules::build(FILES));
+
+impl Rules {
+    fn build(files: &[RuleFile]) -> Rules {
+        let mut each = Vec::new();
+        let mut literals: Vec<Vec<u8>> = Vec::new();
+        let mut literal_rule = Vec::new();
+        let mut rest = Vec::new();
+        let mut rest_rule = Vec::new();
+        for file in files {
+            for line in lines(file.text) {
+                let Ok(hir) = regex_syntax::Parser::new().parse(line) else {
+                    continue;
+                };
+                let index = each.len();
+                let wide = widened(line);
+                let mut try_wide = wide != line;
+                let mut has_ends = false;
+                match literals_of(&hir, ExtractKind::Prefix) {
+                    Some(starts) => {
+                        literal_rule.extend(std::iter::repeat_n((index, false), starts.len()));
+                        literals.extend(starts);
+                        // A rule that ends in one of a few literals is a candidate only where one
+                        // comes after where it may start.
+                        if let Some(ends) = literals_of(&hir, ExtractKind::Suffix) {
+                            literal_rule.extend(std::iter::repeat_n((index, true), ends.len()));
+                            literals.extend(ends);
+                            has_ends = true;
+                        }
+                    }
+                    None => {
+                        // The set runs the widened form (the rule itself if that does not
+                        // compile, since one bad pattern fails the whole set): a candidate from
+                        // it needs no second try.
+                        rest.push(if compile(&wide).is_some() {
+                            wide
+                        } else {
+                            line.to_owned()
+                        });
+                        rest_rule.push(index);
+                        try_wide = false;
                     }
                 }
-                None => {
-                    // The set runs the widened form: a candidate from it needs no second try.
-                    rest.push(wide);
-                    rest_rule.push(index);
-                    try_wide = false;
-                }
+                each.push(Rule {
+                    family: file.family,
+                    language: file.language,
+                    source: line,
+                    pattern: OnceLock::new(),
+                    try_wide,
+                    wide: OnceLock::new(),
+                    has_ends,
+                });
             }
-            each.push(Rule {
-                family: file.family,
-                language: file.language,
-                source: line,
-                pattern: OnceLock::new(),
-                try_wide,
-                wide: OnceLock::new(),
-                has_ends,
-            });
+        }
+        // Standard semantics: overlapping search reports every literal at every position.
+        let literals = AhoCorasick::builder()
+            .match_kind(MatchKind::Standard)
+            .build(&literals)
+            .unwrap_or_else(|_| AhoCorasick::new(Vec::<&[u8]>::new()).expect("no literals build"));
+        let rest = RegexSetBuilder::new(rest)
+            .size_limit(MAX_RULE_BYTES * 64)
+            .dfa_size_limit(DFA_CACHE_BYTES)
+            .build()
+            .unwrap_or_else(|_| RegexSet::empty());
+        Rules {
+            each,
+            literals,
+            literal_rule,
+            rest,
+            rest_rule,
         }
     }
-    // Standard semantics: overlapping search reports every literal at every position.
-    let literals = AhoCorasick::builder()
-        .match_kind(MatchKind::Standard)
-        .build(&literals)
-        .unwrap_or_else(|_| AhoCorasick::new(Vec::<&[u8]>::new()).expect("no literals build"));
-    let rest = RegexSetBuilder::new(rest)
-        .size_limit(MAX_RULE_BYTES * 64)
-        .dfa_size_limit(DFA_CACHE_BYTES)
-        .build()
-        .unwrap_or_else(|_| RegexSet::empty());
-    Rules {
-        each,
-        literals,
-        literal_rule,
-        rest,
-        rest_rule,
-    }
-});
+}
 
 /// The literals every match of `hir` starts with (or, for [`ExtractKind::Suffix`], ends
 /// with), when there are finitely many and none is shorter than [`MIN_PREFIX_BYTES`].
@@ -262,7 +272,10 @@ fn lines(text: &str) -> impl Iterator<Item = &str> {
 /// For each family, the earliest match of its rules in `normalized`: its language and byte
 /// offset.
 pub(super) fn matches(normalized: &str) -> Vec<(Family, &'static str, usize)> {
-    let rules = &*RULES;
+    matches_in(&RULES, normalized)
+}
+
+fn matches_in(rules: &Rules, normalized: &str) -> Vec<(Family, &'static str, usize)> {
     let mut found: Vec<(Family, &'static str, usize)> = Vec::new();
     // (rule, whether the literal ends its matches, the literal's start or end).
     let mut hits: Vec<(usize, bool, usize)> = rules
@@ -672,6 +685,24 @@ mod tests {
 
     /// The set matches without word boundaries; the rule itself still needs them, on ASCII
     /// text and on text that is not (where the engine reads `\b` as Unicode's).
+    /// One rule of the set whose widened form does not compile (`\b{start}` without its `\b`)
+    /// is run as it is, not the cause of an empty set.
+    #[test]
+    fn a_set_rule_whose_widened_form_fails_runs_as_written() {
+        let file = RuleFile {
+            family: Family::Exfiltration,
+            language: "en",
+            text: "\\b{start}[a-z0-9._]+@attacker\n[a-z]+ to https://\n",
+        };
+        let rules = Rules::build(std::slice::from_ref(&file));
+        assert_eq!(rules.rest.len(), 2);
+        assert_eq!(
+            matches_in(&rules, "mail x@attacker"),
+            [(Family::Exfiltration, "en", 5)]
+        );
+        assert!(!matches_in(&rules, "post it to https://x.example").is_empty());
+    }
+
     #[test]
     fn word_boundaries_hold_whatever_the_text() {
         assert_eq!(widened(r"\bkey\b\\b\.x\s"), r"key\\b\.x\s");
