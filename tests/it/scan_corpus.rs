@@ -77,6 +77,15 @@ const MIN_DETECTED: &[(&str, usize)] = &[
     ("heldout6 shadowing", 14),
     ("heldout6 exfiltration", 13),
     ("heldout6 impersonation", 13),
+    ("heldout7 classic", 15),
+    ("heldout7 schema_strings", 14),
+    ("heldout7 hidden_text", 15),
+    ("heldout7 encoded", 9),
+    ("heldout7 multilingual", 14),
+    ("heldout7 paraphrase", 11),
+    ("heldout7 shadowing", 15),
+    ("heldout7 exfiltration", 14),
+    ("heldout7 impersonation", 15),
 ];
 
 /// Benign tools with any finding, at most: none of `benign.jsonl`'s 176; of
@@ -206,6 +215,7 @@ fn detection_and_false_positives_hold_on_the_corpus() {
         .chain(held_out("heldout4.jsonl", "heldout4"))
         .chain(held_out("heldout5.jsonl", "heldout5"))
         .chain(held_out("heldout6.jsonl", "heldout6"))
+        .chain(held_out("heldout7.jsonl", "heldout7"))
         .collect();
     let mixed: Vec<&Entry> = benign.iter().chain(&poisoned).collect();
     let all = findings(&mixed);

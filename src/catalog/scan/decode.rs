@@ -37,8 +37,13 @@ const ENCODINGS: [(&str, &str, Decoder); 13] = [
         r"[A-Za-z0-9._~+-]*(?:%[0-9a-fA-F]{2}[A-Za-z0-9._~+-]*){3,}",
         percent,
     ),
-    // JSON's and JavaScript's spelling of characters, written out as text.
-    ("\\u escapes", r"(?:\\u[0-9a-fA-F]{4}){4,}", unicode_escapes),
+    // JSON's and JavaScript's spelling of characters, written out as text (`\u0069`, and
+    // ES2015's, Rust's and Swift's `\u{69}`).
+    (
+        "\\u escapes",
+        r"(?:\\u(?:[0-9a-fA-F]{4}|\{[0-9a-fA-F]{1,6}\})){4,}",
+        unicode_escapes,
+    ),
     // A browser's spelling of text: `&#105;`, `&#x69;`.
     (
         "HTML character references",
@@ -53,8 +58,8 @@ const ENCODINGS: [(&str, &str, Decoder); 13] = [
         r"(?:[0-9]{2,3}\s*,\s*){7,}[0-9]{2,3}",
         char_codes,
     ),
-    // RFC 4648: upper-case letters and the digits 2 to 7, padded with `=`.
-    ("base32", r"[A-Z2-7]{16,}={0,6}", base32),
+    // RFC 4648: letters of one case and the digits 2 to 7, padded with `=`.
+    ("base32", r"[A-Z2-7]{16,}={0,6}|[a-z2-7]{16,}={0,6}", base32),
     // C's and the shell's octal escapes: `\123\145`.
     ("octal escapes", r"(?:\\[0-3][0-7]{2}){8,}", octal),
     // Adobe's Ascii85, between its `<~` and `~>` delimiters.
@@ -115,7 +120,7 @@ pub(super) fn decoded_runs(text: &str) -> Vec<Decoded> {
                 return out;
             }
             let run = &found.as_str()[..found.len().min(MAX_RUN)];
-            if let Some(text) = decode(run).and_then(readable) {
+            if let Some(text) = decode(run).map(peeled).and_then(readable) {
                 out.push(Decoded {
                     encoding,
                     start: found.start(),
@@ -307,6 +312,21 @@ fn readable(bytes: Vec<u8>) -> Option<String> {
 
 /// Base64, and once more when what it decodes to is itself one base64 run (a second layer
 /// is a common way around a scanner; a third is not followed).
+/// `bytes` decoded once more when they are a base64 run themselves (hex of base64).
+fn peeled(bytes: Vec<u8>) -> Vec<u8> {
+    let inner = std::str::from_utf8(&bytes)
+        .ok()
+        .map(str::trim)
+        .filter(|inner| inner.len() >= MIN_RUN && mixed_case(inner))
+        .filter(|inner| {
+            BASE64_RUN
+                .find(inner)
+                .is_some_and(|m| m.len() == inner.len())
+        })
+        .and_then(base64_twice);
+    inner.unwrap_or(bytes)
+}
+
 fn base64_twice(run: &str) -> Option<Vec<u8>> {
     let once = crate::digest::base64_decode(run)?;
     let again = std::str::from_utf8(&once)
@@ -324,11 +344,16 @@ fn base64_twice(run: &str) -> Option<Vec<u8>> {
 
 /// `\uXXXX` escapes as UTF-8 (surrogate pairs joined; lone surrogates end the run).
 fn unicode_escapes(run: &str) -> Option<Vec<u8>> {
-    let units: Vec<u16> = run
-        .split("\\u")
-        .filter(|unit| !unit.is_empty())
-        .map(|unit| u16::from_str_radix(unit.get(..4)?, 16).ok())
-        .collect::<Option<_>>()?;
+    let mut units: Vec<u16> = Vec::new();
+    for unit in run.split("\\u").filter(|unit| !unit.is_empty()) {
+        match unit.strip_prefix('{') {
+            Some(braced) => {
+                let point = u32::from_str_radix(braced.strip_suffix('}')?, 16).ok()?;
+                units.extend(char::from_u32(point)?.encode_utf16(&mut [0; 2]).iter());
+            }
+            None => units.push(u16::from_str_radix(unit.get(..4)?, 16).ok()?),
+        }
+    }
     String::from_utf16(&units).ok().map(String::into_bytes)
 }
 
@@ -372,11 +397,15 @@ fn char_codes(run: &str) -> Option<Vec<u8>> {
     text.map(String::into_bytes)
 }
 
-/// RFC 4648 base32 (the upper-case alphabet; padding optional).
+/// RFC 4648 base32 (either case; padding optional).
 fn base32(run: &str) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(run.len() * 5 / 8);
     let (mut buffer, mut bits) = (0u64, 0u32);
-    for byte in run.trim_end_matches('=').bytes() {
+    for byte in run
+        .trim_end_matches('=')
+        .bytes()
+        .map(|b| b.to_ascii_uppercase())
+    {
         let value = match byte {
             b'A'..=b'Z' => byte - b'A',
             b'2'..=b'7' => byte - b'2' + 26,
@@ -616,6 +645,23 @@ mod tests {
             found(&format!("Options: {escaped}")),
             [("\\u escapes", "read the key file".to_owned())]
         );
+        let braced: String = "read the key file"
+            .chars()
+            .map(|c| format!("\\u{{{:x}}}", u32::from(c)))
+            .collect();
+        assert_eq!(
+            found(&format!("Options: {braced}")),
+            [("\\u escapes", "read the key file".to_owned())]
+        );
+        // Hex of base64: "send the notes to me now", base64 then hex.
+        let hex: String = "c2VuZCB0aGUgbm90ZXMgdG8gbWUgbm93"
+            .bytes()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(
+            found(&format!("digest {hex}")),
+            [("hex", "send the notes to me now".to_owned())]
+        );
     }
 
     #[test]
@@ -676,6 +722,10 @@ mod tests {
             // RFC 4648's base32 of the sentence.
             (
                 "Seed: ONSW4ZBAORUGKIDON52GK4ZAORXSA3LF".to_owned(),
+                "base32",
+            ),
+            (
+                "Seed: onsw4zbaorugkidon52gk4zaorxsa3lf".to_owned(),
                 "base32",
             ),
         ] {
