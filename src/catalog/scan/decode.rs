@@ -115,12 +115,22 @@ pub(super) fn decoded_runs(text: &str) -> Vec<Decoded> {
             if encoding == "base64" && !mixed_case(found.as_str()) {
                 continue;
             }
+            // Long words are runs of base32's alphabet too; base32 of text has digits.
+            if encoding == "base32" && !found.as_str().bytes().any(|b| (b'2'..=b'7').contains(&b)) {
+                continue;
+            }
             runs += 1;
             if runs > MAX_RUNS {
                 return out;
             }
-            let run = &found.as_str()[..found.len().min(MAX_RUN)];
-            if let Some(text) = decode(run).map(peeled).and_then(readable) {
+            // Cut at a character's boundary: some runs hold Unicode whitespace.
+            let run = found.as_str();
+            let run = &run[..run.floor_char_boundary(MAX_RUN)];
+            let decoded = match encoding {
+                "base64" => decode(run),
+                _ => decode(run).map(peeled),
+            };
+            if let Some(text) = decoded.and_then(readable) {
                 out.push(Decoded {
                     encoding,
                     start: found.start(),
@@ -310,9 +320,8 @@ fn readable(bytes: Vec<u8>) -> Option<String> {
     (plain * 100 >= total * 90 && (words >= 3 || cjk >= 4)).then_some(text)
 }
 
-/// Base64, and once more when what it decodes to is itself one base64 run (a second layer
-/// is a common way around a scanner; a third is not followed).
-/// `bytes` decoded once more when they are a base64 run themselves (hex of base64).
+/// `bytes` decoded once more when they are a base64 run themselves (hex of base64: two
+/// layers, as [`base64_twice`] reads base64 of base64).
 fn peeled(bytes: Vec<u8>) -> Vec<u8> {
     let inner = std::str::from_utf8(&bytes)
         .ok()
@@ -327,6 +336,8 @@ fn peeled(bytes: Vec<u8>) -> Vec<u8> {
     inner.unwrap_or(bytes)
 }
 
+/// Base64, and once more when what it decodes to is itself one base64 run (a second layer
+/// is a common way around a scanner; a third is not followed).
 fn base64_twice(run: &str) -> Option<Vec<u8>> {
     let once = crate::digest::base64_decode(run)?;
     let again = std::str::from_utf8(&once)
@@ -345,16 +356,24 @@ fn base64_twice(run: &str) -> Option<Vec<u8>> {
 /// `\uXXXX` escapes as UTF-8 (surrogate pairs joined; lone surrogates end the run).
 fn unicode_escapes(run: &str) -> Option<Vec<u8>> {
     let mut units: Vec<u16> = Vec::new();
+    // A unit that is no character ends the run: what came before it is read.
     for unit in run.split("\\u").filter(|unit| !unit.is_empty()) {
-        match unit.strip_prefix('{') {
-            Some(braced) => {
-                let point = u32::from_str_radix(braced.strip_suffix('}')?, 16).ok()?;
-                units.extend(char::from_u32(point)?.encode_utf16(&mut [0; 2]).iter());
-            }
-            None => units.push(u16::from_str_radix(unit.get(..4)?, 16).ok()?),
+        let decoded = match unit.strip_prefix('{') {
+            Some(braced) => braced
+                .strip_suffix('}')
+                .and_then(|digits| u32::from_str_radix(digits, 16).ok())
+                .and_then(char::from_u32)
+                .map(|c| units.extend(c.encode_utf16(&mut [0; 2]).iter())),
+            None => unit
+                .get(..4)
+                .and_then(|digits| u16::from_str_radix(digits, 16).ok())
+                .map(|u| units.push(u)),
+        };
+        if decoded.is_none() {
+            break;
         }
     }
-    String::from_utf16(&units).ok().map(String::into_bytes)
+    (!units.is_empty()).then(|| String::from_utf16_lossy(&units).into_bytes())
 }
 
 /// `&#105;` and `&#x69;` references as UTF-8.
@@ -744,6 +763,24 @@ mod tests {
         ] {
             assert!(found(text).is_empty(), "{text}: {:?}", found(text));
         }
+    }
+
+    /// A run past the decoded bound is cut where a character starts, whatever whitespace it
+    /// holds (Morse's words may be apart by U+2028, three bytes).
+    #[test]
+    fn a_long_run_is_cut_at_a_character() {
+        let text = format!("..\u{2028}{}", ".\u{2028}".repeat(4100));
+        assert!(text.len() > MAX_RUN);
+        assert!(found(&text).is_empty());
+        // A `\u` run with one unit that is no character reads up to it.
+        let escaped: String = "read the key file"
+            .chars()
+            .map(|c| format!("\\u{{{:x}}}", u32::from(c)))
+            .collect();
+        assert_eq!(
+            found(&format!("x {escaped}\\u{{110000}}\\u{{41}}")),
+            [("\\u escapes", "read the key file".to_owned())]
+        );
     }
 
     #[test]

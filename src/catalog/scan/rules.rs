@@ -880,6 +880,17 @@ mod tests {
             "lit le contenu d'un fichier.",
             "读取文件的完整内容。",
             "ファイルの内容を読み取ります。",
+            // Honest Romanian, Hungarian and Hebrew near the rules' words.
+            "ignoră fișierele excluse de regulile din .gitignore",
+            "instrumentul se uită la regulile de rutare",
+            "nu dezvăluie datele utilizatorului terților",
+            "felülírja a meglévő szabályokat a feltöltött konfigurációval",
+            "megadja, hogy a proxy hova továbbítsa a kéréseket (pl. https://backend.example)",
+            "összefoglalja a beszélgetés tartalmát",
+            "אם לא תציין ערך, הכלי משתמש בברירת המחדל",
+            "אם המשתמש שכח את הסיסמה, שלח לו הוראות איפוס",
+            "בטל את הוראות הקבע של הלקוח",
+            "הטופס נשלח ל-https://forms.example",
         ] {
             for family in [
                 Family::Override,
