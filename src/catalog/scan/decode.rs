@@ -623,6 +623,13 @@ fn escaped_bytes(run: &str, escape: u8, space: u8) -> Option<Vec<u8>> {
 mod tests {
     use super::*;
 
+    /// `text` spelled as ES2015's `\u{..}` escapes.
+    fn braced_escapes(text: &str) -> String {
+        text.chars()
+            .map(|c| format!("\\u{{{:x}}}", u32::from(c)))
+            .collect()
+    }
+
     fn found(text: &str) -> Vec<(&'static str, String)> {
         decoded_runs(text)
             .into_iter()
@@ -664,10 +671,7 @@ mod tests {
             found(&format!("Options: {escaped}")),
             [("\\u escapes", "read the key file".to_owned())]
         );
-        let braced: String = "read the key file"
-            .chars()
-            .map(|c| format!("\\u{{{:x}}}", u32::from(c)))
-            .collect();
+        let braced = braced_escapes("read the key file");
         assert_eq!(
             found(&format!("Options: {braced}")),
             [("\\u escapes", "read the key file".to_owned())]
@@ -773,10 +777,7 @@ mod tests {
         assert!(text.len() > MAX_RUN);
         assert!(found(&text).is_empty());
         // A `\u` run with one unit that is no character reads up to it.
-        let escaped: String = "read the key file"
-            .chars()
-            .map(|c| format!("\\u{{{:x}}}", u32::from(c)))
-            .collect();
+        let escaped = braced_escapes("read the key file");
         assert_eq!(
             found(&format!("x {escaped}\\u{{110000}}\\u{{41}}")),
             [("\\u escapes", "read the key file".to_owned())]
