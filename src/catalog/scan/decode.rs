@@ -323,16 +323,7 @@ fn readable(bytes: Vec<u8>) -> Option<String> {
 /// `bytes` decoded once more when they are a base64 run themselves (hex of base64: two
 /// layers, as [`base64_twice`] reads base64 of base64).
 fn peeled(bytes: Vec<u8>) -> Vec<u8> {
-    let inner = std::str::from_utf8(&bytes)
-        .ok()
-        .map(str::trim)
-        .filter(|inner| inner.len() >= MIN_RUN && mixed_case(inner))
-        .filter(|inner| {
-            BASE64_RUN
-                .find(inner)
-                .is_some_and(|m| m.len() == inner.len())
-        })
-        .and_then(base64_twice);
+    let inner = whole_base64_run(&bytes).and_then(base64_twice);
     inner.unwrap_or(bytes)
 }
 
@@ -340,7 +331,13 @@ fn peeled(bytes: Vec<u8>) -> Vec<u8> {
 /// is a common way around a scanner; a third is not followed).
 fn base64_twice(run: &str) -> Option<Vec<u8>> {
     let once = crate::digest::base64_decode(run)?;
-    let again = std::str::from_utf8(&once)
+    let again = whole_base64_run(&once).and_then(crate::digest::base64_decode);
+    Some(again.unwrap_or(once))
+}
+
+/// `bytes` as text when, trimmed, they are one base64 run (mixed case, [`MIN_RUN`] long).
+fn whole_base64_run(bytes: &[u8]) -> Option<&str> {
+    std::str::from_utf8(bytes)
         .ok()
         .map(str::trim)
         .filter(|inner| inner.len() >= MIN_RUN && mixed_case(inner))
@@ -349,8 +346,6 @@ fn base64_twice(run: &str) -> Option<Vec<u8>> {
                 .find(inner)
                 .is_some_and(|m| m.len() == inner.len())
         })
-        .and_then(crate::digest::base64_decode);
-    Some(again.unwrap_or(once))
 }
 
 /// `\uXXXX` escapes as UTF-8 (surrogate pairs joined; lone surrogates end the run).
