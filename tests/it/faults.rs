@@ -66,6 +66,26 @@ fn fixture_pid(fixture: &str) -> Pid {
         .expect("the fixture runs as a child of this test")
 }
 
+/// Whether every thread of process `pid` is stopped (`T` in its `stat`).
+fn all_stopped(pid: Pid) -> bool {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    let mut any = false;
+    for task in tasks.flatten() {
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        // The state follows the command name, which is in parentheses.
+        let state = stat
+            .rsplit_once(") ")
+            .map(|(_, rest)| rest.as_bytes().first());
+        if state != Some(Some(&b'T')) {
+            return false;
+        }
+        any = true;
+    }
+    any
+}
+
 #[tokio::test]
 async fn a_server_listing_100000_tools_is_refused_with_bounded_memory() {
     let before = peak_rss_kib();
@@ -175,6 +195,12 @@ async fn a_server_stopped_mid_call_times_out_typed_and_others_serve() {
         .expect("a call before the stop");
 
     signal::kill(pid, signal::Signal::SIGSTOP).expect("SIGSTOP");
+    // A stop takes effect after `kill` returns, thread by thread: the call goes once every
+    // thread of the server is stopped.
+    wait_for("every thread of the server to stop", || {
+        all_stopped(pid).then_some(())
+    })
+    .await;
     let (stopped_call, fine_call) = tokio::join!(
         gw.call("stopped.echo", json!({ "message": "while stopped" })),
         gw.call("fine.tool_00", json!({ "message": "meanwhile" })),
