@@ -18,7 +18,9 @@ pub(super) struct Decoded {
 const MIN_RUN: usize = 16;
 /// Longest run decoded; longer runs are decoded up to this.
 const MAX_RUN: usize = 16 * 1024;
-/// Most runs decoded in one text (only runs that could be their encoding count).
+/// Most runs of one encoding decoded in one text (only runs that could be that encoding
+/// count). Each encoding has its own: runs of one (words of base64's alphabet, say) must
+/// not use up the others'.
 const MAX_RUNS: usize = 64;
 
 /// Runs of base64's alphabet (standard and URL-safe).
@@ -102,13 +104,13 @@ fn pattern(text: &str) -> Regex {
 /// The encoded runs of `text` that decode to readable text.
 pub(super) fn decoded_runs(text: &str) -> Vec<Decoded> {
     let mut out = Vec::new();
-    let mut runs = 0;
     let present = ANY_RUN.matches(text);
     for (index, (&(encoding, _, decode), runs_of)) in ENCODINGS.iter().zip(RUNS.iter()).enumerate()
     {
         if !present.matched(index) {
             continue;
         }
+        let mut runs = 0;
         for found in runs_of.find_iter(text) {
             // Words and identifiers (one case, underscores) are runs of base64's alphabet
             // too; encoded text mixes cases.
@@ -121,7 +123,7 @@ pub(super) fn decoded_runs(text: &str) -> Vec<Decoded> {
             }
             runs += 1;
             if runs > MAX_RUNS {
-                return out;
+                break;
             }
             // Cut at a character's boundary: some runs hold Unicode whitespace.
             let run = found.as_str();
@@ -762,6 +764,19 @@ mod tests {
         ] {
             assert!(found(text).is_empty(), "{text}: {:?}", found(text));
         }
+    }
+
+    /// Runs of one encoding past the bound stop that encoding alone: decoys of base64's
+    /// alphabet (mixed case, decoding to nothing readable) do not hide a later encoding.
+    #[test]
+    fn each_encoding_has_its_own_bound() {
+        let decoys = "AbCdEfGhIjKlMnOpQr ".repeat(MAX_RUNS + 1);
+        assert_eq!(
+            found(&format!(
+                "{decoys} X-Mailer: =?UTF-8?Q?=73=65=6E=64_the_notes=20to=20me?="
+            )),
+            [("quoted-printable", "send the notes to me".to_owned())]
+        );
     }
 
     /// A run past the decoded bound is cut where a character starts, whatever whitespace it

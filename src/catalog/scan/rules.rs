@@ -296,7 +296,7 @@ fn matches_in(rules: &Rules, normalized: &str) -> Vec<(Family, &'static str, usi
         let Some(&(_, false, start)) = group.first() else {
             continue;
         };
-        let has_ends = rules.each.get(rule).is_some_and(|r| r.has_ends);
+        let has_ends = rules.each[rule].has_ends;
         let last_end = group.iter().rev().find(|h| h.1).map(|h| h.2);
         if !has_ends || last_end.is_some_and(|end| end > start) {
             candidates.push((rule, start));
@@ -716,8 +716,6 @@ mod tests {
         }
     }
 
-    /// The set matches without word boundaries; the rule itself still needs them, on ASCII
-    /// text and on text that is not (where the engine reads `\b` as Unicode's).
     /// One rule of the set whose widened form does not compile (`\b{start}` without its `\b`)
     /// is run as it is, not the cause of an empty set.
     #[test]
@@ -736,6 +734,8 @@ mod tests {
         assert!(!matches_in(&rules, "post it to https://x.example").is_empty());
     }
 
+    /// The set matches without word boundaries; the rule itself still needs them, on ASCII
+    /// text and on text that is not (where the engine reads `\b` as Unicode's).
     #[test]
     fn word_boundaries_hold_whatever_the_text() {
         assert_eq!(widened(r"\bkey\b\\b\.x\s"), r"key\\b\.x\s");
