@@ -537,6 +537,11 @@ impl Scan {
         for run in decode::decoded_runs(folded) {
             let said = Normalized::new(&run.text);
             let found = instructions(&said);
+            // Printable text that is no language (a path, a name) counts only for what it
+            // names: `~/.ssh/id_rsa` in base64 does, an id does not.
+            if !run.readable && found.is_empty() {
+                continue;
+            }
             let severity = if found.is_empty() {
                 Severity::Medium
             } else {
@@ -550,10 +555,11 @@ impl Scan {
             );
             self.push_weighed(FindingCode::EncodedPayload, severity, location, detail);
         }
-        // English sentences in rot13 or written backwards: an instruction inside weighs
-        // high, anything else medium.
+        // English sentences under a Caesar shift (rot13 among them), Atbash, ROT47 or written
+        // backwards: an instruction inside weighs high, anything else medium.
         let transformed = [
-            ("rot13", decode::rot13_sentences(folded)),
+            ("a Caesar shift", decode::shifted_sentences(folded)),
+            ("Atbash", decode::atbash_sentences(folded)),
             ("rot47", decode::rot47_lines(folded)),
             ("backwards", decode::reversed_sentences(folded)),
         ];
@@ -572,6 +578,12 @@ impl Scan {
                 escaped(first.trim(), MAX_EXCERPT_CHARS)
             );
             self.push_weighed(FindingCode::EncodedPayload, severity, location, detail);
+        }
+        // Leetspeak (`1gn0r3 4ll`): read as letters, only an instruction counts.
+        if let Some(plain) = decode::unleet(folded) {
+            for (code, detail) in instructions(&Normalized::new(&plain)) {
+                self.push(code, location, format!("{detail} (read from leetspeak)"));
+            }
         }
     }
 

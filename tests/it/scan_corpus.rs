@@ -216,6 +216,7 @@ fn detection_and_false_positives_hold_on_the_corpus() {
         .chain(held_out("heldout5.jsonl", "heldout5"))
         .chain(held_out("heldout6.jsonl", "heldout6"))
         .chain(held_out("heldout7.jsonl", "heldout7"))
+        .chain(held_out("heldout8.jsonl", "heldout8"))
         .collect();
     let mixed: Vec<&Entry> = benign.iter().chain(&poisoned).collect();
     let all = findings(&mixed);

@@ -239,7 +239,12 @@ impl Normalized {
     pub(super) fn new(raw: &str) -> Normalized {
         let mut text = String::with_capacity(raw.len());
         let mut in_space = false;
-        for c in raw.chars().filter(|&c| !is_invisible(c)) {
+        // Combining marks left after NFKC (which joins the accents of real words to their
+        // letters) are stacked on letters to break words up (`i̴g̴n̴o̴r̴e̴`): dropped.
+        for c in raw
+            .chars()
+            .filter(|&c| !is_invisible(c) && !is_stacked_mark(c))
+        {
             if c.is_whitespace() {
                 in_space = true;
                 continue;
@@ -274,6 +279,16 @@ impl Normalized {
     fn word_start(&self, index: usize) -> usize {
         self.words[index].0
     }
+}
+
+/// A mark of Unicode's general combining blocks (diacritical marks, their extension and
+/// supplement, marks for symbols, half marks). Scripts' own vowel signs and points are in
+/// their scripts' blocks and stay.
+fn is_stacked_mark(c: char) -> bool {
+    matches!(
+        u32::from(c),
+        0x0300..=0x036F | 0x1AB0..=0x1AFF | 0x1DC0..=0x1DFF | 0x20D0..=0x20FF | 0xFE20..=0xFE2F
+    )
 }
 
 /// Words: runs of letters, digits, `_` and `'`, with quotes trimmed off their ends.
