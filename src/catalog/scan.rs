@@ -562,6 +562,7 @@ impl Scan {
             ("Atbash", decode::atbash_sentences(folded)),
             ("rot47", decode::rot47_lines(folded)),
             ("backwards", decode::reversed_sentences(folded)),
+            ("upside down", decode::upside_down(folded)),
         ];
         for (how, sentences) in transformed {
             let Some(first) = sentences.first() else {

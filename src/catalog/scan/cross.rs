@@ -442,6 +442,26 @@ fn impersonation(
     (owners, near): (&HashMap<String, HashSet<&ServerId>>, &NearIndex),
 ) -> Option<Finding> {
     let name = tool.name.as_ref();
+    // `mcp__server__tool` is the name clients give another server's tool in their own
+    // namespace: a server naming its own tool so passes for that tool.
+    if let Some(rest) = name.strip_prefix("mcp__")
+        && let Some((owner, imitated)) = rest.split_once("__")
+        && !owner.is_empty()
+        && !imitated.is_empty()
+    {
+        let detail = format!(
+            "`{}` takes a client's name for server `{}`'s tool `{}`",
+            escaped(name, MAX_EXCERPT_CHARS),
+            escaped(owner, MAX_EXCERPT_CHARS),
+            escaped(imitated, MAX_EXCERPT_CHARS)
+        );
+        return Some(finding(
+            FindingCode::Impersonation,
+            Severity::High,
+            "name",
+            detail,
+        ));
+    }
     let skeleton = skeleton(name);
     // A name wholly in another script is a name in that language, unless it reads as a
     // known one; mixed with Latin letters, or folded by NFKC, it is a disguise.
@@ -665,6 +685,77 @@ fn confusable(c: char) -> Option<char> {
         'х' | 'χ' => 'x',
         'у' | 'γ' | 'ү' => 'y',
         'ᴢ' => 'z',
+        // Dashes and hyphens other than `-`, and marks drawn like `_`.
+        '\u{2010}'..='\u{2015}' | '\u{2212}' | '\u{2043}' | '\u{FE63}' => '-',
+        'ˍ' | '\u{2017}' => '_',
+        // Coptic, Gurmukhi, Cherokee (lower case as `to_lowercase` makes it) and Lisu letters
+        // drawn like Latin ones.
+        'ⲟ' | '੦' | '০' | '๐' => 'o',
+        'ⲁ' => 'a',
+        'ⲣ' => 'p',
+        'ⲥ' => 'c',
+        'ⲭ' => 'x',
+        '\u{AB70}'..='\u{ABBF}' => return cherokee(c),
+        '\u{A4D0}'..='\u{A4FF}' => return lisu(c),
+        _ => return None,
+    })
+}
+
+/// The Latin letter a Cherokee small letter's capital is drawn like.
+fn cherokee(c: char) -> Option<char> {
+    let capital = char::from_u32(u32::from(c) - 0xAB70 + 0x13A0)?;
+    Some(match capital {
+        'Ꭺ' => 'a',
+        'Ᏼ' => 'b',
+        'Ꮯ' => 'c',
+        'Ꭰ' => 'd',
+        'Ꭼ' => 'e',
+        'Ꮐ' => 'g',
+        'Ꮋ' => 'h',
+        'Ꭵ' => 'i',
+        'Ꭻ' => 'j',
+        'Ꮶ' => 'k',
+        'Ꮮ' => 'l',
+        'Ꮇ' => 'm',
+        'Ꮲ' => 'p',
+        'Ꮢ' => 'r',
+        'Ꮪ' => 's',
+        'Ꭲ' => 't',
+        'Ꮩ' => 'v',
+        'Ꮃ' => 'w',
+        'Ꮓ' => 'z',
+        _ => return None,
+    })
+}
+
+/// The Latin letter a Lisu letter is drawn like.
+fn lisu(c: char) -> Option<char> {
+    Some(match c {
+        'ꓮ' => 'a',
+        'ꓐ' => 'b',
+        'ꓚ' => 'c',
+        'ꓓ' => 'd',
+        'ꓰ' => 'e',
+        'ꓝ' => 'f',
+        'ꓖ' => 'g',
+        'ꓧ' => 'h',
+        'ꓲ' => 'i',
+        'ꓙ' => 'j',
+        'ꓗ' => 'k',
+        'ꓡ' => 'l',
+        'ꓟ' => 'm',
+        'ꓠ' => 'n',
+        'ꓳ' => 'o',
+        'ꓑ' => 'p',
+        'ꓣ' => 'r',
+        'ꓢ' => 's',
+        'ꓔ' => 't',
+        'ꓴ' => 'u',
+        'ꓦ' => 'v',
+        'ꓪ' => 'w',
+        'ꓫ' => 'x',
+        'ꓬ' => 'y',
+        'ꓜ' => 'z',
         _ => return None,
     })
 }
@@ -893,6 +984,23 @@ mod tests {
         for quiet in &found[3..] {
             assert!(quiet.is_empty(), "{found:?}");
         }
+        // Other dashes, Cherokee, Lisu and Coptic letters; a client's namespaced name.
+        let found = codes(&[
+            ("mongo", tool("insert\u{2013}many", "Inserts documents.")),
+            ("files", tool("r\u{13AC}ad_file", "Reads a file.")),
+            ("files", tool("\u{A4D3}elete_file", "Deletes a file.")),
+            ("db", tool("c\u{2C9F}unt", "Counts.")),
+            ("gh", tool("mcp__github__create_issue", "Creates an issue.")),
+            ("plain", tool("mcp_helper", "Helps.")),
+        ]);
+        for disguised in &found[..5] {
+            assert_eq!(
+                disguised,
+                &[(FindingCode::Impersonation, Severity::High)],
+                "{found:?}"
+            );
+        }
+        assert!(found[5].is_empty(), "{found:?}");
         // Digits for letters, when they spell a name that exists.
         let found = codes(&[
             ("db", tool("execute_sq1", "Runs SQL.")),

@@ -26,10 +26,11 @@ static MARKDOWN_COMMENT: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 
-/// An element hidden by its style or attributes, up to the next closing tag.
+/// An element hidden by its style or attributes (white text included: on the white page a
+/// person reads it on, it is not seen), up to the next closing tag.
 static HIDDEN_ELEMENT: LazyLock<Regex> = LazyLock::new(|| {
     pattern(
-        r#"(?is)<[a-z][a-z0-9-]*\b[^>]*?(?:display\s*:\s*none|visibility\s*:\s*hidden|font-size\s*:\s*0|opacity\s*:\s*0(?:\.0+)?\b|\bhidden\b|aria-hidden\s*=\s*["']?true)[^>]*>(.*?)</[a-z][a-z0-9-]*\s*>"#,
+        r#"(?is)<[a-z][a-z0-9-]*\b[^>]*?(?:display\s*:\s*none|visibility\s*:\s*hidden|font-size\s*:\s*0|opacity\s*:\s*0(?:\.0+)?\b|\bhidden\b|aria-hidden\s*=\s*["']?true|[\s;"']color\s*[=:]\s*["']?\s*(?:#fff(?:fff)?\b|white\b))[^>]*>(.*?)</[a-z][a-z0-9-]*\s*>"#,
     )
 });
 
