@@ -615,8 +615,15 @@ impl Scan {
                         }
                     }
                 }
-                // Structure (types, references, patterns) is the validator's, not text.
-                Value::String(_) if STRUCTURAL_KEYS.contains(&key.as_str()) => {}
+                // Structure (types, references, patterns) is the validator's, not text; but
+                // a pattern's comments (`(?#...)`) are words a model reads.
+                Value::String(text) if STRUCTURAL_KEYS.contains(&key.as_str()) => {
+                    if key == "pattern" {
+                        for comment in regex_comments(text) {
+                            self.text(path, comment, None);
+                        }
+                    }
+                }
                 _ => self.value(value, path, depth + 1, deep),
             }
             path.truncate(len);
@@ -649,6 +656,15 @@ impl Scan {
             _ => {}
         }
     }
+}
+
+/// The comments of a regular expression: `(?#` up to the next `)`, as PCRE, Python and
+/// .NET read them.
+fn regex_comments(pattern: &str) -> impl Iterator<Item = &str> {
+    pattern
+        .split("(?#")
+        .skip(1)
+        .map(|rest| rest.split(')').next().unwrap_or(rest))
 }
 
 /// `text` in Unicode's compatibility composition (NFKC: full-width and styled letters read as

@@ -93,7 +93,7 @@ const MIN_DETECTED: &[(&str, usize)] = &[
     ("heldout8 impersonation", 15),
     ("heldout8 multilingual", 15),
     ("heldout8 paraphrase", 15),
-    ("heldout8 schema_strings", 14),
+    ("heldout8 schema_strings", 15),
     ("heldout8 shadowing", 15),
 ];
 
