@@ -265,13 +265,30 @@ pub(super) fn shifted_sentences(text: &str) -> Vec<String> {
     // A `.` ends a sentence only before whitespace, so paths (`~/.qbpxre/pbasvt.wfba`) stay
     // whole.
     transformed_sentences(super::phrases::sentences(text), |sentence| {
-        let (shift, shifted) = (1..26)
-            .map(|shift| (shift, caesar(sentence, shift)))
-            .max_by_key(|(_, shifted)| common_words(shifted))?;
+        let shift = (1..26).max_by_key(|&shift| shifted_common_words(sentence, shift))?;
+        let shifted = caesar(sentence, shift);
         // Of 25 shifts, one may make a few short common words by chance (`y` read as
         // `a`): a shift other than rot13's must make English of a quarter of the words.
         (shift == 13 || mostly_common(&shifted)).then_some(shifted)
     })
+}
+
+/// How many of `sentence`'s words are among the most common English ones once shifted by
+/// `shift` ([`common_words`] of [`caesar`], without making the shifted text).
+fn shifted_common_words(sentence: &str, shift: u8) -> usize {
+    const LONGEST: usize = 16;
+    let mut word = [0u8; LONGEST];
+    sentence
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .filter(|w| !w.is_empty() && w.len() <= LONGEST)
+        .filter(|w| {
+            let shifted = &mut word[..w.len()];
+            for (out, b) in shifted.iter_mut().zip(w.bytes()) {
+                *out = b'a' + (b.to_ascii_lowercase() - b'a' + shift) % 26;
+            }
+            COMMON_WORDS.iter().any(|c| c.as_bytes() == &*shifted)
+        })
+        .count()
 }
 
 /// Whether three or more of `sentence`'s words, and a quarter of them, are whole words of

@@ -79,6 +79,8 @@ struct Rule {
     wide: OnceLock<Option<Regex>>,
     /// Whether the prefilter holds literals every match of the rule ends with.
     has_ends: bool,
+    /// Whether it holds only those (no literal starts every match).
+    ends_only: bool,
 }
 
 impl Rule {
@@ -154,7 +156,16 @@ impl Rules {
                 let wide = widened(line);
                 let mut try_wide = wide != line;
                 let mut has_ends = false;
+                let mut ends_only = false;
                 match literals_of(&hir, ExtractKind::Prefix) {
+                    // No literal starts every match, but a few end every one: a candidate
+                    // wherever one of them is, searched from the text's start.
+                    None if let Some(ends) = literals_of(&hir, ExtractKind::Suffix) => {
+                        literal_rule.extend(std::iter::repeat_n((index, true), ends.len()));
+                        literals.extend(ends);
+                        has_ends = true;
+                        ends_only = true;
+                    }
                     Some(starts) => {
                         literal_rule.extend(std::iter::repeat_n((index, false), starts.len()));
                         literals.extend(starts);
@@ -187,6 +198,7 @@ impl Rules {
                     try_wide,
                     wide: OnceLock::new(),
                     has_ends,
+                    ends_only,
                 });
             }
         }
@@ -298,8 +310,13 @@ fn matches_in(rules: &Rules, normalized: &str) -> Vec<(Family, &'static str, usi
     for group in hits.chunk_by(|a, b| a.0 == b.0) {
         let rule = group[0].0;
         // Sorted: the starts (`false`) come first, earliest first; the ends after.
-        let Some(&(_, false, start)) = group.first() else {
-            continue;
+        let start = match group.first() {
+            Some(&(_, false, start)) => start,
+            Some(&(_, true, _)) if rules.each[rule].ends_only => {
+                candidates.push((rule, 0));
+                continue;
+            }
+            _ => continue,
         };
         let has_ends = rules.each[rule].has_ends;
         let last_end = group.iter().rev().find(|h| h.1).map(|h| h.2);
@@ -1062,7 +1079,7 @@ mod tests {
                 + RULES
                     .literal_rule
                     .iter()
-                    .filter(|(_, ends)| !ends)
+                    .filter(|(rule, ends)| !ends || RULES.each[*rule].ends_only)
                     .map(|(rule, _)| rule)
                     .collect::<std::collections::HashSet<_>>()
                     .len(),
@@ -1097,6 +1114,25 @@ mod tests {
         }
     }
 
+    /// A rule whose matches start with no literal but end with one (an address, then a verb)
+    /// is a candidate wherever that literal is, not a rule of the set run on every text.
+    #[test]
+    fn a_rule_that_only_ends_with_literals_is_prefiltered_by_them() {
+        let file = RuleFile {
+            family: Family::Exfiltration,
+            language: "en",
+            text: "[a-z0-9._]+@x\\.example[^.]{0,20}(send it now|mail it now)\n",
+        };
+        let rules = Rules::build(std::slice::from_ref(&file));
+        assert_eq!(rules.rest.len(), 0);
+        assert!(rules.each[0].ends_only);
+        assert_eq!(
+            matches_in(&rules, "mail a@x.example and send it now"),
+            [(Family::Exfiltration, "en", 5)]
+        );
+        assert!(matches_in(&rules, "mail a@x.example and keep it").is_empty());
+    }
+
     /// One rule of the set whose widened form does not compile (`\b{start}` without its `\b`)
     /// is run as it is, not the cause of an empty set.
     #[test]
@@ -1104,7 +1140,8 @@ mod tests {
         let file = RuleFile {
             family: Family::Exfiltration,
             language: "en",
-            text: "\\b{start}[a-z0-9._]+@attacker\n[a-z]+ to https://\n",
+            // Neither starts nor ends with a literal: both go to the set.
+            text: "\\b{start}[a-z0-9._]+@attacker[a-z]*\n[a-z]+ to https://[a-z]*\n",
         };
         let rules = Rules::build(std::slice::from_ref(&file));
         assert_eq!(rules.rest.len(), 2);
