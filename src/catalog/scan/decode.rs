@@ -31,7 +31,7 @@ const BASE64: &str = r"[A-Za-z0-9+/_-]{16,}={0,2}";
 
 /// The NATO alphabet's code words, eight or more in a row; words apart by `/`, `|` or the
 /// word "space" or "stop".
-const NATO: &str = r"(?i)\b(?:(?:alfa|alpha|bravo|charlie|delta|echo|foxtrot|golf|hotel|india|juliett?|kilo|lima|mike|november|oscar|papa|quebec|romeo|sierra|tango|uniform|victor|whiske?y|x-?ray|yankee|zulu|space|stop)(?:\s*[/|,]\s*|\s+)){7,}(?:alfa|alpha|bravo|charlie|delta|echo|foxtrot|golf|hotel|india|juliett?|kilo|lima|mike|november|oscar|papa|quebec|romeo|sierra|tango|uniform|victor|whiske?y|x-?ray|yankee|zulu)\b";
+const NATO: &str = r"(?i-u)\b(?:(?:alfa|alpha|bravo|charlie|delta|echo|foxtrot|golf|hotel|india|juliett?|kilo|lima|mike|november|oscar|papa|quebec|romeo|sierra|tango|uniform|victor|whiske?y|x-?ray|yankee|zulu|space|stop)(?:\s*[/|,]\s*|\s+)){7,}(?:alfa|alpha|bravo|charlie|delta|echo|foxtrot|golf|hotel|india|juliett?|kilo|lima|mike|november|oscar|papa|quebec|romeo|sierra|tango|uniform|victor|whiske?y|x-?ray|yankee|zulu)\b";
 
 /// Encodings that spell letters one by one: what they decode to is kept only when it holds
 /// two of the most common English words (runs of code words or small numbers are common in
@@ -101,7 +101,7 @@ const ENCODINGS: [(&str, &str, Decoder); 20] = [
     ("NATO alphabet", NATO, nato),
     (
         "A1Z26",
-        r"\b(?:(?:2[0-6]|1[0-9]|[1-9])(?:[-.]|\s*[/|]\s*| )){7,}(?:2[0-6]|1[0-9]|[1-9])\b",
+        r"(?-u:\b)(?:(?:2[0-6]|1[0-9]|[1-9])(?:[-.]|\s*[/|]\s*|\s+)){7,}(?:2[0-6]|1[0-9]|[1-9])(?-u:\b)",
         a1z26,
     ),
     // Unicode's own notation for code points: `U+0053 U+0065`.
