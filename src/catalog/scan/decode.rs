@@ -121,7 +121,9 @@ const ENCODINGS: [(&str, &str, Decoder); 20] = [
     // uuencode: a `begin` line, then lines of a length character and groups of four.
     (
         "uuencode",
-        r"(?m)^begin [0-7]{3,4} [^\n]*\n(?:[ -`]{1,62}\r?\n?){1,512}",
+        // Unbounded repetitions: bounded ones ({1,62} lines of {1,512}) would be thousands
+        // of states for the set's lazy DFA; runs are cut at MAX_RUN anyway.
+        r"(?m)^begin [0-7]{3,4} [^\n]*\n(?:[ -`]+\r?\n?)+",
         uudecode,
     ),
     // RFC 1924's base85 (Python's `b85encode`, Git's binary patches), last: its alphabet
