@@ -118,6 +118,20 @@ pub fn cross_catalog_beside(
             .or_default()
             .insert(*server);
     }
+    // How many names each word of a name is in: a word of three or more names is a word of
+    // the catalog's language (`get`, `set`, `notes`), not a misspelling (two copies of one
+    // misspelling, `read_flie` and `write_flie`, do not make it a word).
+    let mut words: HashMap<String, usize> = HashMap::new();
+    let names: HashSet<&str> = WELL_KNOWN
+        .iter()
+        .copied()
+        .chain(owners.keys().map(String::as_str))
+        .collect();
+    for name in names {
+        for word in name_words(name).into_iter().collect::<HashSet<_>>() {
+            *words.entry(word.to_owned()).or_default() += 1;
+        }
+    }
     let near = NearIndex::new(
         WELL_KNOWN
             .iter()
@@ -140,7 +154,7 @@ pub fn cross_catalog_beside(
     }
     parallel::map(tools.iter().collect(), |(server, tool)| {
         let mut findings = Vec::new();
-        if let Some(finding) = impersonation(server, tool, (&owners, &near)) {
+        if let Some(finding) = impersonation(server, tool, (&owners, &near, &words)) {
             findings.push(finding);
         }
         let own_titles = titles.get(server).map_or(&[][..], Vec::as_slice);
@@ -292,8 +306,9 @@ fn shadowing(
     findings
 }
 
-/// Every property name in `schema` (`properties` at any depth), lowercased: a tool's own
-/// parameters, which its text quotes all the time.
+/// Every property name in `schema` (`properties` at any depth) and every `enum` or `const`
+/// string, lowercased: a tool's own parameters and operations, which its text quotes all the
+/// time.
 fn property_names(
     schema: &serde_json::Map<String, Value>,
     depth: usize,
@@ -307,6 +322,23 @@ fn property_names(
             && let Value::Object(properties) = value
         {
             out.extend(properties.keys().map(|k| k.to_lowercase()));
+        }
+        // The values a parameter takes (`action: "list_comments"`) are the tool's own
+        // operations, named in its descriptions as such.
+        if key == "enum"
+            && let Value::Array(values) = value
+        {
+            out.extend(
+                values
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_lowercase),
+            );
+        }
+        if key == "const"
+            && let Value::String(value) = value
+        {
+            out.insert(value.to_lowercase());
         }
         match value {
             Value::Object(inner) => property_names(inner, depth + 1, out),
@@ -439,7 +471,11 @@ fn schema_texts(
 fn impersonation(
     server: &ServerId,
     tool: &Tool,
-    (owners, near): (&HashMap<String, HashSet<&ServerId>>, &NearIndex),
+    (owners, near, words): (
+        &HashMap<String, HashSet<&ServerId>>,
+        &NearIndex,
+        &HashMap<String, usize>,
+    ),
 ) -> Option<Finding> {
     let name = tool.name.as_ref();
     // `mcp__server__tool` is the name clients give another server's tool in their own
@@ -535,7 +571,7 @@ fn impersonation(
                     .is_some_and(|servers| servers.iter().any(|s| *s != server))
                     && letters(&skeleton) != letters(known))
         })
-        .find(|known| one_edit_apart(&skeleton, known))?;
+        .find(|known| one_edit_apart(&skeleton, known) && !other_word(&skeleton, known, words))?;
     let detail = format!(
         "`{}` is one letter from `{}`",
         escaped(name, MAX_EXCERPT_CHARS),
@@ -547,6 +583,27 @@ fn impersonation(
         "name",
         detail,
     ))
+}
+
+/// `name`'s words: its runs of letters and digits.
+fn name_words(name: &str) -> Vec<&str> {
+    name.split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .collect()
+}
+
+/// Whether `name`, one edit from `known`, differs from it by a whole word that three or more
+/// names of the catalog use (`get_table` beside `set_table`, `search_notes` beside
+/// `search_nodes`, `list_email_labels` beside `list_gmail_labels`): honest servers' names
+/// differ so all the time; a misspelling (`read_flie`) is a word of its own name alone.
+fn other_word(name: &str, known: &str, words: &HashMap<String, usize>) -> bool {
+    let (ours, theirs) = (name_words(name), name_words(known));
+    ours.len() == theirs.len()
+        && ours
+            .iter()
+            .zip(&theirs)
+            .find(|(a, b)| a != b)
+            .is_some_and(|(word, _)| words.get(*word).is_some_and(|&n| n >= 3))
 }
 
 /// Names by each of their one-letter deletions (and themselves): two names one edit apart

@@ -267,11 +267,14 @@ pub(super) fn shifted_sentences(text: &str) -> Vec<String> {
     // A `.` ends a sentence only before whitespace, so paths (`~/.qbpxre/pbasvt.wfba`) stay
     // whole.
     transformed_sentences(super::phrases::sentences(text), |sentence| {
+        if !latin(sentence) {
+            return None;
+        }
         let shift = (1..26).max_by_key(|&shift| shifted_common_words(sentence, shift))?;
         let shifted = caesar(sentence, shift);
-        // Of 25 shifts, one may make a few short common words by chance (`y` read as
-        // `a`): a shift other than rot13's must make English of a quarter of the words.
-        (shift == 13 || mostly_common(&shifted)).then_some(shifted)
+        // Of 25 shifts, one may make a few short common words by chance (`y` read as `a`,
+        // `or` as `be` inside `zero-or-one`): English of whole words, a quarter of them.
+        mostly_common(&shifted).then_some(shifted)
     })
 }
 
@@ -293,6 +296,17 @@ fn shifted_common_words(sentence: &str, shift: u8) -> usize {
         .count()
 }
 
+/// Whether four fifths of `sentence`'s visible characters are ASCII (a letter cipher of
+/// English is; a Chinese sentence with a few Latin words is not).
+fn latin(sentence: &str) -> bool {
+    let (mut visible, mut ascii) = (0usize, 0usize);
+    for c in sentence.chars().filter(|c| !c.is_whitespace()) {
+        visible += 1;
+        ascii += usize::from(c.is_ascii());
+    }
+    ascii * 5 >= visible * 4
+}
+
 /// Whether three or more of `sentence`'s words, and a quarter of them, are whole words of
 /// two letters or more among the most common English ones (a letter split off a number,
 /// `7d` read as `7a`, is no word).
@@ -310,6 +324,9 @@ fn mostly_common(sentence: &str) -> bool {
 /// and not before.
 pub(super) fn atbash_sentences(text: &str) -> Vec<String> {
     transformed_sentences(super::phrases::sentences(text), |sentence| {
+        if !latin(sentence) {
+            return None;
+        }
         let mirrored: String = sentence
             .chars()
             .map(|c| match c {

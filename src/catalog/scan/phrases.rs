@@ -11,27 +11,22 @@ use super::{
     unicode::{escaped, is_invisible},
 };
 
-/// Tag names that mark text as privileged instructions in known poisoning examples.
+/// Tag names that mark text as privileged instructions in known poisoning examples. Tags
+/// that honest servers use to structure long descriptions (`<instructions>`, `<context>`,
+/// `<rules>`, `<important_notes>`: dbt's, Neon's, Supabase's) are not among them: what such
+/// a block says is read like any other text.
 const MARKUP_TAGS: &[&str] = &[
     "important",
     "system",
-    "instructions",
-    "instruction",
     "sys",
     "hidden",
     "secret",
     "admin",
-    "assistant",
-    "context",
     "critical",
     "override",
-    "priority",
     "mandatory",
     "directive",
     "directives",
-    "rules",
-    "policy",
-    "prompt",
 ];
 
 /// Longest name between `<|` and `|>` taken for a chat-template special token
@@ -412,8 +407,14 @@ fn markup_start(text: &str) -> Option<usize> {
         let rest = rest.strip_prefix(' ').unwrap_or(rest);
         let len = rest.bytes().take_while(u8::is_ascii_lowercase).count();
         // `-` and `_` admit compound tags such as `<system-reminder>`.
-        MARKUP_TAGS.contains(&&rest[..len])
-            && matches!(rest[len..].bytes().next(), Some(b'>' | b' ' | b'-' | b'_'))
+        let tag = &rest[..len];
+        MARKUP_TAGS.contains(&tag)
+            && match rest[len..].bytes().next() {
+                Some(b'>' | b' ' | b'-') => true,
+                // `<important_notes>` is an honest heading; `<system_prompt>` is not.
+                Some(b'_') => tag != "important",
+                _ => false,
+            }
     })
 }
 

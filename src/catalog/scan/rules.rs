@@ -1257,7 +1257,10 @@ mod tests {
         let mut texts = Vec::new();
         for entry in std::fs::read_dir(&folder).expect("the corpus folder") {
             let path = entry.expect("a corpus file").path();
-            if path.extension().is_some_and(|e| e == "jsonl") {
+            // benign3.jsonl (4.5 MB, 1,971 tools) would make this rule-by-rule comparison
+            // take minutes in a debug build; the corpus test scans it.
+            let third = path.file_name().is_some_and(|n| n == "benign3.jsonl");
+            if path.extension().is_some_and(|e| e == "jsonl") && !third {
                 let text = std::fs::read_to_string(&path).expect("a corpus file");
                 for line in text.lines().filter(|l| !l.trim().is_empty()) {
                     let value: serde_json::Value = serde_json::from_str(line).expect("json");
