@@ -890,6 +890,57 @@ mod tests {
             .collect()
     }
 
+    /// A tool's `enum` values are its own operations: a parameter's description naming one
+    /// ("Required for list_comments") is no instruction about another server's tool of that
+    /// name; without the enum it is.
+    #[test]
+    fn a_tools_own_enum_values_are_not_another_servers_tools() {
+        let with_action = |values: Value| {
+            let schema = json!({ "type": "object", "properties": {
+                "action": { "type": "string", "enum": values },
+                "id": { "type": "string", "description": "Required for list_comments." },
+            } });
+            let Value::Object(schema) = schema else {
+                unreachable!()
+            };
+            Tool::new("work_item", "Manages work items.", Arc::new(schema))
+        };
+        let found = codes(&[
+            ("tracker", tool("list_comments", "Lists comments.")),
+            ("boards", with_action(json!(["get", "list_comments"]))),
+            ("other", with_action(json!(["get", "update"]))),
+        ]);
+        assert!(found[1].is_empty(), "{found:?}");
+        assert_eq!(found[2], [(FindingCode::Shadowing, Severity::High)]);
+    }
+
+    /// A name one edit from another by a word three or more names of the catalog use
+    /// (`get`/`set`) is an honest name; a misspelling stays one, even in two names.
+    #[test]
+    fn a_near_miss_by_a_word_of_the_catalog_is_no_imitation() {
+        let found = codes(&[
+            ("a", tool("set_table", "Sets a table.")),
+            ("a", tool("set_page", "Sets a page.")),
+            ("a", tool("set_row", "Sets a row.")),
+            ("b", tool("get_table", "Gets a table.")),
+            ("b", tool("get_page", "Gets a page.")),
+            ("b", tool("get_row", "Gets a row.")),
+            ("c", tool("write_file", "Writes a file.")),
+            ("d", tool("write_flie", "Writes a file.")),
+            ("e", tool("read_flie", "Reads a file.")),
+        ]);
+        assert!(found[..7].iter().all(Vec::is_empty), "{found:?}");
+        assert_eq!(found[7], [(FindingCode::Impersonation, Severity::Medium)]);
+        assert_eq!(found[8], [(FindingCode::Impersonation, Severity::Medium)]);
+        // A word of fewer names is not yet the catalog's: alone, `set_table` is taken for an
+        // imitation of `get_table`.
+        let found = codes(&[
+            ("b", tool("get_table", "Gets a table.")),
+            ("x", tool("set_table", "Sets a table.")),
+        ]);
+        assert_eq!(found[1], [(FindingCode::Impersonation, Severity::Medium)]);
+    }
+
     #[test]
     fn an_instruction_about_another_servers_tool_is_shadowing() {
         let found = codes(&[

@@ -183,16 +183,17 @@ pub(super) fn decoded_runs(text: &str) -> Vec<Decoded> {
             let Some(bytes) = decoded else {
                 continue;
             };
+            let mut read = readable(&bytes);
             // Bytes XORed with one key (hex or base64 of them): read with the key that makes
             // the most frequent byte a space, when that reads as English.
-            let bytes = match encoding {
-                "hex" | "base64" if readable(bytes.clone()).is_err() => {
-                    single_byte_xor(&bytes).unwrap_or(bytes)
-                }
-                _ => bytes,
-            };
+            if read.is_err()
+                && matches!(encoding, "hex" | "base64")
+                && let Some(text) = single_byte_xor(&bytes)
+            {
+                read = Ok(text);
+            }
             let spelled = LETTER_CODES.contains(&encoding);
-            let (text, readable) = match readable(bytes) {
+            let (text, readable) = match read {
                 Ok(text) if !spelled || common_words(&text) >= 2 => (text, true),
                 Ok(_) => continue,
                 Err(text) if !spelled && text.as_deref().is_some_and(printable) => {
@@ -399,7 +400,7 @@ pub(super) fn upside_down(text: &str) -> Vec<String> {
     let right: String = text
         .chars()
         .rev()
-        .filter(|c| !('\u{0300}'..='\u{036F}').contains(c))
+        .filter(|&c| !super::phrases::is_stacked_mark(c))
         .map(|c| turned(c).unwrap_or(c))
         .collect();
     if whole_common_words(&right) >= 3 {
@@ -529,8 +530,8 @@ pub(super) fn caesar(text: &str, shift: u8) -> String {
 
 /// Bytes as text when they read as natural language: valid UTF-8, almost all letters,
 /// spaces and punctuation, with several words. Else the text if they are UTF-8.
-fn readable(bytes: Vec<u8>) -> Result<String, Option<String>> {
-    let Ok(text) = String::from_utf8(bytes) else {
+fn readable(bytes: &[u8]) -> Result<String, Option<String>> {
+    let Ok(text) = std::str::from_utf8(bytes).map(str::to_owned) else {
         return Err(None);
     };
     let total = text.chars().count();
@@ -839,15 +840,12 @@ fn nato(run: &str) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(run.len() / 4);
     for token in run.split(|c: char| c.is_whitespace() || c == ',') {
         let word = token.trim_matches(['/', '|']);
-        let ends = word.len() != token.len()
-            || word.eq_ignore_ascii_case("space")
-            || word.eq_ignore_ascii_case("stop");
-        if ends {
+        let spoken = word.eq_ignore_ascii_case("space") || word.eq_ignore_ascii_case("stop");
+        if spoken || word.len() != token.len() {
             out.push(b' ');
         }
         if let Some(&first) = word.as_bytes().first()
-            && !word.eq_ignore_ascii_case("space")
-            && !word.eq_ignore_ascii_case("stop")
+            && !spoken
         {
             out.push(first.to_ascii_lowercase());
         }
@@ -907,7 +905,8 @@ fn regional_indicators(run: &str) -> Option<Vec<u8>> {
 /// A Punycode label (`xn--` and its basic and encoded parts).
 fn punycode(run: &str) -> Option<Vec<u8>> {
     let label = run.strip_prefix("xn--")?;
-    // A label ends at a dot followed by another label, or at the run's end.
+    // The whole run is one label: an attacker's basic part may hold dots and slashes (a
+    // path), which a host name's would not.
     idna::punycode::decode_to_string(label).map(String::into_bytes)
 }
 
@@ -939,8 +938,8 @@ fn uudecode(run: &str) -> Option<Vec<u8>> {
 }
 
 /// `bytes` XORed with the one key that turns their most frequent byte into a space (English
-/// is spaces more than anything else), when that gives a readable text of common words.
-fn single_byte_xor(bytes: &[u8]) -> Option<Vec<u8>> {
+/// is spaces more than anything else), as text, when that reads as text of common words.
+fn single_byte_xor(bytes: &[u8]) -> Option<String> {
     let mut counts = [0usize; 256];
     for &b in bytes {
         counts[usize::from(b)] += 1;
@@ -951,8 +950,8 @@ fn single_byte_xor(bytes: &[u8]) -> Option<Vec<u8>> {
         return None;
     }
     let plain: Vec<u8> = bytes.iter().map(|b| b ^ key).collect();
-    let text = readable(plain.clone()).ok()?;
-    (common_words(&text) >= 3).then_some(plain)
+    let text = readable(&plain).ok()?;
+    (common_words(&text) >= 3).then_some(text)
 }
 
 fn hex(run: &str) -> Option<Vec<u8>> {

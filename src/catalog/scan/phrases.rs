@@ -279,7 +279,7 @@ impl Normalized {
 /// A mark of Unicode's general combining blocks (diacritical marks, their extension and
 /// supplement, marks for symbols, half marks). Scripts' own vowel signs and points are in
 /// their scripts' blocks and stay.
-fn is_stacked_mark(c: char) -> bool {
+pub(super) fn is_stacked_mark(c: char) -> bool {
     matches!(
         u32::from(c),
         0x0300..=0x036F | 0x1AB0..=0x1AFF | 0x1DC0..=0x1DFF | 0x20D0..=0x20FF | 0xFE20..=0xFE2F
