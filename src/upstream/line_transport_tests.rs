@@ -162,6 +162,26 @@ async fn lines_are_read_whole_and_bad_ones_dropped_or_answered() {
     transport.close().await.expect("close");
 }
 
+#[tokio::test]
+async fn a_line_of_the_bound_is_read_and_one_byte_more_dropped() {
+    // The bound counts the newline: the stdio connection passes its own bound plus one.
+    let fits = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n";
+    let over = b"{\"jsonrpc\":\"2.0\",\"id\":2,\"result\":{}} \n";
+    let (ours, mut theirs) = tokio::io::duplex(256);
+    let (read, write) = tokio::io::split(ours);
+    let mut transport = LineTransport::new(read, write, fits.len());
+    theirs.write_all(over).await.expect("write");
+    theirs.write_all(fits).await.expect("write");
+    let received = tokio::time::timeout(WAIT, transport.receive())
+        .await
+        .expect("a message within the bound");
+    let Some(ServerJsonRpcMessage::Response(response)) = received else {
+        panic!("a response, got {received:?}");
+    };
+    assert_eq!(response.id, NumberOrString::Number(1));
+    transport.close().await.expect("close");
+}
+
 /// The gateway's own `tools/call` is the request rmcp would write with that id, after
 /// setting the connection's `_meta` entries, the progress token and the call's capabilities
 /// in the caller's `_meta`; and the caller's parameters are left as they were.

@@ -463,11 +463,16 @@ impl<R: AsyncRead + Unpin> AsyncRead for LineBounded<R> {
         let this = &mut *self;
         match Pin::new(&mut this.inner).poll_read(cx, buf) {
             Poll::Ready(Ok(())) => {
+                // Every line of the read is measured, not only the one it ends in: a long
+                // line with its newline in the same read is over the bound all the same.
                 for byte in &buf.filled()[before..] {
                     if *byte == b'\n' {
                         this.current = 0;
                     } else {
                         this.current += 1;
+                        if this.current > this.max {
+                            break;
+                        }
                     }
                 }
                 if this.current > this.max {
@@ -529,6 +534,28 @@ mod tests {
                 .expect("reason recorded")
                 .contains("longer than 8 bytes")
         );
+    }
+
+    #[tokio::test]
+    async fn a_line_of_the_bound_passes_and_one_byte_more_fails() {
+        // The bound counts the line's bytes, not its newline.
+        let at_bound = b"12345678\n".repeat(3);
+        let failure = FramingError::default();
+        let mut fits = LineBounded::new(&at_bound[..], 8, failure.clone());
+        let mut out = Vec::new();
+        fits.read_to_end(&mut out)
+            .await
+            .expect("lines of 8 bytes pass");
+        assert_eq!(out, at_bound);
+        assert!(failure.get().is_none());
+
+        let over = b"12345678\n123456789\n";
+        let failure = FramingError::default();
+        let mut bad = LineBounded::new(&over[..], 8, failure.clone());
+        bad.read_to_end(&mut Vec::new())
+            .await
+            .expect_err("a line of 9 bytes fails");
+        assert!(failure.get().is_some());
     }
 
     #[test]

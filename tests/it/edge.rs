@@ -10,7 +10,9 @@ use mcpgate::{
 use rmcp::model::CallToolRequestParams;
 use serde_json::json;
 
-use crate::support::{CallExt as _, WAIT, config, fixture, gateway, id, options, wait_for};
+use crate::support::{
+    CallExt as _, WAIT, config, fixture, gateway, id, options, peak_rss_kib, wait_for,
+};
 
 #[tokio::test]
 async fn lists_every_page() {
@@ -148,11 +150,12 @@ async fn crash_mid_call_is_typed_and_reconnects() {
 
 #[tokio::test]
 async fn endless_line_fails_the_connection_with_bounded_memory() {
+    // The default bound (4 MiB): a line is read up to it, then the connection fails.
+    let before = peak_rss_kib();
     let mut cfg = config(vec![
         fixture("flood", "endless-line"),
         fixture("fine", "paginate"),
     ]);
-    cfg.limits.max_line_bytes = 64 * 1024;
     cfg.reconnect.max_attempts = 0;
     let gw = gateway(cfg).await;
     let flood = gw
@@ -162,11 +165,18 @@ async fn endless_line_fails_the_connection_with_bounded_memory() {
         .expect("flood");
     assert_ne!(flood.state, ServerState::Ready);
     let error = flood.last_error.expect("an error is shown");
-    assert!(error.contains("longer than 65536 bytes"), "{error}");
+    assert!(error.contains("longer than 4194304 bytes"), "{error}");
     // The other server is unaffected.
     assert_eq!(
         gw.catalog().for_server(&crate::support::id("fine")).len(),
         25
+    );
+    // What the line cost: the bound's worth of buffer and the pipe's, not the line. Without
+    // a bound the line is read until the connect deadline, gibibytes of it.
+    let grew_mib = peak_rss_kib().saturating_sub(before) / 1024;
+    assert!(
+        grew_mib < 64,
+        "the peak resident set grew by {grew_mib} MiB"
     );
     gw.shutdown().await;
 }

@@ -30,8 +30,8 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::support::{
-    CallExt as _, child_pids, config, fixture, gateway, http, id, serve_fixture_behind, wait_for,
-    wait_for_async,
+    CallExt as _, child_pids, config, fixture, gateway, http, id, peak_rss_kib,
+    serve_fixture_behind, wait_for, wait_for_async,
 };
 
 fn status(gw: &Gateway, server: &str) -> ServerStatus {
@@ -39,16 +39,6 @@ fn status(gw: &Gateway, server: &str) -> ServerStatus {
         .into_iter()
         .find(|s| s.id.as_str() == server)
         .expect("the server is configured")
-}
-
-/// The highest resident set size this process reached, in KiB (`VmHWM`).
-fn peak_rss_kib() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM in kB")
 }
 
 /// The PID of this test's fixture server `fixture` (not of the supervisor that runs it).
@@ -258,6 +248,48 @@ async fn an_answer_dripping_a_byte_a_second_times_out_typed() {
         .await
         .expect_err("stuck behind the trickle");
     assert_eq!(behind.code(), "timeout", "{behind}");
+    gw.shutdown().await;
+}
+
+#[tokio::test]
+async fn answers_to_no_request_second_answers_and_broken_json_reach_no_caller() {
+    use mcpgate::fixtures::{DECOY, ROGUE_MARKER};
+    let gw = gateway(config(vec![fixture("rogue", "rogue-ids")])).await;
+    let pid = fixture_pid("rogue-ids");
+    let echo = |message: String| {
+        let gw = &gw;
+        async move {
+            let answer = gw
+                .call("rogue.echo", json!({ "message": message }))
+                .await
+                .unwrap_or_else(|e| panic!("{message}: {e}"));
+            (message, answer.text())
+        }
+    };
+    // Callers at once: before each marked answer come broken JSON and an answer to a request
+    // nobody made, after it a second answer under its id, while the others still wait.
+    let at_once = (0..6).map(|i| match i {
+        5 => "plain".to_owned(),
+        i => format!("{ROGUE_MARKER} {i}"),
+    });
+    for (message, text) in futures::future::join_all(at_once.map(echo)).await {
+        assert!(
+            text.contains(&message) && !text.contains(DECOY),
+            "{message} was answered {text:?}"
+        );
+    }
+    // One after another: each call's second answer comes when the next call may be waiting.
+    for i in 0..6 {
+        let (message, text) = echo(format!("{ROGUE_MARKER} then {i}")).await;
+        assert!(
+            text.contains(&message) && !text.contains(DECOY),
+            "{message} was answered {text:?}"
+        );
+    }
+    // None of it cost the connection: the same process serves, the server is ready.
+    let server = status(&gw, "rogue");
+    assert_eq!(server.state, ServerState::Ready, "{:?}", server.last_error);
+    assert_eq!(fixture_pid("rogue-ids"), pid);
     gw.shutdown().await;
 }
 

@@ -203,6 +203,16 @@ pub async fn wait_for<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T 
 }
 
 /// A free loopback port for a peer that takes its port from the environment.
+/// The highest resident set size this process reached, in KiB (`VmHWM`).
+pub fn peak_rss_kib() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in kB")
+}
+
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
