@@ -253,9 +253,17 @@ async fn an_answer_dripping_a_byte_a_second_times_out_typed() {
 
 #[tokio::test]
 async fn answers_to_no_request_second_answers_and_broken_json_reach_no_caller() {
+    // Up to 2025-11-25 the gateway writes its calls itself and matches their answers; at
+    // the latest revision rmcp does.
+    for name in ["rogue-ids", "rogue-ids-latest"] {
+        rogue_answers_reach_no_caller(name).await;
+    }
+}
+
+async fn rogue_answers_reach_no_caller(name: &str) {
     use mcpgate::fixtures::{DECOY, ROGUE_MARKER};
-    let gw = gateway(config(vec![fixture("rogue", "rogue-ids")])).await;
-    let pid = fixture_pid("rogue-ids");
+    let gw = gateway(config(vec![fixture("rogue", name)])).await;
+    let pid = fixture_pid(name);
     let echo = |message: String| {
         let gw = &gw;
         async move {
@@ -275,7 +283,7 @@ async fn answers_to_no_request_second_answers_and_broken_json_reach_no_caller() 
     for (message, text) in futures::future::join_all(at_once.map(echo)).await {
         assert!(
             text.contains(&message) && !text.contains(DECOY),
-            "{message} was answered {text:?}"
+            "{name}: {message} was answered {text:?}"
         );
     }
     // One after another: each call's second answer comes when the next call may be waiting.
@@ -283,13 +291,18 @@ async fn answers_to_no_request_second_answers_and_broken_json_reach_no_caller() 
         let (message, text) = echo(format!("{ROGUE_MARKER} then {i}")).await;
         assert!(
             text.contains(&message) && !text.contains(DECOY),
-            "{message} was answered {text:?}"
+            "{name}: {message} was answered {text:?}"
         );
     }
     // None of it cost the connection: the same process serves, the server is ready.
     let server = status(&gw, "rogue");
-    assert_eq!(server.state, ServerState::Ready, "{:?}", server.last_error);
-    assert_eq!(fixture_pid("rogue-ids"), pid);
+    assert_eq!(
+        server.state,
+        ServerState::Ready,
+        "{name}: {:?}",
+        server.last_error
+    );
+    assert_eq!(fixture_pid(name), pid, "{name}");
     gw.shutdown().await;
 }
 
