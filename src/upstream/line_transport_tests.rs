@@ -127,9 +127,14 @@ async fn lines_are_read_whole_and_bad_ones_dropped_or_answered() {
     let mut transport = LineTransport::new(read, write, 64);
     let (their_read, mut their_write) = tokio::io::split(&mut theirs);
     let writer = async {
-        // Too long (dropped), not a message (answered), then a result in two writes.
+        // Too long (dropped), broken JSON (dropped), not a message (answered), then a
+        // result in two writes.
         let long = format!("{{\"pad\":\"{}\"}}\n", "x".repeat(100));
         their_write.write_all(long.as_bytes()).await.expect("write");
+        their_write
+            .write_all(b"{\"jsonrpc\":\"2.0\",\"id\":\n")
+            .await
+            .expect("write");
         their_write
             .write_all(b"{\"hello\":1}\n")
             .await
