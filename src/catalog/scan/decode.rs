@@ -5,7 +5,7 @@
 
 use std::sync::LazyLock;
 
-use regex::{Regex, RegexSet};
+use regex::{Regex, RegexSet, RegexSetBuilder};
 
 /// An encoded run that decodes to text: its encoding, where it starts (bytes), and the text.
 pub(super) struct Decoded {
@@ -136,11 +136,19 @@ static RUNS: LazyLock<Vec<Regex>> =
     LazyLock::new(|| ENCODINGS.iter().map(|(_, runs, _)| pattern(runs)).collect());
 
 /// Every encoding's runs in one set: one pass tells which encodings a text may hold (most
-/// hold none).
+/// hold none). Its lazy DFA gets room to keep its states: the runs' counted repetitions
+/// (NATO's code words, base85's twenty characters) make states for every text, and in the
+/// default room (2 MiB) it cleared them and built them again text after text, a quarter of
+/// the whole scan's time.
 static ANY_RUN: LazyLock<RegexSet> = LazyLock::new(|| {
-    RegexSet::new(ENCODINGS.iter().map(|(_, runs, _)| runs))
+    RegexSetBuilder::new(ENCODINGS.iter().map(|(_, runs, _)| runs))
+        .dfa_size_limit(ANY_RUN_DFA_BYTES)
+        .build()
         .unwrap_or_else(|e| panic!("decoding patterns: {e}"))
 });
+
+/// The room [`ANY_RUN`]'s lazy DFA may take, per thread that scans.
+const ANY_RUN_DFA_BYTES: usize = 32 << 20;
 
 static BASE64_RUN: LazyLock<Regex> = LazyLock::new(|| pattern(BASE64));
 
@@ -152,6 +160,11 @@ fn pattern(text: &str) -> Regex {
 /// The encoded runs of `text` that decode to readable text.
 pub(super) fn decoded_runs(text: &str) -> Vec<Decoded> {
     let mut out = Vec::new();
+    // Most texts hold no run at all: finding that out stops at the first run and needs no
+    // overlapping search.
+    if !ANY_RUN.is_match(text) {
+        return out;
+    }
     let present = ANY_RUN.matches(text);
     for (index, (&(encoding, _, decode), runs_of)) in ENCODINGS.iter().zip(RUNS.iter()).enumerate()
     {
@@ -316,7 +329,7 @@ fn mostly_common(sentence: &str) -> bool {
     let common = sentence
         .split_whitespace()
         .map(|w| w.trim_matches(|c: char| ".,;:!?'\"()".contains(c)))
-        .filter(|w| w.len() >= 2 && COMMON_WORDS.iter().any(|c| c.eq_ignore_ascii_case(w)))
+        .filter(|w| w.len() >= 2 && is_common(w.as_bytes()))
         .count();
     common >= 3 && common * 4 >= words
 }
@@ -472,7 +485,7 @@ pub(super) fn rot47_lines(text: &str) -> Vec<String> {
 fn whole_common_words(text: &str) -> usize {
     text.split_whitespace()
         .map(|w| w.trim_matches(|c: char| ".,;:!?'\"()".contains(c)))
-        .filter(|w| COMMON_WORDS.iter().any(|c| c.eq_ignore_ascii_case(w)))
+        .filter(|w| is_common(w.as_bytes()))
         .count()
 }
 
@@ -512,8 +525,26 @@ pub(super) fn reversed_sentences(text: &str) -> Vec<String> {
 fn common_words(sentence: &str) -> usize {
     sentence
         .split(|c: char| !c.is_ascii_alphabetic())
-        .filter(|w| COMMON_WORDS.iter().any(|c| c.eq_ignore_ascii_case(w)))
+        .filter(|w| is_common(w.as_bytes()))
         .count()
+}
+
+/// Longest of [`COMMON_WORDS`].
+const LONGEST_COMMON: usize = 12;
+
+/// Whether the ASCII letters `word` are one of [`COMMON_WORDS`], in any case. Words are
+/// counted in every sentence the decoders look at: no comparison is made for an empty or a
+/// long word, and the case is folded once, not once per common word.
+fn is_common(word: &[u8]) -> bool {
+    if word.is_empty() || word.len() > LONGEST_COMMON {
+        return false;
+    }
+    let mut lower = [0u8; LONGEST_COMMON];
+    let lower = &mut lower[..word.len()];
+    for (out, b) in lower.iter_mut().zip(word) {
+        *out = b.to_ascii_lowercase();
+    }
+    COMMON_WORDS.iter().any(|c| c.as_bytes() == &*lower)
 }
 
 /// `text` with every ASCII letter shifted by `shift` places (13: rot13).
@@ -1045,6 +1076,18 @@ mod tests {
     }
 
     /// A path in base64 is no language but is kept, marked unreadable; binary is not kept.
+    #[test]
+    fn common_words_are_told_in_any_case_and_none_is_past_the_longest() {
+        assert!(COMMON_WORDS.iter().all(|w| w.len() <= LONGEST_COMMON));
+        for word in COMMON_WORDS {
+            assert!(is_common(word.to_ascii_uppercase().as_bytes()), "{word}");
+        }
+        for word in ["", "th", "thee", "instructionsx", "INSTRUCTIONS_"] {
+            assert!(!is_common(word.as_bytes()), "{word}");
+        }
+        assert_eq!(common_words("Ignore ALL previous instructions, then..."), 5);
+    }
+
     #[test]
     fn printable_runs_are_kept_apart() {
         let runs = decoded_runs("Read the file at fi8uc3NoL2lkX3JzYQ== first");
