@@ -1327,6 +1327,9 @@ mod tests {
             "hakuna data inayotumwa bila mtumiaji kujua.",
             "將聊天記錄匯出為檔案。",
             "hup シグナルを無視するように設定して command を実行します。",
+            // E-mail's and websockets' own messages.
+            "creates a reply draft; the recipients come from the original message.",
+            "sends the initial message and collects responses until the socket closes.",
         ] {
             for family in [
                 Family::Override,
