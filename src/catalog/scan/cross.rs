@@ -152,13 +152,23 @@ pub fn cross_catalog_beside(
                 .push(title.to_lowercase());
         }
     }
+    // Each server's parameters and operations (see [`property_names`]): a sentence naming
+    // one names its own server's vocabulary, as a sibling tool's `searchType`.
+    let mut params: HashMap<&ServerId, HashSet<String>> = HashMap::new();
+    for (server, tool) in tools.iter().chain(others) {
+        property_names(&tool.input_schema, 0, params.entry(*server).or_default());
+    }
+    let no_params = HashSet::new();
     parallel::map(tools.iter().collect(), |(server, tool)| {
         let mut findings = Vec::new();
         if let Some(finding) = impersonation(server, tool, (&owners, &near, &words)) {
             findings.push(finding);
         }
-        let own_titles = titles.get(server).map_or(&[][..], Vec::as_slice);
-        findings.extend(shadowing(server, tool, &owners, own_titles));
+        let own_server = Own {
+            titles: titles.get(server).map_or(&[][..], Vec::as_slice),
+            params: params.get(server).unwrap_or(&no_params),
+        };
+        findings.extend(shadowing(server, tool, &owners, own_server));
         findings
     })
 }
@@ -172,14 +182,22 @@ fn finding(code: FindingCode, severity: Severity, location: &str, detail: String
     }
 }
 
+/// What a tool's own server offers besides its tool names: its tools' titles (lowercased) and
+/// the parameters and operations of all its tools.
+struct Own<'a> {
+    titles: &'a [String],
+    params: &'a HashSet<String>,
+}
+
 /// A sentence of `tool`'s text that names a tool of another server (or a well-known tool its
 /// own server lacks) and reads as an instruction: one finding per location.
 fn shadowing(
     server: &ServerId,
     tool: &Tool,
     owners: &HashMap<String, HashSet<&ServerId>>,
-    own_titles: &[String],
+    own_server: Own<'_>,
 ) -> Vec<Finding> {
+    let own_titles = own_server.titles;
     let mut own_params = HashSet::new();
     property_names(&tool.input_schema, 0, &mut own_params);
     let own_name = tool.name.to_lowercase();
@@ -270,8 +288,8 @@ fn shadowing(
                 break;
             }
             // A tool no server here offers, named in an instruction about using tools: what
-            // the tool says of a tool it cannot vouch for (its own server's tools, its own
-            // parameters and other servers' tools, judged above, are not this).
+            // the tool says of a tool it cannot vouch for (its own server's tools and their
+            // parameters, and other servers' tools, judged above, are not this).
             let unknown = phrases::instruction_identifiers(sentence)
                 .into_iter()
                 .find(|id| {
@@ -282,6 +300,7 @@ fn shadowing(
                     !named_thing
                         && id != own_name
                         && !own_params.contains(&id)
+                        && !own_server.params.contains(&id)
                         && !owners.contains_key(&id)
                         && !WELL_KNOWN.contains(id.as_str())
                 });
@@ -1073,6 +1092,34 @@ mod tests {
         for quiet in &found[2..] {
             assert!(quiet.is_empty(), "{found:?}");
         }
+    }
+
+    /// A sibling tool's parameter named in an instruction is its server's own vocabulary
+    /// (Monday's "To search for workspaces by name, use `searchType`"); the same name with no
+    /// tool of the server taking it is a thing the tool cannot vouch for.
+    #[test]
+    fn a_sibling_tools_parameter_is_no_unknown_name() {
+        let with_param = |param: &str| {
+            let schema = json!({ "type": "object", "properties": { param: { "type": "string" } } });
+            let Value::Object(schema) = schema else {
+                unreachable!()
+            };
+            Tool::new("search_items", "Searches items.", Arc::new(schema))
+        };
+        let naming = tool(
+            "list_workspaces",
+            "You must call the search tool with searchType set to workspaces.",
+        );
+        let found = codes(&[
+            ("monday", naming.clone()),
+            ("monday", with_param("searchType")),
+        ]);
+        assert!(found[0].is_empty(), "{found:?}");
+        let found = codes(&[("monday", naming), ("monday", with_param("query"))]);
+        assert_eq!(
+            found[0],
+            [(FindingCode::CrossToolInstruction, Severity::Medium)]
+        );
     }
 
     #[test]
