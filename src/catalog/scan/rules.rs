@@ -1330,6 +1330,8 @@ mod tests {
             // E-mail's and websockets' own messages.
             "creates a reply draft; the recipients come from the original message.",
             "sends the initial message and collects responses until the socket closes.",
+            // "Read" as in read-only is no verb.
+            "it is read-only and returns the current user profile, while missing credentials are reported as errors.",
         ] {
             for family in [
                 Family::Override,
