@@ -1332,6 +1332,7 @@ mod tests {
             "sends the initial message and collects responses until the socket closes.",
             // "Read" as in read-only is no verb.
             "it is read-only and returns the current user profile, while missing credentials are reported as errors.",
+            "runs as the app's owner to avoid permission errors.",
         ] {
             for family in [
                 Family::Override,
