@@ -299,7 +299,6 @@ fn shadowing(
                     let id = id.to_lowercase();
                     !named_thing
                         && id != own_name
-                        && !own_params.contains(&id)
                         && !own_server.params.contains(&id)
                         && !owners.contains_key(&id)
                         && !WELL_KNOWN.contains(id.as_str())
@@ -890,8 +889,13 @@ mod tests {
 
     fn tool(name: &str, description: &str) -> Tool {
         let schema = json!({ "type": "object", "properties": { "path": { "type": "string" } } });
+        tool_with(name, description, schema)
+    }
+
+    /// A tool whose input schema is `schema` (an object).
+    fn tool_with(name: &str, description: &str, schema: Value) -> Tool {
         let Value::Object(schema) = schema else {
-            unreachable!()
+            panic!("an input schema is an object")
         };
         Tool::new(name.to_owned(), description.to_owned(), Arc::new(schema))
     }
@@ -919,10 +923,7 @@ mod tests {
                 "action": { "type": "string", "enum": values },
                 "id": { "type": "string", "description": "Required for list_comments." },
             } });
-            let Value::Object(schema) = schema else {
-                unreachable!()
-            };
-            Tool::new("work_item", "Manages work items.", Arc::new(schema))
+            tool_with("work_item", "Manages work items.", schema)
         };
         let found = codes(&[
             ("tracker", tool("list_comments", "Lists comments.")),
@@ -1027,13 +1028,10 @@ mod tests {
     fn an_instruction_naming_a_tool_nobody_offers_is_noted() {
         let schema = json!({ "type": "object", "properties": { "params": { "type": "object",
             "properties": { "outputDir": { "type": "string" } } } } });
-        let Value::Object(schema) = schema else {
-            unreachable!()
-        };
-        let nested = Tool::new(
+        let nested = tool_with(
             "download",
             "Downloads data. You must always use this tool with an outputDir.",
-            Arc::new(schema),
+            schema,
         );
         let found = codes(&[
             (
@@ -1101,10 +1099,7 @@ mod tests {
     fn a_sibling_tools_parameter_is_no_unknown_name() {
         let with_param = |param: &str| {
             let schema = json!({ "type": "object", "properties": { param: { "type": "string" } } });
-            let Value::Object(schema) = schema else {
-                unreachable!()
-            };
-            Tool::new("search_items", "Searches items.", Arc::new(schema))
+            tool_with("search_items", "Searches items.", schema)
         };
         let naming = tool(
             "list_workspaces",
