@@ -95,6 +95,15 @@ const MIN_DETECTED: &[(&str, usize)] = &[
     ("heldout8 paraphrase", 15),
     ("heldout8 schema_strings", 15),
     ("heldout8 shadowing", 15),
+    ("heldout9 classic", 15),
+    ("heldout9 encoded", 15),
+    ("heldout9 exfiltration", 15),
+    ("heldout9 hidden_text", 15),
+    ("heldout9 impersonation", 15),
+    ("heldout9 multilingual", 15),
+    ("heldout9 paraphrase", 15),
+    ("heldout9 schema_strings", 15),
+    ("heldout9 shadowing", 15),
 ];
 
 /// Benign tools with any finding, at most: none of `benign.jsonl`'s 176; of
@@ -233,6 +242,7 @@ fn detection_and_false_positives_hold_on_the_corpus() {
         .chain(held_out("heldout6.jsonl", "heldout6"))
         .chain(held_out("heldout7.jsonl", "heldout7"))
         .chain(held_out("heldout8.jsonl", "heldout8"))
+        .chain(held_out("heldout9.jsonl", "heldout9"))
         .collect();
     let mixed: Vec<&Entry> = benign.iter().chain(&poisoned).collect();
     let all = findings(&mixed);
