@@ -51,7 +51,7 @@ pub(super) use unicode::{escaped, is_invisible};
 const MAX_TEXT_CHARS: usize = 16_000;
 
 /// A whitespace run this long inside a line pushes the text after it out of view in most UIs.
-const MAX_WHITESPACE_RUN: usize = 20;
+const MAX_WHITESPACE_RUN: usize = 40;
 
 /// Indentation (blanks at the start of a line) this long does the same; shorter indentation
 /// is layout (descriptions written as indented template literals, JSON examples).

@@ -348,10 +348,10 @@ fn whitespace_runs() {
     assert_flags(
         FindingCode::WhitespaceRun,
         &[
-            &run(20, " "),
+            &run(40, " "),
             &run(5, "\n"),
             &run(5, "\r\n"),
-            &run(10, "\t "),
+            &run(20, "\t "),
             &indented(80),
             &format!("{}b", " ".repeat(80)),
             &format!("a\n{}\n{}b", " ".repeat(10), " ".repeat(80)),
@@ -360,7 +360,9 @@ fn whitespace_runs() {
     assert_passes(
         FindingCode::WhitespaceRun,
         &[
-            &run(19, " "),
+            &run(39, " "),
+            // Code comments lined up in an example.
+            &format!("codes = get_codes(){}# find the service", " ".repeat(30)),
             &run(4, "\n"),
             &run(4, "\r\n"),
             &run(30, " b"),
