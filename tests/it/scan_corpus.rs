@@ -121,6 +121,11 @@ const MAX_FALSE_POSITIVES: usize = 7;
 /// measure showed) with any finding, at most. Measured first at 82 of 1,971 (4.2%).
 const MAX_THIRD_SET_FALSE_POSITIVES: usize = 19;
 
+/// Tools of `benign4.jsonl` (1,593 tools of 50 more servers, listed after the rules for the
+/// third set were written, and used since only for the families of false alarm its first
+/// measure showed) with any finding, at most. Measured first at 104 of 1,593 (6.5%).
+const MAX_FOURTH_SET_FALSE_POSITIVES: usize = 37;
+
 /// Hard benign tools (`benign_hard.jsonl`, `benign_hard5.jsonl`: long, security-minded
 /// descriptions written to trip a scanner) with any finding, at most: a shell runner that
 /// forbids `curl | sh` still reads as asking for it, and a prompt-injection classifier quotes
@@ -201,6 +206,7 @@ fn detection_and_false_positives_hold_on_the_corpus() {
     let mut benign = corpus("benign.jsonl");
     benign.extend(corpus("benign2.jsonl"));
     benign.extend(corpus("benign3.jsonl"));
+    benign.extend(corpus("benign4.jsonl"));
     let poisoned = corpus("poisoned.jsonl");
     assert!(benign.len() >= 150 && poisoned.len() >= 150);
     let report = std::env::var_os("MCPGATE_SCAN_REPORT").is_some();
@@ -314,8 +320,10 @@ fn detection_and_false_positives_hold_on_the_corpus() {
             "{kind}: {found} of {of} caught, {least} before"
         );
     }
+    let (fourth, rest): (Vec<&String>, Vec<&String>) =
+        flagged.iter().partition(|line| line.starts_with("b4-"));
     let (third, first): (Vec<&String>, Vec<&String>) =
-        flagged.iter().partition(|line| line.starts_with("b3-"));
+        rest.into_iter().partition(|line| line.starts_with("b3-"));
     assert!(
         first.len() <= MAX_FALSE_POSITIVES,
         "{} benign tools flagged, at most {MAX_FALSE_POSITIVES} before:\n{first:#?}",
@@ -325,6 +333,11 @@ fn detection_and_false_positives_hold_on_the_corpus() {
         third.len() <= MAX_THIRD_SET_FALSE_POSITIVES,
         "{} tools of benign3.jsonl flagged, at most {MAX_THIRD_SET_FALSE_POSITIVES} before:\n{third:#?}",
         third.len(),
+    );
+    assert!(
+        fourth.len() <= MAX_FOURTH_SET_FALSE_POSITIVES,
+        "{} tools of benign4.jsonl flagged, at most {MAX_FOURTH_SET_FALSE_POSITIVES} before:\n{fourth:#?}",
+        fourth.len(),
     );
 }
 

@@ -152,11 +152,18 @@ pub fn cross_catalog_beside(
                 .push(title.to_lowercase());
         }
     }
-    // Each server's parameters and operations (see [`property_names`]): a sentence naming
-    // one names its own server's vocabulary, as a sibling tool's `searchType`.
+    // Each server's parameters and operations (see [`property_names`]), and its tools' names
+    // without their product prefix (`set_project_context` for `qtm4j_set_project_context`): a
+    // sentence naming one names its own server's vocabulary, as a sibling tool's `searchType`.
     let mut params: HashMap<&ServerId, HashSet<String>> = HashMap::new();
     for (server, tool) in tools.iter().chain(others) {
-        property_names(&tool.input_schema, 0, params.entry(*server).or_default());
+        let vocabulary = params.entry(*server).or_default();
+        property_names(&tool.input_schema, 0, vocabulary);
+        if let Some((_, rest)) = tool.name.split_once(['_', '-', '.'])
+            && !rest.is_empty()
+        {
+            vocabulary.insert(rest.to_lowercase());
+        }
     }
     let no_params = HashSet::new();
     parallel::map(tools.iter().collect(), |(server, tool)| {
@@ -1111,6 +1118,28 @@ mod tests {
         ]);
         assert!(found[0].is_empty(), "{found:?}");
         let found = codes(&[("monday", naming), ("monday", with_param("query"))]);
+        assert_eq!(
+            found[0],
+            [(FindingCode::CrossToolInstruction, Severity::Medium)]
+        );
+    }
+
+    /// A sibling tool named without its product prefix (SmartBear's "Call set_project_context
+    /// before this tool" for `qtm4j_set_project_context`) is its server's own; another server's
+    /// prefixed tool does not lend its name.
+    #[test]
+    fn a_sibling_tool_without_its_prefix_is_no_unknown_name() {
+        let naming = tool(
+            "qtm4j_search_test_cases",
+            "Call set_project_context before this tool.",
+        );
+        let sibling = tool("qtm4j_set_project_context", "Sets the project.");
+        let found = codes(&[
+            ("smartbear", naming.clone()),
+            ("smartbear", sibling.clone()),
+        ]);
+        assert!(found[0].is_empty(), "{found:?}");
+        let found = codes(&[("smartbear", naming), ("other", sibling)]);
         assert_eq!(
             found[0],
             [(FindingCode::CrossToolInstruction, Severity::Medium)]
