@@ -50,7 +50,8 @@ pub(super) use unicode::{escaped, is_invisible};
 /// 6,800 (a category list).
 const MAX_TEXT_CHARS: usize = 16_000;
 
-/// A whitespace run this long inside a line pushes the text after it out of view in most UIs.
+/// A whitespace run this long inside a line pushes the text after it out of view in most UIs
+/// (half a usual description pane or more); shorter ones line up code comments in examples.
 const MAX_WHITESPACE_RUN: usize = 40;
 
 /// Indentation (blanks at the start of a line) this long does the same; shorter indentation

@@ -119,7 +119,7 @@ const MAX_FALSE_POSITIVES: usize = 7;
 /// Tools of `benign3.jsonl` (1,971 tools of 65 more servers, listed after the rules above
 /// were written, never used to tune them but for the families of false alarm its first
 /// measure showed) with any finding, at most. Measured first at 82 of 1,971 (4.2%).
-const MAX_THIRD_SET_FALSE_POSITIVES: usize = 19;
+const MAX_THIRD_SET_FALSE_POSITIVES: usize = 20;
 
 /// Tools of `benign4.jsonl` (1,593 tools of 50 more servers, listed after the rules for the
 /// third set were written, and used since only for the families of false alarm its first

@@ -1131,6 +1131,7 @@ mod tests {
         let runs: Vec<_> = runs.iter().map(|d| (d.text.as_str(), d.readable)).collect();
         assert_eq!(runs, [("https://px.collector.example/c", true)]);
         let runs = decoded_runs("e.g. https%3A%2F%2Fapi.example.com%2Fv1%2Fitems%3Fq%3Dx");
+        assert!(!runs.is_empty());
         assert!(runs.iter().all(|d| !d.readable), "{:?}", runs.len());
     }
 
