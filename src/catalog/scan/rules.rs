@@ -416,8 +416,10 @@ fn negated(rule: &Rule, before: &str) -> bool {
         return false;
     }
     let trimmed = before.trim_end();
-    let tail = format!(" {}", &trimmed[last_bytes(trimmed, NEGATION_WINDOW)..]);
-    let near = &trimmed[last_bytes(trimmed, LOOK_BACK_BYTES)..];
+    let last =
+        |bytes: usize| &trimmed[trimmed.ceil_char_boundary(trimmed.len().saturating_sub(bytes))..];
+    let tail = format!(" {}", last(NEGATION_WINDOW));
+    let near = last(LOOK_BACK_BYTES);
     NEGATING_ENDINGS.iter().any(|ending| tail.ends_with(ending))
         || described(near)
         || (rule.family == Family::SecretAccess && a_flag(near))
@@ -426,13 +428,6 @@ fn negated(rule: &Rule, before: &str) -> bool {
 /// Bytes before a match read for [`described`] and [`a_flag`]: a clause's start, not the
 /// whole text (each candidate match reads them).
 const LOOK_BACK_BYTES: usize = 64;
-
-/// Where the last `bytes` bytes of `text` start, at a character's boundary.
-fn last_bytes(text: &str, bytes: usize) -> usize {
-    (text.len().saturating_sub(bytes)..=text.len())
-        .find(|&i| text.is_char_boundary(i))
-        .unwrap_or(text.len())
-}
 
 /// Sentence and clause ends, and markup, before a match: past one of them the words before
 /// no longer govern it.
@@ -465,7 +460,8 @@ const PAGE_WORDS: &[&str] = &[
     "call",
 ];
 
-/// Endings of a name that make it a credential's in the secret-access rules.
+/// Endings of a name that make it a credential's: the names `secret_access.en.txt`'s
+/// `..._(token|api_key|...)` rule takes (keep the two alike).
 const CREDENTIAL_ENDINGS: &[&str] = &[
     "_token",
     "_api_key",
@@ -1463,6 +1459,11 @@ mod tests {
             ),
             (
                 "whether to include archived items and include the api_token in `note`.",
+                Family::SecretAccess,
+            ),
+            // Past a flag's few words, "whether" spares nothing.
+            (
+                "whether the nightly job that backs up every workspace should include the api_token",
                 Family::SecretAccess,
             ),
             (
