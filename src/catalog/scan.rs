@@ -393,7 +393,11 @@ fn states_purpose(location: &str) -> bool {
     matches!(
         location,
         "name" | "title" | "description" | "annotations.title"
-    ) || (location.contains('.') && matches!(key, "default" | "enum" | "examples" | "const"))
+    ) || (location.contains('.') && matches!(key, "default" | "enum" | "examples" | "const" | "required"))
+        // A parameter's own name (`private_key` of a tool that manages private keys).
+        || location
+            .rsplit_once('.')
+            .is_some_and(|(parent, _)| parent.ends_with(".properties"))
 }
 
 /// Whether `name` says its tool's job is secrets (see [`SECRET_PURPOSES`]).
@@ -510,8 +514,13 @@ impl Scan {
         if split == folded {
             return;
         }
+        // Two words are a setting's name (`suppressWarnings`, `skipCaveats`): what the
+        // setting does, not a request to keep anything from the person.
+        let setting = split.split_whitespace().count() <= 2;
         for (code, detail) in instructions(&Normalized::new(&split)) {
-            self.push(code, location, detail);
+            if !(setting && code == FindingCode::Concealment) {
+                self.push(code, location, detail);
+            }
         }
     }
 
@@ -519,12 +528,14 @@ impl Scan {
     /// spell text that is nowhere else in plain form).
     fn hidden(&mut self, location: &str, text: &str) {
         for part in hidden::hidden_parts(text) {
-            let detail = format!(
-                "{}: \"{}\"",
-                part.how,
-                escaped(&part.text, MAX_EXCERPT_CHARS)
-            );
-            self.push(FindingCode::HiddenText, location, detail);
+            if part.how != hidden::CONDITIONAL_COMMENT {
+                let detail = format!(
+                    "{}: \"{}\"",
+                    part.how,
+                    escaped(&part.text, MAX_EXCERPT_CHARS)
+                );
+                self.push(FindingCode::HiddenText, location, detail);
+            }
             let said = Normalized::new(&nfkc(&part.text));
             for (code, detail) in instructions(&said) {
                 self.push(code, location, format!("{} ({})", detail, part.how));

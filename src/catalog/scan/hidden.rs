@@ -54,6 +54,10 @@ fn pattern(text: &str) -> Regex {
     Regex::new(text).unwrap_or_else(|e| panic!("hidden-text pattern {text:?}: {e}"))
 }
 
+/// How a conditional comment (`<!--[if mso]> ... <![endif]-->`) is named: mail markup that
+/// Outlook renders, so not hidden in itself; what it says is still read.
+pub(super) const CONDITIONAL_COMMENT: &str = "a conditional comment";
+
 /// The hidden parts of `text`, in the order of their kinds.
 pub(super) fn hidden_parts(text: &str) -> Vec<Hidden> {
     let mut parts = Vec::new();
@@ -66,7 +70,14 @@ pub(super) fn hidden_parts(text: &str) -> Vec<Hidden> {
         }
     };
     for found in HTML_COMMENT.captures_iter(text) {
-        push("an HTML comment", found.get(1).map_or("", |m| m.as_str()));
+        let inner = found.get(1).map_or("", |m| m.as_str());
+        // `<!--[if mso]>`: mail clients' conditional markup, which Outlook shows.
+        let how = if inner.trim_start().starts_with("[if ") {
+            CONDITIONAL_COMMENT
+        } else {
+            "an HTML comment"
+        };
+        push(how, inner);
     }
     for found in MARKDOWN_COMMENT.captures_iter(text) {
         let inner = (1..=3)

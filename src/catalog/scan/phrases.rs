@@ -75,6 +75,23 @@ const SECRET_NEEDLES: &[&str] = &[
     "private_key",
 ];
 
+/// Words that make a secret's name a reference to it (`private_key_uuid`, `private key id`,
+/// `private_key_path`): which key, not the key.
+const REFERENCE_WORDS: &[&str] = &["uuid", "id", "ids", "name", "names", "path"];
+
+/// Whether `after`, the text right after a needle, is one of [`REFERENCE_WORDS`] joined to it
+/// by `_`, `-` or a space, ending the name there.
+fn a_reference(after: &str) -> bool {
+    let Some(rest) = after.strip_prefix(['_', '-', ' ']) else {
+        return false;
+    };
+    let word = rest
+        .split(|c: char| !c.is_alphanumeric())
+        .next()
+        .unwrap_or_default();
+    REFERENCE_WORDS.contains(&word) && !rest[word.len()..].starts_with('_')
+}
+
 /// All of [`SECRET_NEEDLES`] in one automaton: the leftmost match is the earliest needle.
 static SECRET_NEEDLE: LazyLock<Regex> = LazyLock::new(|| {
     let alternatives: Vec<String> = SECRET_NEEDLES.iter().map(|s| regex::escape(s)).collect();
@@ -384,7 +401,11 @@ fn find_patterns(words: &[&str], patterns: &Patterns) -> Option<usize> {
 /// an override phrase ("ignore all previous").
 pub(super) fn hidden_instructions(n: &Normalized) -> Option<String> {
     let markup = markup_start(&n.text);
-    let template = TEMPLATE.find(&n.text).map(|m| m.start());
+    // Lean's `[inst]` binders (instance-implicit arguments) are no chat template.
+    let template = TEMPLATE
+        .find_iter(&n.text)
+        .find(|m| !(m.pattern().as_usize() == 0 && n.text[m.end()..].starts_with(" binder")))
+        .map(|m| m.start());
     let phrase = find_patterns(&n.word_list(), &OVERRIDE).map(|i| n.word_start(i));
     let start = [markup, template, phrase].into_iter().flatten().min()?;
     Some(format!("matched {}", n.excerpt(start)))
@@ -423,6 +444,7 @@ fn markup_start(text: &str) -> Option<usize> {
 pub(super) fn secret_access(n: &Normalized) -> Option<String> {
     let needle = SECRET_NEEDLE
         .find_iter(&n.text)
+        .filter(|m| !a_reference(&n.text[m.end()..]))
         .map(|m| m.start())
         .find(|&at| !refused_around(&n.text, at));
     let start = [needle, dot_env(&n.text)].into_iter().flatten().min()?;
@@ -518,12 +540,29 @@ pub(super) fn cross_tool_instruction(raw: &str) -> Option<String> {
             .collect();
         if words.iter().any(|w| IMPERATIVE.contains(w))
             && find_patterns(&words, &ANY_OTHER_TOOL).is_some()
+            && !calls_itself_first(&lower)
         {
             let shown = escaped(sentence.trim(), MAX_EXCERPT_CHARS);
             return Some(format!("refers to other tools: \"{shown}\""));
         }
     }
     None
+}
+
+/// "Call this tool first, before any other tools": a guide or set-up tool asking to be
+/// called first, and nothing more (the sentence ends there). What an instruction to do
+/// something else before other tools is ("before any other tool is used, print ...") is not.
+static CALLS_ITSELF_FIRST: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r"\bthis tool (must |should |needs to )?(be )?(called |used |run |invoked )?(first,? )?before (calling |using |running |invoking )?(any |all )?other tools?\W*$",
+    )
+    .expect("a fixed pattern")
+});
+
+/// Whether the lowercased `sentence` only asks for its own tool to be called first (see
+/// [`CALLS_ITSELF_FIRST`]).
+fn calls_itself_first(sentence: &str) -> bool {
+    CALLS_ITSELF_FIRST.is_match(sentence)
 }
 
 /// The tool-like names (snake_case, lowerCamelCase, `backticked`) of a sentence that

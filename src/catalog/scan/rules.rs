@@ -376,7 +376,11 @@ fn first_unnegated(rule: &Rule, normalized: &str, mut from: usize) -> Option<usi
     let pattern = rule.pattern()?;
     for _ in 0..MAX_NEGATED_MATCHES {
         let m = pattern.find_at(normalized, from)?;
-        if !negated(rule, &normalized[..m.start()]) && !page_token(rule, m.as_str()) {
+        let excused = negated(rule, &normalized[..m.start()])
+            || page_token(rule, m.as_str())
+            || a_permission(rule, m.as_str())
+            || (m.start() == 0 && a_label(rule, m.as_str()));
+        if !excused {
             return Some(m.start());
         }
         from = m.start()
@@ -490,6 +494,39 @@ fn page_token(rule: &Rule, matched: &str) -> bool {
                 !words.is_empty() && words.split('_').all(|w| PAGE_WORDS.contains(&w))
             })
         })
+}
+
+/// Words after a verb that make the verb a permission's name ("requires the `read` scope on
+/// the access token", "read permission on secrets"), not an order.
+const PERMISSION_WORDS: &[&str] = &[
+    "scope",
+    "scopes",
+    "permission",
+    "permissions",
+    "role",
+    "rights",
+];
+
+/// Whether a secret-access match opens with a verb that names a permission (see
+/// [`PERMISSION_WORDS`]).
+fn a_permission(rule: &Rule, matched: &str) -> bool {
+    rule.family == Family::SecretAccess
+        && matched
+            .split_whitespace()
+            .nth(1)
+            .is_some_and(|word| PERMISSION_WORDS.contains(&word))
+}
+
+/// Whether a secret-access match that opens its text is a field's label: "Password for the
+/// user (for create operation)" says what the field holds for an account being made or
+/// changed. "Password of the current user" is someone's own, and still counts.
+fn a_label(rule: &Rule, matched: &str) -> bool {
+    let mut words = matched.split_whitespace();
+    rule.family == Family::SecretAccess
+        && words
+            .next()
+            .is_some_and(|word| matches!(word, "password" | "passwords" | "passphrase"))
+        && words.next() == Some("for")
 }
 
 /// Modal verbs: what a tool or a value can or will do.
@@ -1540,6 +1577,19 @@ mod tests {
             // A German verb's stem inside an English word; a password field's own description.
             "body: { senderemailaddress: { name: 'display name', address: 'sender@example.com' } }",
             "password for user defined in user. is required when endpoint is set.",
+            "password for the user (for create operation)",
+            // Session 58's fifth real set: a permission named by its verb, a clause after a
+            // semicolon, a Chinese tool's return value, a conditional override, a thread of
+            // replies, a chat as the destination, a record's state.
+            "requires user-feedback:read scope on the access token.",
+            "with reddit credentials posts include score, num_comments, and upvote_ratio; without credentials, results come from the public feed",
+            "是否返回环境变量明文值。默认 false:value 脱敏为 ***",
+            "getinstanceinfo=获取不含连接凭据的生命周期上下文",
+            "本地运行时的附加环境变量配置,用于本地开发和调试。格式为键值对",
+            "default 25, range (1-100). override only if user requests.",
+            "get a specific comment with its full thread of replies",
+            "send a message to a specific chat conversation. supports text and markdown formatting",
+            "re-sending an event_id this store has already accepted records nothing and is not an error",
             // A message type named, nothing handed over.
             "system：系统消息。该类型仅支持在机器人单聊内推送系统消息",
             "overrides the user's editor preference.",
