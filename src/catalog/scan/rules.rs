@@ -81,6 +81,9 @@ struct Rule {
     has_ends: bool,
     /// Whether it holds only those (no literal starts every match).
     ends_only: bool,
+    /// The longest text the rule can match, in bytes, if it is bounded: a match lies within
+    /// that many bytes of the literal it starts or ends with, so no search reads further.
+    max_len: Option<usize>,
 }
 
 impl Rule {
@@ -131,6 +134,10 @@ struct Rules {
     /// For each rule of `rest`, its index in `each`.
     rest_rule: Vec<usize>,
 }
+
+/// Bytes read past the last place a match may end: a word boundary's look at the next
+/// character, which is at most four bytes long.
+const WINDOW_MARGIN: usize = 4;
 
 /// Shortest literal the prefilter takes as a rule's start: shorter ones (a letter of a
 /// class) occur in nearly every text and would filter nothing.
@@ -199,6 +206,7 @@ impl Rules {
                     wide: OnceLock::new(),
                     has_ends,
                     ends_only,
+                    max_len: hir.properties().maximum_len(),
                 });
             }
         }
@@ -304,25 +312,46 @@ fn matches_in(rules: &Rules, normalized: &str) -> Vec<(Family, &'static str, usi
         })
         .collect();
     hits.sort_unstable();
-    // For each rule, the earliest place it may start: where one of its first literals is,
-    // provided one of its last literals (if it has them) ends after it.
-    let mut candidates: Vec<(usize, usize)> = Vec::new();
+    // For each rule, the part of the text a match may lie in: from the earliest place it may
+    // start (where one of its first literals is, provided one of its last literals, if it has
+    // them, ends after it and within its longest match) to the last place it may end.
+    let mut candidates: Vec<(usize, usize, usize)> = Vec::new();
     for group in hits.chunk_by(|a, b| a.0 == b.0) {
-        let rule = group[0].0;
+        let rule = &rules.each[group[0].0];
         // Sorted: the starts (`false`) come first, earliest first; the ends after.
-        let start = match group.first() {
-            Some(&(_, false, start)) => start,
-            Some(&(_, true, _)) if rules.each[rule].ends_only => {
-                candidates.push((rule, 0));
-                continue;
-            }
-            _ => continue,
+        let split = group.partition_point(|h| !h.1);
+        let starts = group[..split].iter().map(|h| h.2);
+        let ends: Vec<usize> = group[split..].iter().map(|h| h.2).collect();
+        let reach = |at: usize| {
+            rule.max_len
+                .map_or(usize::MAX, |len| at.saturating_add(len))
         };
-        let has_ends = rules.each[rule].has_ends;
-        let last_end = group.iter().rev().find(|h| h.1).map(|h| h.2);
-        if !has_ends || last_end.is_some_and(|end| end > start) {
-            candidates.push((rule, start));
-        }
+        let (from, until) = if rule.ends_only {
+            let (Some(&first), Some(&last)) = (ends.first(), ends.last()) else {
+                continue;
+            };
+            let from = rule.max_len.map_or(0, |len| first.saturating_sub(len));
+            (from, last)
+        } else {
+            let last_start = group[..split].last().map_or(0, |h| h.2);
+            let from = if rule.has_ends {
+                // The first start with an end after it and within reach.
+                starts.clone().find(|&start| {
+                    let next = ends.partition_point(|&end| end <= start);
+                    ends.get(next).is_some_and(|&end| end <= reach(start))
+                })
+            } else {
+                starts.clone().next()
+            };
+            let Some(from) = from else {
+                continue;
+            };
+            let until = ends
+                .last()
+                .map_or(reach(last_start), |&end| end.min(reach(last_start)));
+            (from, until)
+        };
+        candidates.push((group[0].0, from, until));
     }
     // Most texts match no rule of the set: finding that out stops at the first match and
     // needs no overlapping search.
@@ -332,16 +361,22 @@ fn matches_in(rules: &Rules, normalized: &str) -> Vec<(Family, &'static str, usi
                 .rest
                 .matches(normalized)
                 .iter()
-                .map(|i| (rules.rest_rule[i], 0)),
+                .map(|i| (rules.rest_rule[i], 0, normalized.len())),
         );
         // In the rules' order, as each would be run alone: of two rules of a family that
         // match at the same place, the first is named.
         candidates.sort_unstable();
     }
-    for (index, from) in candidates {
+    for (index, from, until) in candidates {
         let rule = &rules.each[index];
-        if rule.wide_may_match(normalized, from) {
-            keep_earliest(&mut found, rule, normalized, from);
+        // Past `until` nothing of a match lies; a few bytes more keep what follows it (a
+        // word boundary's next character) as it is in the text.
+        let until = normalized
+            .ceil_char_boundary(until.saturating_add(WINDOW_MARGIN).min(normalized.len()));
+        let from = normalized.floor_char_boundary(from);
+        let window = &normalized[..until];
+        if rule.wide_may_match(window, from) {
+            keep_earliest(&mut found, rule, window, from);
         }
     }
     found
