@@ -656,6 +656,19 @@ struct NearIndex {
     names: Vec<String>,
     /// (hash of a deletion, index in `names`), sorted.
     by_variant: Vec<(u64, u32)>,
+    /// For each value of a hash's top [`BUCKET_BITS`] bits, where its entries of
+    /// `by_variant` start (and, one further, end): a lookup reads a few entries, not a
+    /// binary search over all of them.
+    buckets: Vec<u32>,
+}
+
+/// Bits of a hash that pick its bucket in [`NearIndex::buckets`].
+const BUCKET_BITS: u32 = 16;
+
+/// The bucket of `hash`.
+fn bucket(hash: u64) -> usize {
+    // At most 2^BUCKET_BITS: a `usize` on every target.
+    usize::try_from(hash >> (u64::BITS - BUCKET_BITS)).unwrap_or(0)
 }
 
 impl NearIndex {
@@ -674,18 +687,35 @@ impl NearIndex {
         }
         by_variant.sort_unstable();
         by_variant.dedup();
-        NearIndex { names, by_variant }
+        let mut buckets = Vec::with_capacity((1 << BUCKET_BITS) + 1);
+        let mut at = 0;
+        for b in 0..=(1usize << BUCKET_BITS) {
+            while at < by_variant.len() && bucket(by_variant[at].0) < b {
+                at += 1;
+            }
+            buckets.push(u32::try_from(at).unwrap_or(u32::MAX));
+        }
+        NearIndex {
+            names,
+            by_variant,
+            buckets,
+        }
     }
 
     /// Names that may be one edit from `name` (to be checked with [`one_edit_apart`]).
     fn candidates(&self, name: &str) -> Vec<&str> {
         let mut found: Vec<u32> = Vec::new();
         for hash in variant_hashes(name) {
-            let from = self.by_variant.partition_point(|&(h, _)| h < hash);
+            let b = bucket(hash);
+            let range = |i: usize| self.buckets.get(i).map_or(0, |&at| at as usize);
+            let entries = self
+                .by_variant
+                .get(range(b)..range(b + 1))
+                .unwrap_or_default();
             found.extend(
-                self.by_variant[from..]
+                entries
                     .iter()
-                    .take_while(|&&(h, _)| h == hash)
+                    .filter(|&&(h, _)| h == hash)
                     .map(|&(_, index)| index),
             );
         }
