@@ -84,6 +84,10 @@ struct Rule {
     /// The longest text the rule can match, in bytes, if it is bounded: a match lies within
     /// that many bytes of the literal it starts or ends with, so no search reads further.
     max_len: Option<usize>,
+    /// Whether every match starts (ends) at a word boundary (`\b(read|send)...`): a literal
+    /// found inside a word (`read` in `already`) starts (ends) none.
+    word_start: bool,
+    word_end: bool,
 }
 
 impl Rule {
@@ -207,6 +211,8 @@ impl Rules {
                     has_ends,
                     ends_only,
                     max_len: hir.properties().maximum_len(),
+                    word_start: at_word_boundary(&hir, Side::Start),
+                    word_end: at_word_boundary(&hir, Side::End),
                 });
             }
         }
@@ -228,6 +234,59 @@ impl Rules {
             rest_rule,
         }
     }
+}
+
+/// A match's start or end.
+#[derive(Clone, Copy)]
+enum Side {
+    Start,
+    End,
+}
+
+/// Whether every match of `hir` has a Unicode word boundary (`\b`) at its `side`: the
+/// pattern (each branch of it) opens or closes with one.
+fn at_word_boundary(hir: &regex_syntax::hir::Hir, side: Side) -> bool {
+    use regex_syntax::hir::{HirKind, Look};
+    match hir.kind() {
+        HirKind::Look(Look::WordUnicode) => true,
+        HirKind::Capture(capture) => at_word_boundary(&capture.sub, side),
+        HirKind::Concat(parts) => {
+            let edge = match side {
+                Side::Start => parts.first(),
+                Side::End => parts.last(),
+            };
+            edge.is_some_and(|part| at_word_boundary(part, side))
+        }
+        HirKind::Alternation(branches) => branches.iter().all(|b| at_word_boundary(b, side)),
+        _ => false,
+    }
+}
+
+/// Whether `c` is a word character as `\b` reads one (a letter, digit, mark or `_`); a
+/// character the tables cannot tell counts as none, which keeps a literal found next to it.
+fn word_character(c: char) -> bool {
+    regex_syntax::try_is_word_character(c).unwrap_or(false)
+}
+
+/// Whether a literal found at `start..end` of `text` can start (or, `ends`, end) a match of
+/// `rule` there: not when the rule needs a word boundary on that side and the literal's
+/// edge character and its neighbour in the text are both word characters.
+fn at_boundary(rule: &Rule, text: &str, start: usize, end: usize, ends: bool) -> bool {
+    let (inside, outside) = if ends {
+        if !rule.word_end {
+            return true;
+        }
+        (text[..end].chars().next_back(), text[end..].chars().next())
+    } else {
+        if !rule.word_start {
+            return true;
+        }
+        (
+            text[start..].chars().next(),
+            text[..start].chars().next_back(),
+        )
+    };
+    !(inside.is_some_and(word_character) && outside.is_some_and(word_character))
 }
 
 /// The literals every match of `hir` starts with (or, for [`ExtractKind::Suffix`], ends
@@ -308,7 +367,11 @@ fn matches_in(rules: &Rules, normalized: &str) -> Vec<(Family, &'static str, usi
         .find_overlapping_iter(normalized)
         .filter_map(|m| {
             let &(rule, ends) = rules.literal_rule.get(m.pattern().as_usize())?;
-            Some((rule, ends, if ends { m.end() } else { m.start() }))
+            at_boundary(&rules.each[rule], normalized, m.start(), m.end(), ends).then_some((
+                rule,
+                ends,
+                if ends { m.end() } else { m.start() },
+            ))
         })
         .collect();
     hits.sort_unstable();
@@ -1412,6 +1475,40 @@ mod tests {
 
     /// Every string of every definition of the scan corpus, as the scan reads it: the
     /// prefilters find there what every rule run alone finds.
+    /// A literal inside a word starts no match of a rule that opens with `\b`, and ends none
+    /// of one that closes with it; a rule without the boundary keeps it.
+    #[test]
+    fn literals_inside_words_start_no_bounded_match() {
+        let rule = |source: &'static str| {
+            let hir = regex_syntax::Parser::new().parse(source).expect("a rule");
+            Rule {
+                family: Family::Exfiltration,
+                language: "en",
+                source,
+                pattern: OnceLock::new(),
+                try_wide: false,
+                wide: OnceLock::new(),
+                has_ends: true,
+                ends_only: false,
+                max_len: hir.properties().maximum_len(),
+                word_start: at_word_boundary(&hir, Side::Start),
+                word_end: at_word_boundary(&hir, Side::End),
+            }
+        };
+        let bounded = rule(r"\b(read|send) [a-z]+ (keys|secrets)\b|\bcat (keys|secrets)\b");
+        assert!(bounded.word_start && bounded.word_end);
+        let text = "already sent; read the keysmith's secrets";
+        // `read` in `already`, and at a word's start.
+        assert!(!at_boundary(&bounded, text, 2, 6, false));
+        assert!(at_boundary(&bounded, text, 14, 18, false));
+        // `keys` in `keysmith`, and `secrets` at the text's end.
+        assert!(!at_boundary(&bounded, text, 23, 27, true));
+        assert!(at_boundary(&bounded, text, 34, 41, true));
+        let open = rule(r"(read|send) [a-z]+\b|\bcat\b");
+        assert!(!open.word_start && open.word_end);
+        assert!(at_boundary(&open, text, 2, 6, false));
+    }
+
     #[test]
     fn the_prefilters_miss_nothing_in_the_corpus() {
         fn strings(value: &serde_json::Value, out: &mut Vec<String>) {
