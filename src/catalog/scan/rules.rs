@@ -265,7 +265,12 @@ fn at_word_boundary(hir: &regex_syntax::hir::Hir, side: Side) -> bool {
 /// Whether `c` is a word character as `\b` reads one (a letter, digit, mark or `_`); a
 /// character the tables cannot tell counts as none, which keeps a literal found next to it.
 fn word_character(c: char) -> bool {
-    regex_syntax::try_is_word_character(c).unwrap_or(false)
+    if c.is_ascii() {
+        // Most text: no search of the Unicode tables.
+        c.is_ascii_alphanumeric() || c == '_'
+    } else {
+        regex_syntax::try_is_word_character(c).unwrap_or(false)
+    }
 }
 
 /// Whether a literal found at `start..end` of `text` can start (or, `ends`, end) a match of
