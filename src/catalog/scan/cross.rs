@@ -317,6 +317,7 @@ fn shadowing(
                     !named_thing
                         && id != own_name
                         && !own_server.params.contains(&id)
+                        && !own_server.params.contains(&letters(&id))
                         && !owners.contains_key(&id)
                         && !WELL_KNOWN.contains(id.as_str())
                 });

@@ -71,8 +71,13 @@ pub(super) fn hidden_parts(text: &str) -> Vec<Hidden> {
     };
     for found in HTML_COMMENT.captures_iter(text) {
         let inner = found.get(1).map_or("", |m| m.as_str());
-        // `<!--[if mso]>`: mail clients' conditional markup, which Outlook shows.
-        let how = if inner.trim_start().starts_with("[if ") {
+        let closed = found.get(0).is_some_and(|m| m.as_str().ends_with("-->"));
+        // `<!--[if mso]>`: mail clients' conditional markup, which Outlook shows, named in
+        // prose (never closed) or holding markup alone; words inside a closed one are hidden
+        // from every other reader.
+        let conditional =
+            inner.trim_start().starts_with("[if ") && (!closed || !words_outside_tags(inner));
+        let how = if conditional {
             CONDITIONAL_COMMENT
         } else {
             "an HTML comment"
@@ -100,6 +105,23 @@ pub(super) fn hidden_parts(text: &str) -> Vec<Hidden> {
         push("Unicode tag characters", &tags);
     }
     parts
+}
+
+/// Whether `markup` holds letters outside its `<...>` tags and its leading `[if ...]>`.
+fn words_outside_tags(markup: &str) -> bool {
+    let body = markup
+        .trim_start()
+        .split_once("]>")
+        .map_or(markup, |(_, rest)| rest);
+    let mut in_tag = false;
+    body.chars().any(|c| {
+        match c {
+            '<' => in_tag = true,
+            '>' => in_tag = false,
+            _ => {}
+        }
+        !in_tag && c.is_alphabetic()
+    })
 }
 
 /// The ASCII that Unicode tag characters (U+E0020 to U+E007E) spell, which renders as

@@ -554,7 +554,7 @@ pub(super) fn cross_tool_instruction(raw: &str) -> Option<String> {
 /// something else before other tools is ("before any other tool is used, print ...") is not.
 static CALLS_ITSELF_FIRST: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r"\bthis tool (must |should |needs to )?(be )?(called |used |run |invoked )?(first,? )?before (calling |using |running |invoking )?(any |all )?other tools?\W*$",
+        r"^\W*((important|note)\W+)?((always|please|first|you must|you should) )*((call|use|run|invoke) )?this tool (must |should |needs to )?(be )?(called |used |run |invoked )?(first,? )?before (calling |using |running |invoking )?(any |all )?other tools?\W*$",
     )
     .expect("a fixed pattern")
 });

@@ -81,8 +81,8 @@ struct Rule {
     has_ends: bool,
     /// Whether it holds only those (no literal starts every match).
     ends_only: bool,
-    /// The longest text the rule can match, in bytes, if it is bounded: a match lies within
-    /// that many bytes of the literal it starts or ends with, so no search reads further.
+    /// The longest text the rule can match, in bytes, if it is bounded: a match starts within
+    /// that many bytes before the literal it ends with.
     max_len: Option<usize>,
     /// Whether every match starts (ends) at a word boundary (`\b(read|send)...`): a literal
     /// found inside a word (`read` in `already`) starts (ends) none.
@@ -138,10 +138,6 @@ struct Rules {
     /// For each rule of `rest`, its index in `each`.
     rest_rule: Vec<usize>,
 }
-
-/// Bytes read past the last place a match may end: a word boundary's look at the next
-/// character, which is at most four bytes long.
-const WINDOW_MARGIN: usize = 4;
 
 /// Shortest literal the prefilter takes as a rule's start: shorter ones (a letter of a
 /// class) occur in nearly every text and would filter nothing.
@@ -380,46 +376,36 @@ fn matches_in(rules: &Rules, normalized: &str) -> Vec<(Family, &'static str, usi
         })
         .collect();
     hits.sort_unstable();
-    // For each rule, the part of the text a match may lie in: from the earliest place it may
-    // start (where one of its first literals is, provided one of its last literals, if it has
-    // them, ends after it and within its longest match) to the last place it may end.
-    let mut candidates: Vec<(usize, usize, usize)> = Vec::new();
+    // For each rule, the earliest place a match may start: where one of its first literals
+    // is, provided one of its last literals (if it has them) ends after it and within the
+    // rule's longest match; for a rule with only last literals, that length before the first.
+    // (The search then reads on to the text's end: a haystack cut short would make its end a
+    // word boundary or `$` where the text goes on.)
+    let mut candidates: Vec<(usize, usize)> = Vec::new();
     for group in hits.chunk_by(|a, b| a.0 == b.0) {
         let rule = &rules.each[group[0].0];
         // Sorted: the starts (`false`) come first, earliest first; the ends after.
         let split = group.partition_point(|h| !h.1);
-        let starts = group[..split].iter().map(|h| h.2);
         let ends: Vec<usize> = group[split..].iter().map(|h| h.2).collect();
         let reach = |at: usize| {
             rule.max_len
                 .map_or(usize::MAX, |len| at.saturating_add(len))
         };
-        let (from, until) = if rule.ends_only {
-            let (Some(&first), Some(&last)) = (ends.first(), ends.last()) else {
-                continue;
-            };
-            let from = rule.max_len.map_or(0, |len| first.saturating_sub(len));
-            (from, last)
+        let from = if rule.ends_only {
+            ends.first()
+                .map(|&first| rule.max_len.map_or(0, |len| first.saturating_sub(len)))
+        } else if rule.has_ends {
+            // The first start with an end after it and within reach.
+            group[..split].iter().map(|h| h.2).find(|&start| {
+                let next = ends.partition_point(|&end| end <= start);
+                ends.get(next).is_some_and(|&end| end <= reach(start))
+            })
         } else {
-            let last_start = group[..split].last().map_or(0, |h| h.2);
-            let from = if rule.has_ends {
-                // The first start with an end after it and within reach.
-                starts.clone().find(|&start| {
-                    let next = ends.partition_point(|&end| end <= start);
-                    ends.get(next).is_some_and(|&end| end <= reach(start))
-                })
-            } else {
-                starts.clone().next()
-            };
-            let Some(from) = from else {
-                continue;
-            };
-            let until = ends
-                .last()
-                .map_or(reach(last_start), |&end| end.min(reach(last_start)));
-            (from, until)
+            group.first().map(|h| h.2)
         };
-        candidates.push((group[0].0, from, until));
+        if let Some(from) = from {
+            candidates.push((group[0].0, normalized.floor_char_boundary(from)));
+        }
     }
     // Most texts match no rule of the set: finding that out stops at the first match and
     // needs no overlapping search.
@@ -429,22 +415,16 @@ fn matches_in(rules: &Rules, normalized: &str) -> Vec<(Family, &'static str, usi
                 .rest
                 .matches(normalized)
                 .iter()
-                .map(|i| (rules.rest_rule[i], 0, normalized.len())),
+                .map(|i| (rules.rest_rule[i], 0)),
         );
         // In the rules' order, as each would be run alone: of two rules of a family that
         // match at the same place, the first is named.
         candidates.sort_unstable();
     }
-    for (index, from, until) in candidates {
+    for (index, from) in candidates {
         let rule = &rules.each[index];
-        // Past `until` nothing of a match lies; a few bytes more keep what follows it (a
-        // word boundary's next character) as it is in the text.
-        let until = normalized
-            .ceil_char_boundary(until.saturating_add(WINDOW_MARGIN).min(normalized.len()));
-        let from = normalized.floor_char_boundary(from);
-        let window = &normalized[..until];
-        if rule.wide_may_match(window, from) {
-            keep_earliest(&mut found, rule, window, from);
+        if rule.wide_may_match(normalized, from) {
+            keep_earliest(&mut found, rule, normalized, from);
         }
     }
     found
@@ -1466,6 +1446,8 @@ mod tests {
                 "the copy is routine and isn't worth narrating",
                 "dump-keychain and then put the unmasked number in notes",
                 "ordinary text with nothing in it at all, über café",
+                // A literal inside a word right where a search cut short would end.
+                "users find it distracting, so replies cannot notably change",
             ]
             .map(str::to_owned),
         );
