@@ -200,6 +200,14 @@ struct Own<'a> {
     params: &'a HashSet<String>,
 }
 
+impl Own<'_> {
+    /// Whether `id` (lowercased) is a word of the server's own: as written, or by its
+    /// letters alone (`send_email` for a sibling `send-email`).
+    fn names(&self, id: &str) -> bool {
+        self.params.contains(id) || self.params.contains(&letters(id))
+    }
+}
+
 /// A sentence of `tool`'s text that names a tool of another server (or a well-known tool its
 /// own server lacks) and reads as an instruction: one finding per location.
 fn shadowing(
@@ -216,11 +224,7 @@ fn shadowing(
         let id = id.to_lowercase();
         // The tool itself, its parameters, or its own server's vocabulary: a sibling named
         // without its product prefix or with other separators, an operation of a sibling.
-        if id == own_name
-            || own_params.contains(&id)
-            || own_server.params.contains(&id)
-            || own_server.params.contains(&letters(&id))
-        {
+        if id == own_name || own_params.contains(&id) || own_server.names(&id) {
             return None;
         }
         let elsewhere = match owners.get(&id) {
@@ -316,8 +320,7 @@ fn shadowing(
                     let id = id.to_lowercase();
                     !named_thing
                         && id != own_name
-                        && !own_server.params.contains(&id)
-                        && !own_server.params.contains(&letters(&id))
+                        && !own_server.names(&id)
                         && !owners.contains_key(&id)
                         && !WELL_KNOWN.contains(id.as_str())
                 });

@@ -404,7 +404,7 @@ pub(super) fn hidden_instructions(n: &Normalized) -> Option<String> {
     // Lean's `[inst]` binders (instance-implicit arguments) are no chat template.
     let template = TEMPLATE
         .find_iter(&n.text)
-        .find(|m| !(m.pattern().as_usize() == 0 && n.text[m.end()..].starts_with(" binder")))
+        .find(|m| !(&n.text[m.range()] == "[inst]" && n.text[m.end()..].starts_with(" binder")))
         .map(|m| m.start());
     let phrase = find_patterns(&n.word_list(), &OVERRIDE).map(|i| n.word_start(i));
     let start = [markup, template, phrase].into_iter().flatten().min()?;

@@ -386,19 +386,19 @@ fn matches_in(rules: &Rules, normalized: &str) -> Vec<(Family, &'static str, usi
         let rule = &rules.each[group[0].0];
         // Sorted: the starts (`false`) come first, earliest first; the ends after.
         let split = group.partition_point(|h| !h.1);
-        let ends: Vec<usize> = group[split..].iter().map(|h| h.2).collect();
+        let ends = &group[split..];
         let reach = |at: usize| {
             rule.max_len
                 .map_or(usize::MAX, |len| at.saturating_add(len))
         };
         let from = if rule.ends_only {
             ends.first()
-                .map(|&first| rule.max_len.map_or(0, |len| first.saturating_sub(len)))
+                .map(|first| rule.max_len.map_or(0, |len| first.2.saturating_sub(len)))
         } else if rule.has_ends {
             // The first start with an end after it and within reach.
             group[..split].iter().map(|h| h.2).find(|&start| {
-                let next = ends.partition_point(|&end| end <= start);
-                ends.get(next).is_some_and(|&end| end <= reach(start))
+                let next = ends.partition_point(|end| end.2 <= start);
+                ends.get(next).is_some_and(|end| end.2 <= reach(start))
             })
         } else {
             group.first().map(|h| h.2)
