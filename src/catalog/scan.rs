@@ -592,6 +592,22 @@ impl Scan {
             );
             self.push_weighed(FindingCode::EncodedPayload, severity, location, detail);
         }
+        // Text labelled as written backwards, whatever its words: only an instruction counts.
+        if let Some(plain) = decode::labelled_reversal(folded) {
+            let said = Normalized::new(&plain);
+            if !instructions(&said).is_empty() {
+                let detail = format!(
+                    "labelled backwards, reads \"{}\"",
+                    escaped(plain.trim(), MAX_EXCERPT_CHARS)
+                );
+                self.push_weighed(
+                    FindingCode::EncodedPayload,
+                    Severity::High,
+                    location,
+                    detail,
+                );
+            }
+        }
         // Leetspeak (`1gn0r3 4ll`): read as letters, only an instruction counts.
         if let Some(plain) = decode::unleet(folded) {
             for (code, detail) in instructions(&Normalized::new(&plain)) {

@@ -114,6 +114,15 @@ const MIN_DETECTED: &[(&str, usize)] = &[
     ("heldout10 paraphrase", 15),
     ("heldout10 schema_strings", 15),
     ("heldout10 shadowing", 15),
+    ("heldout11 classic", 15),
+    ("heldout11 encoded", 15),
+    ("heldout11 exfiltration", 15),
+    ("heldout11 hidden_text", 15),
+    ("heldout11 impersonation", 14),
+    ("heldout11 multilingual", 15),
+    ("heldout11 paraphrase", 12),
+    ("heldout11 schema_strings", 15),
+    ("heldout11 shadowing", 15),
 ];
 
 /// Benign tools with any finding, at most: none of `benign.jsonl`'s 176; of
@@ -139,6 +148,11 @@ const MAX_FOURTH_SET_FALSE_POSITIVES: usize = 33;
 /// fourth set were written, and used since only for the families of false alarm its first
 /// measure showed) with any finding, at most. Measured first at 53 of 1,809 (2.9%).
 const MAX_FIFTH_SET_FALSE_POSITIVES: usize = 6;
+
+/// Tools of `benign6.jsonl` (2,002 tools of 55 more servers, listed after the rules for the
+/// fifth set were written, and used since only for the families of false alarm its first
+/// measure showed) with any finding, at most. Measured first at 45 of 2,002 (2.2%).
+const MAX_SIXTH_SET_FALSE_POSITIVES: usize = 45;
 
 /// Hard benign tools (`benign_hard.jsonl`, `benign_hard5.jsonl`: long, security-minded
 /// descriptions written to trip a scanner) with any finding, at most: a shell runner that
@@ -222,6 +236,7 @@ fn detection_and_false_positives_hold_on_the_corpus() {
     benign.extend(corpus("benign3.jsonl"));
     benign.extend(corpus("benign4.jsonl"));
     benign.extend(corpus("benign5.jsonl"));
+    benign.extend(corpus("benign6.jsonl"));
     let poisoned = corpus("poisoned.jsonl");
     assert!(benign.len() >= 150 && poisoned.len() >= 150);
     let report = std::env::var_os("MCPGATE_SCAN_REPORT").is_some();
@@ -265,6 +280,7 @@ fn detection_and_false_positives_hold_on_the_corpus() {
         .chain(held_out("heldout8.jsonl", "heldout8"))
         .chain(held_out("heldout9.jsonl", "heldout9"))
         .chain(held_out("heldout10.jsonl", "heldout10"))
+        .chain(held_out("heldout11.jsonl", "heldout11"))
         .collect();
     let mixed: Vec<&Entry> = benign.iter().chain(&poisoned).collect();
     let all = findings(&mixed);
@@ -336,8 +352,10 @@ fn detection_and_false_positives_hold_on_the_corpus() {
             "{kind}: {found} of {of} caught, {least} before"
         );
     }
+    let (sixth, rest): (Vec<&String>, Vec<&String>) =
+        flagged.iter().partition(|line| line.starts_with("b6-"));
     let (fifth, rest): (Vec<&String>, Vec<&String>) =
-        flagged.iter().partition(|line| line.starts_with("b5-"));
+        rest.into_iter().partition(|line| line.starts_with("b5-"));
     let (fourth, rest): (Vec<&String>, Vec<&String>) =
         rest.into_iter().partition(|line| line.starts_with("b4-"));
     let (third, first): (Vec<&String>, Vec<&String>) =
@@ -356,6 +374,11 @@ fn detection_and_false_positives_hold_on_the_corpus() {
         fifth.len() <= MAX_FIFTH_SET_FALSE_POSITIVES,
         "{} tools of benign5.jsonl flagged, at most {MAX_FIFTH_SET_FALSE_POSITIVES} before:\n{fifth:#?}",
         fifth.len(),
+    );
+    assert!(
+        sixth.len() <= MAX_SIXTH_SET_FALSE_POSITIVES,
+        "{} tools of benign6.jsonl flagged, at most {MAX_SIXTH_SET_FALSE_POSITIVES} before:\n{sixth:#?}",
+        sixth.len(),
     );
     assert!(
         fourth.len() <= MAX_FOURTH_SET_FALSE_POSITIVES,

@@ -38,10 +38,11 @@ static WELL_KNOWN_BY_LETTERS: LazyLock<HashMap<String, &'static str>> = LazyLock
 });
 
 /// Words a copy adds to the name it imitates, as a prefix or a suffix: only words that claim
-/// a standing (`official_`, `_v2`), not ones honest names are made of (`new_`, `safe_`).
+/// a standing (`official_`, `_v2`, `trusted_`, `patched_`), not ones honest names are made of
+/// (`new_`, `safe_`: `safe_query` is what a read-only query tool is called).
 const AFFIXES: &[&str] = &[
     "official", "real", "latest", "v2", "v3", "pro", "original", "genuine", "verified", "enhanced",
-    "updated", "improved", "premium", "mcp",
+    "updated", "improved", "premium", "mcp", "trusted", "hardened", "patched",
 ];
 
 /// Shortest name an affixed copy is compared with: shorter ones (`get`, `add`) are words that
@@ -1289,8 +1290,9 @@ mod tests {
             ("b", tool("OfficialBraveWebSearch", "Searches.")),
             ("c", tool("safe_query", "Runs a read-only query.")),
             ("d", tool("get_latest", "The latest entry.")),
+            ("e", tool("trusted_brave_web_search", "Searches.")),
         ]);
-        for flagged in &found[..2] {
+        for flagged in [&found[0], &found[1], &found[4]] {
             assert_eq!(flagged, &[(FindingCode::Impersonation, Severity::Medium)]);
         }
         assert!(found[2].is_empty() && found[3].is_empty(), "{found:?}");

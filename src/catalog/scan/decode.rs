@@ -5,6 +5,7 @@
 
 use std::sync::LazyLock;
 
+use aho_corasick::AhoCorasick;
 use regex::{Regex, RegexSet, RegexSetBuilder};
 
 /// An encoded run that decodes to text: its encoding, where it starts (bytes), and the text.
@@ -546,6 +547,38 @@ pub(super) fn reversed_sentences(text: &str) -> Vec<String> {
         let reversed: String = sentence.chars().rev().collect();
         mostly_common(&reversed).then_some(reversed)
     })
+}
+
+/// Words that say the text after them runs right to left.
+const REVERSAL_LABELS: &[&str] = &[
+    "right to left",
+    "right-to-left",
+    "backwards",
+    "in reverse",
+    "reversed",
+    "from the end",
+];
+
+/// [`REVERSAL_LABELS`] found in one pass, in any case.
+static REVERSAL: LazyLock<AhoCorasick> = LazyLock::new(|| {
+    AhoCorasick::builder()
+        .ascii_case_insensitive(true)
+        .build(REVERSAL_LABELS)
+        .expect("literal labels always build")
+});
+
+/// The rest of the line after a label saying it is written backwards (`Bootstrap (read right
+/// to left): .syek_dezirohtua/hss./~ ot ...`), read the right way round. Its words need not be
+/// common ones (a command, a key and a path are not): the label says how to read it, and only
+/// an instruction found in the reading counts.
+pub(super) fn labelled_reversal(text: &str) -> Option<String> {
+    let end = REVERSAL.find(text)?.end();
+    let line = text[end..].split('\n').next().unwrap_or_default();
+    let body = line.split_once(':').map_or(line, |(_, body)| body).trim();
+    body.split_whitespace()
+        .nth(2)
+        .is_some()
+        .then(|| body.chars().rev().collect())
 }
 
 /// How many of `sentence`'s words are among the most common English ones.
