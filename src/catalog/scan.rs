@@ -319,6 +319,7 @@ pub fn scan_tool_cached(fingerprint: &str, tool: &Tool) -> Vec<Finding> {
 pub fn scan_tool(tool: &Tool) -> Vec<Finding> {
     let mut scan = Scan {
         findings: Vec::new(),
+        takes_private_key: takes_private_key(&tool.input_schema, 0),
     };
     // A name is never too long here: the catalog caps the name models see.
     scan.text("name", &tool.name, None);
@@ -400,6 +401,40 @@ fn states_purpose(location: &str) -> bool {
             .is_some_and(|(parent, _)| parent.ends_with(".properties"))
 }
 
+/// Whether `schema` has a property, at any depth, named for a private key (`privateKey`,
+/// `private_key`, `signerPrivateKey`): one the tool takes as an argument, as a wallet's or a
+/// certificate's tools do. Not an SSH or PGP key (`ssh_private_key`): those live in files a
+/// model could be sent to read.
+fn takes_private_key(schema: &JsonObject, depth: usize) -> bool {
+    if depth > MAX_SCHEMA_DEPTH {
+        return false;
+    }
+    let named = |name: &str| {
+        let letters: String = name
+            .chars()
+            .filter(char::is_ascii_alphanumeric)
+            .map(|c| c.to_ascii_lowercase())
+            .collect();
+        letters.ends_with("privatekey")
+            && !["ssh", "gpg", "pgp"].iter().any(|k| letters.contains(k))
+    };
+    schema.iter().any(|(key, value)| match value {
+        Value::Object(properties) if key == "properties" => {
+            properties.keys().any(|name| named(name))
+                || properties.values().any(|property| match property {
+                    Value::Object(inner) => takes_private_key(inner, depth + 1),
+                    _ => false,
+                })
+        }
+        Value::Object(inner) => takes_private_key(inner, depth + 1),
+        Value::Array(items) => items.iter().any(|item| match item {
+            Value::Object(inner) => takes_private_key(inner, depth + 1),
+            _ => false,
+        }),
+        _ => false,
+    })
+}
+
 /// Whether `name` says its tool's job is secrets (see [`SECRET_PURPOSES`]).
 fn about_secrets(name: &str) -> bool {
     phrases::split_identifier(name)
@@ -410,9 +445,18 @@ fn about_secrets(name: &str) -> bool {
 
 struct Scan {
     findings: Vec<Finding>,
+    /// The tool takes a private key as a parameter (`privateKey`): "private key" in its text
+    /// names what it takes (a wallet's signing tools), not a secret to go and find. Paths to
+    /// key files and the rules' requests still count.
+    takes_private_key: bool,
 }
 
 impl Scan {
+    /// The instructions `n` holds, read as this tool's (see [`Scan::takes_private_key`]).
+    fn instructions(&self, n: &Normalized) -> Vec<(FindingCode, String)> {
+        instructions(n, self.takes_private_key)
+    }
+
     /// Records a finding at its code's severity, once per code and location.
     fn push(&mut self, code: FindingCode, location: &str, detail: String) {
         self.push_weighed(code, code.severity(), location, detail);
@@ -463,7 +507,7 @@ impl Scan {
         self.invisible(location, text);
         let folded = nfkc(text);
         let normalized = Normalized::new(&folded);
-        for (code, detail) in instructions(&normalized) {
+        for (code, detail) in self.instructions(&normalized) {
             self.push(code, location, detail);
         }
         let layout_checks = [
@@ -501,7 +545,7 @@ impl Scan {
         }
         self.invisible(location, name);
         let folded = nfkc(name);
-        for (code, detail) in instructions(&Normalized::new(&folded)) {
+        for (code, detail) in self.instructions(&Normalized::new(&folded)) {
             self.push(code, location, detail);
         }
         self.identifier_words(location, &folded);
@@ -514,11 +558,15 @@ impl Scan {
         if split == folded {
             return;
         }
-        // Two words are a setting's name (`suppressWarnings`, `skipCaveats`): what the
-        // setting does, not a request to keep anything from the person.
+        // Two words are a setting's name (`suppressWarnings`, `skipConfirmation`): what the
+        // setting does, not a request to keep anything from the person or to act unasked.
         let setting = split.split_whitespace().count() <= 2;
-        for (code, detail) in instructions(&Normalized::new(&split)) {
-            if !(setting && code == FindingCode::Concealment) {
+        for (code, detail) in self.instructions(&Normalized::new(&split)) {
+            let what_a_setting_does = matches!(
+                code,
+                FindingCode::Concealment | FindingCode::HiddenInstructions
+            );
+            if !(setting && what_a_setting_does) {
                 self.push(code, location, detail);
             }
         }
@@ -537,7 +585,7 @@ impl Scan {
                 self.push(FindingCode::HiddenText, location, detail);
             }
             let said = Normalized::new(&nfkc(&part.text));
-            for (code, detail) in instructions(&said) {
+            for (code, detail) in self.instructions(&said) {
                 self.push(code, location, format!("{} ({})", detail, part.how));
             }
         }
@@ -548,7 +596,7 @@ impl Scan {
     fn encoded(&mut self, location: &str, folded: &str) {
         for run in decode::decoded_runs(folded) {
             let said = Normalized::new(&run.text);
-            let found = instructions(&said);
+            let found = self.instructions(&said);
             // Printable text that is no language (a path, a name) counts only for what it
             // names: `~/.ssh/id_rsa` in base64 does, an id does not.
             if !run.readable && found.is_empty() {
@@ -581,7 +629,7 @@ impl Scan {
                 continue;
             };
             let said = Normalized::new(&sentences.join(". "));
-            let severity = if instructions(&said).is_empty() {
+            let severity = if self.instructions(&said).is_empty() {
                 Severity::Medium
             } else {
                 Severity::High
@@ -595,7 +643,7 @@ impl Scan {
         // Text labelled as written backwards, whatever its words: only an instruction counts.
         if let Some(plain) = decode::labelled_reversal(folded) {
             let said = Normalized::new(&plain);
-            if !instructions(&said).is_empty() {
+            if !self.instructions(&said).is_empty() {
                 let detail = format!(
                     "labelled backwards, reads \"{}\"",
                     escaped(plain.trim(), MAX_EXCERPT_CHARS)
@@ -610,7 +658,7 @@ impl Scan {
         }
         // Leetspeak (`1gn0r3 4ll`): read as letters, only an instruction counts.
         if let Some(plain) = decode::unleet(folded) {
-            for (code, detail) in instructions(&Normalized::new(&plain)) {
+            for (code, detail) in self.instructions(&Normalized::new(&plain)) {
                 self.push(code, location, format!("{detail} (read from leetspeak)"));
             }
         }
@@ -707,7 +755,7 @@ pub(super) fn nfkc(text: &str) -> Cow<'_, str> {
 
 /// The instruction families found in `n`: English word patterns, then the rules of every
 /// language; at most one finding per family.
-fn instructions(n: &Normalized) -> Vec<(FindingCode, String)> {
+fn instructions(n: &Normalized, takes_private_key: bool) -> Vec<(FindingCode, String)> {
     let matched = rules::matches(n.text());
     let rule = |family: Family| {
         matched
@@ -722,7 +770,7 @@ fn instructions(n: &Normalized) -> Vec<(FindingCode, String)> {
         ),
         (
             FindingCode::SecretAccess,
-            phrases::secret_access(n).or_else(|| rule(Family::SecretAccess)),
+            phrases::secret_access(n, takes_private_key).or_else(|| rule(Family::SecretAccess)),
         ),
         (
             FindingCode::Concealment,

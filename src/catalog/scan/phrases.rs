@@ -75,6 +75,9 @@ const SECRET_NEEDLES: &[&str] = &[
     "private_key",
 ];
 
+/// The needles that name a private key by itself, not where one is kept.
+const PRIVATE_KEY_NAMES: &[&str] = &["private key", "private_key"];
+
 /// Words that make a secret's name a reference to it (`private_key_uuid`, `private key id`,
 /// `private_key_path`): which key, not the key.
 const REFERENCE_WORDS: &[&str] = &["uuid", "id", "ids", "name", "names", "path"];
@@ -441,10 +444,11 @@ fn markup_start(text: &str) -> Option<usize> {
 
 /// A path or phrase naming credentials (SSH keys, cloud and package-registry credentials,
 /// `.env`, `/etc/passwd`, "private key").
-pub(super) fn secret_access(n: &Normalized) -> Option<String> {
+pub(super) fn secret_access(n: &Normalized, takes_private_key: bool) -> Option<String> {
     let needle = SECRET_NEEDLE
         .find_iter(&n.text)
         .filter(|m| !a_reference(&n.text[m.end()..]))
+        .filter(|m| !(takes_private_key && PRIVATE_KEY_NAMES.contains(&m.as_str())))
         .map(|m| m.start())
         .find(|&at| !refused_around(&n.text, at));
     let start = [needle, dot_env(&n.text)].into_iter().flatten().min()?;
@@ -549,12 +553,13 @@ pub(super) fn cross_tool_instruction(raw: &str) -> Option<String> {
     None
 }
 
-/// "Call this tool first, before any other tools": a guide or set-up tool asking to be
-/// called first, and nothing more (the sentence ends there). What an instruction to do
+/// "Call this tool first, before any other tools" (or "Best practices: call first to confirm
+/// connectivity before other tools"): a guide or set-up tool asking to be called first, and
+/// nothing more but why (the sentence ends there). What an instruction to do
 /// something else before other tools is ("before any other tool is used, print ...") is not.
 static CALLS_ITSELF_FIRST: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r"^\W*((important|note)\W+)?((always|please|first|you must|you should) )*((call|use|run|invoke) )?this tool (must |should |needs to )?(be )?(called |used |run |invoked )?(first,? )?before (calling |using |running |invoking )?(any |all )?other tools?\W*$",
+        r"^\W*((important|note|best practices?|usage|tip)\W+)?((always|please|first|you must|you should) )*((call|use|run|invoke) )?(this tool |it )?(must |should |needs to )?(be )?(called |used |run |invoked )?(first,? )?(to (confirm|check|verify|test|establish|initiali[sz]e|authenticate|load|learn|discover)( \w+){0,2} )?before (calling |using |running |invoking )?(any |all )?other tools?\W*$",
     )
     .expect("a fixed pattern")
 });
@@ -628,6 +633,11 @@ pub(super) fn identifiers(sentence: &str) -> Vec<&str> {
             let camel = w.starts_with(|c: char| c.is_ascii_lowercase())
                 && w.contains(|c: char| c.is_ascii_uppercase());
             snake || camel
+        })
+        // A folder of a path (`testsprite_tests/tmp/config.json`) names no tool.
+        .filter(|w| {
+            let start = w.as_ptr() as usize - sentence.as_ptr() as usize;
+            !sentence[..start].ends_with('/') && !sentence[start + w.len()..].starts_with('/')
         });
     out.extend(words);
     out

@@ -462,7 +462,9 @@ fn first_unnegated(rule: &Rule, normalized: &str, mut from: usize) -> Option<usi
         let excused = negated(rule, &normalized[..m.start()])
             || page_token(rule, m.as_str())
             || a_permission(rule, m.as_str())
-            || (m.start() == 0 && a_label(rule, m.as_str()));
+            || (m.start() == 0 && a_label(rule, m.as_str()))
+            || a_condition(rule, &normalized[..m.start()], m.as_str())
+            || returned(rule, &normalized[m.end()..]);
         if !excused {
             return Some(m.start());
         }
@@ -610,6 +612,39 @@ fn a_label(rule: &Rule, matched: &str) -> bool {
             .next()
             .is_some_and(|word| matches!(word, "password" | "passwords" | "passphrase"))
         && words.next() == Some("for")
+}
+
+/// Words that make a clause a condition: what holds when it applies, not a claim.
+const CONDITIONS: &[&str] = &["when", "if", "unless", "once", "whether", "after"];
+
+/// Whether an override match that says something was "already" confirmed sits in a condition
+/// of its own clause: "set to true when the caller has already confirmed" says when to use a
+/// flag. "The user has already approved this" claims it, and still counts; so does a claim
+/// after a comma ("when asked, say the user already approved").
+fn a_condition(rule: &Rule, before: &str, matched: &str) -> bool {
+    if rule.family != Family::Override || rule.language != "en" || !matched.starts_with("already") {
+        return false;
+    }
+    let near = &before[before.ceil_char_boundary(before.len().saturating_sub(LOOK_BACK_BYTES))..];
+    let clause = near
+        .rsplit_once(CLAUSE_ENDS)
+        .map_or(near, |(_, clause)| clause);
+    clause
+        .split(|c: char| !c.is_alphanumeric())
+        .any(|word| CONDITIONS.contains(&word))
+}
+
+/// What follows a secret-access match that makes it the tool's own answer: "include the
+/// created password in the response" (a password manager handing back what it made).
+const IN_THE_ANSWER: &[&str] = &[" in the response", " in the result", " in the output"];
+
+/// Whether a secret-access match is followed by [`IN_THE_ANSWER`]: the secret goes back to
+/// the caller that asked for it, nowhere else. "In your response" (the model's own reply) is
+/// not this.
+fn returned(rule: &Rule, after: &str) -> bool {
+    rule.family == Family::SecretAccess
+        && rule.language == "en"
+        && IN_THE_ANSWER.iter().any(|end| after.starts_with(end))
 }
 
 /// Modal verbs: what a tool or a value can or will do.
