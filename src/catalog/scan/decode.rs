@@ -300,7 +300,8 @@ pub(super) fn shifted_sentences(text: &str) -> Vec<String> {
         if !latin(sentence) {
             return None;
         }
-        let shift = (1..26).max_by_key(|&shift| shifted_common_words(sentence, shift))?;
+        let counts = shifted_common_words(sentence);
+        let shift = (1..26u8).max_by_key(|&shift| counts[usize::from(shift)])?;
         let shifted = caesar(sentence, shift);
         // Of 25 shifts, one may make a few short common words by chance (`y` read as `a`,
         // `or` as `be` inside `zero-or-one`): English of whole words, a quarter of them.
@@ -309,21 +310,25 @@ pub(super) fn shifted_sentences(text: &str) -> Vec<String> {
 }
 
 /// How many of `sentence`'s words are among the most common English ones once shifted by
-/// `shift` ([`common_words`] of [`caesar`], without making the shifted text).
-fn shifted_common_words(sentence: &str, shift: u8) -> usize {
-    const LONGEST: usize = 16;
-    let mut word = [0u8; LONGEST];
-    sentence
+/// each shift (index 0 to 25; [`common_words`] of [`caesar`], without making the shifted
+/// text), in one pass over its words.
+fn shifted_common_words(sentence: &str) -> [usize; 26] {
+    let mut counts = [0usize; 26];
+    let mut word = [0u8; LONGEST_COMMON];
+    for w in sentence
         .split(|c: char| !c.is_ascii_alphabetic())
-        .filter(|w| !w.is_empty() && w.len() <= LONGEST)
-        .filter(|w| {
+        .filter(|w| !w.is_empty() && w.len() <= LONGEST_COMMON)
+    {
+        for (shift, count) in counts.iter_mut().enumerate().skip(1) {
             let shifted = &mut word[..w.len()];
             for (out, b) in shifted.iter_mut().zip(w.bytes()) {
-                *out = b'a' + (b.to_ascii_lowercase() - b'a' + shift) % 26;
+                // `shift` < 26: the sum stays a letter's offset.
+                *out = b'a' + (b.to_ascii_lowercase() - b'a' + shift as u8) % 26;
             }
-            COMMON_WORDS.iter().any(|c| c.as_bytes() == &*shifted)
-        })
-        .count()
+            *count += usize::from(common_key(shifted).is_some_and(is_common_key));
+        }
+    }
+    counts
 }
 
 /// Whether four fifths of `sentence`'s visible characters are ASCII (a letter cipher of
@@ -385,7 +390,7 @@ fn transformed_sentences(
         .into_iter()
         .flat_map(|sentence| sentence.split(": "))
         .filter(|sentence| sentence.split_whitespace().nth(4).is_some())
-        .filter(|sentence| common_words(sentence) == 0)
+        .filter(|sentence| !any_common_word(sentence))
         .filter_map(reading)
         .filter(|changed| common_words(changed) >= 3)
         .collect()
@@ -589,22 +594,49 @@ fn common_words(sentence: &str) -> usize {
         .count()
 }
 
+/// Whether any of `sentence`'s words is among the most common English ones: [`common_words`]
+/// above zero, read no further than the first (most English sentences hold one early).
+fn any_common_word(sentence: &str) -> bool {
+    sentence
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .any(|w| is_common(w.as_bytes()))
+}
+
 /// Longest of [`COMMON_WORDS`].
 const LONGEST_COMMON: usize = 12;
 
 /// Whether the ASCII letters `word` are one of [`COMMON_WORDS`], in any case. Words are
 /// counted in every sentence the decoders look at: no comparison is made for an empty or a
-/// long word, and the case is folded once, not once per common word.
+/// long word, and the word is looked up as one number, not compared with each common word.
 fn is_common(word: &[u8]) -> bool {
+    common_key(word).is_some_and(is_common_key)
+}
+
+/// `word` lowercased and packed into one number (its bytes, little-endian), if it is 1 to
+/// [`LONGEST_COMMON`] ASCII letters long: two words are equal when their keys are.
+fn common_key(word: &[u8]) -> Option<u128> {
     if word.is_empty() || word.len() > LONGEST_COMMON {
-        return false;
+        return None;
     }
-    let mut lower = [0u8; LONGEST_COMMON];
-    let lower = &mut lower[..word.len()];
-    for (out, b) in lower.iter_mut().zip(word) {
+    let mut bytes = [0u8; 16];
+    for (out, b) in bytes.iter_mut().zip(word) {
         *out = b.to_ascii_lowercase();
     }
-    COMMON_WORDS.iter().any(|c| c.as_bytes() == &*lower)
+    Some(u128::from_le_bytes(bytes))
+}
+
+/// The keys ([`common_key`]) of [`COMMON_WORDS`], sorted.
+static COMMON_KEYS: LazyLock<Vec<u128>> = LazyLock::new(|| {
+    let mut keys: Vec<u128> = COMMON_WORDS
+        .iter()
+        .filter_map(|word| common_key(word.as_bytes()))
+        .collect();
+    keys.sort_unstable();
+    keys
+});
+
+fn is_common_key(key: u128) -> bool {
+    COMMON_KEYS.binary_search(&key).is_ok()
 }
 
 /// `text` with every ASCII letter shifted by `shift` places (13: rot13).

@@ -270,6 +270,7 @@ impl Normalized {
             in_space = false;
             match c {
                 '\u{2018}' | '\u{2019}' => text.push('\''),
+                c if c.is_ascii() => text.push(c.to_ascii_lowercase()),
                 c => text.extend(c.to_lowercase()),
             }
         }

@@ -86,6 +86,10 @@ fn visible_non_ascii(c: char) -> bool {
 ///
 /// Tag characters are always suspect, which also flags the rare subdivision-flag emoji.
 pub(super) fn suspicious_invisible(text: &str) -> (usize, Option<(usize, char)>) {
+    // Nothing below U+00AD is invisible in this sense (see `is_invisible`).
+    if text.is_ascii() {
+        return (0, None);
+    }
     let mut count = 0;
     let mut first = None;
     // Whether the previous character may carry a variation selector, and whether it may
@@ -123,6 +127,14 @@ pub(super) fn suspicious_invisible(text: &str) -> (usize, Option<(usize, char)>)
 /// and `\` and `"` are escaped so the result can be quoted without ambiguity. Escapes count
 /// toward the limit, so text made of invisible characters cannot inflate the output.
 pub(in crate::catalog) fn escaped(text: &str, max_chars: usize) -> String {
+    // Printable ASCII without `\` or `"` that fits (a property name, most often) is itself.
+    if text.len() <= max_chars
+        && text
+            .bytes()
+            .all(|b| (0x20..0x7f).contains(&b) && b != b'\\' && b != b'"')
+    {
+        return text.to_owned();
+    }
     let mut out = String::with_capacity(text.len().min(4 * max_chars) + 3);
     let mut used = 0;
     for c in text.chars() {
