@@ -28,6 +28,18 @@ fn codes_at(findings: &[Finding], location: &str) -> Vec<FindingCode> {
         .collect()
 }
 
+/// The codes of every finding in a tool of `name`, `description` and input `schema`.
+fn tool_codes(name: &str, description: &str, schema: Value) -> Vec<FindingCode> {
+    scan_tool(&Tool::new(
+        name.to_owned(),
+        description.to_owned(),
+        object(schema),
+    ))
+    .into_iter()
+    .map(|f| f.code)
+    .collect()
+}
+
 /// The codes found in `description`.
 fn codes(description: &str) -> Vec<FindingCode> {
     codes_at(&scan_tool(&tool(description)), "description")
@@ -416,14 +428,11 @@ fn honest_wallets_components_and_fields_pass() {
     let wallet = |property: &str, description: &str| {
         let schema = json!({"type": "object", "required": [property],
             "properties": {property: {"type": "string", "description": description}}});
-        scan_tool(&Tool::new(
+        tool_codes(
             "send_funds",
-            "Sends tokens. The private key signs the transaction.".to_owned(),
-            object(schema),
-        ))
-        .into_iter()
-        .map(|f| f.code)
-        .collect::<Vec<_>>()
+            "Sends tokens. The private key signs the transaction.",
+            schema,
+        )
     };
     assert_eq!(wallet("privateKey", "Private key in hex format."), []);
     assert_eq!(
@@ -632,14 +641,7 @@ fn honest_markup_settings_and_references_pass() {
     let with = |name: &str, property: &str| {
         let schema = json!({"type": "object",
             "properties": {property: {"type": "string"}}, "required": [property]});
-        scan_tool(&Tool::new(
-            name.to_owned(),
-            "Manages things.".to_owned(),
-            object(schema),
-        ))
-        .into_iter()
-        .map(|f| f.code)
-        .collect::<Vec<_>>()
+        tool_codes(name, "Manages things.", schema)
     };
     assert_eq!(with("session_defaults", "suppressWarnings"), []);
     assert!(
