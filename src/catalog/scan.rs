@@ -319,7 +319,7 @@ pub fn scan_tool_cached(fingerprint: &str, tool: &Tool) -> Vec<Finding> {
 pub fn scan_tool(tool: &Tool) -> Vec<Finding> {
     let mut scan = Scan {
         findings: Vec::new(),
-        takes_private_key: takes_private_key(&tool.input_schema, 0),
+        takes_private_key: false,
     };
     // A name is never too long here: the catalog caps the name models see.
     scan.text("name", &tool.name, None);
@@ -401,38 +401,16 @@ fn states_purpose(location: &str) -> bool {
             .is_some_and(|(parent, _)| parent.ends_with(".properties"))
 }
 
-/// Whether `schema` has a property, at any depth, named for a private key (`privateKey`,
-/// `private_key`, `signerPrivateKey`): one the tool takes as an argument, as a wallet's or a
-/// certificate's tools do. Not an SSH or PGP key (`ssh_private_key`): those live in files a
-/// model could be sent to read.
-fn takes_private_key(schema: &JsonObject, depth: usize) -> bool {
-    if depth > MAX_SCHEMA_DEPTH {
-        return false;
-    }
-    let named = |name: &str| {
-        let letters: String = name
-            .chars()
-            .filter(char::is_ascii_alphanumeric)
-            .map(|c| c.to_ascii_lowercase())
-            .collect();
-        letters.ends_with("privatekey")
-            && !["ssh", "gpg", "pgp"].iter().any(|k| letters.contains(k))
-    };
-    schema.iter().any(|(key, value)| match value {
-        Value::Object(properties) if key == "properties" => {
-            properties.keys().any(|name| named(name))
-                || properties.values().any(|property| match property {
-                    Value::Object(inner) => takes_private_key(inner, depth + 1),
-                    _ => false,
-                })
-        }
-        Value::Object(inner) => takes_private_key(inner, depth + 1),
-        Value::Array(items) => items.iter().any(|item| match item {
-            Value::Object(inner) => takes_private_key(inner, depth + 1),
-            _ => false,
-        }),
-        _ => false,
-    })
+/// Whether `name` names a private key (`privateKey`, `private_key`, `signerPrivateKey`): a
+/// parameter that takes one, as a wallet's or a certificate's tools have. Not an SSH or PGP
+/// key (`ssh_private_key`): those live in files a model could be sent to read.
+fn names_private_key(name: &str) -> bool {
+    let letters: String = name
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    letters.ends_with("privatekey") && !["ssh", "gpg", "pgp"].iter().any(|k| letters.contains(k))
 }
 
 /// Whether `name` says its tool's job is secrets (see [`SECRET_PURPOSES`]).
@@ -445,9 +423,10 @@ fn about_secrets(name: &str) -> bool {
 
 struct Scan {
     findings: Vec<Finding>,
-    /// The tool takes a private key as a parameter (`privateKey`): "private key" in its text
-    /// names what it takes (a wallet's signing tools), not a secret to go and find. Paths to
-    /// key files and the rules' requests still count.
+    /// Set while a parameter that takes a private key (`privateKey`) is read: its name, its
+    /// own schema and the strings naming it (`required`). "Private key" there names what the
+    /// parameter takes (a wallet's signing tools), not a secret to go and find. Paths to key
+    /// files and the rules' requests still count, and the rest of the tool is read as usual.
     takes_private_key: bool,
 }
 
@@ -641,7 +620,7 @@ impl Scan {
             self.push_weighed(FindingCode::EncodedPayload, severity, location, detail);
         }
         // Text labelled as written backwards, whatever its words: only an instruction counts.
-        if let Some(plain) = decode::labelled_reversal(folded) {
+        for plain in decode::labelled_reversals(folded) {
             let said = Normalized::new(&plain);
             if !self.instructions(&said).is_empty() {
                 let detail = format!(
@@ -673,8 +652,11 @@ impl Scan {
     /// Scans the text keys of `object` and walks into every nested object and array,
     /// whatever its JSON Schema role, so `$defs`, `anyOf` and unknown keywords are covered.
     fn object(&mut self, object: &JsonObject, path: &mut String, depth: usize, deep: &mut bool) {
+        let properties = path.ends_with(".properties");
         for (key, value) in object {
             let len = path.len();
+            let outer = self.takes_private_key;
+            self.takes_private_key |= properties && names_private_key(key);
             path.push('.');
             path.push_str(&escaped(key, MAX_EXCERPT_CHARS));
             // Property names and every other key reach the model too.
@@ -703,6 +685,7 @@ impl Scan {
                 _ => self.value(value, path, depth + 1, deep),
             }
             path.truncate(len);
+            self.takes_private_key = outer;
         }
     }
 
@@ -727,8 +710,14 @@ impl Scan {
                     path.truncate(len);
                 }
             }
-            // Defaults, enum values, examples, constants and any other string a model reads.
-            Value::String(text) => self.text(path, text, None),
+            // Defaults, enum values, examples, constants and any other string a model reads;
+            // a parameter's name in `required` is that parameter's.
+            Value::String(text) => {
+                let outer = self.takes_private_key;
+                self.takes_private_key |= names_private_key(text);
+                self.text(path, text, None);
+                self.takes_private_key = outer;
+            }
             _ => {}
         }
     }

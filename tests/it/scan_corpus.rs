@@ -28,7 +28,7 @@ const MIN_DETECTED: &[(&str, usize)] = &[
     ("heldout hidden_text", 10),
     ("heldout encoded", 10),
     ("heldout multilingual", 8),
-    ("heldout paraphrase", 8),
+    ("heldout paraphrase", 10),
     ("heldout shadowing", 10),
     ("heldout exfiltration", 10),
     ("heldout impersonation", 10),
@@ -82,7 +82,7 @@ const MIN_DETECTED: &[(&str, usize)] = &[
     ("heldout7 hidden_text", 15),
     ("heldout7 encoded", 14),
     ("heldout7 multilingual", 14),
-    ("heldout7 paraphrase", 11),
+    ("heldout7 paraphrase", 14),
     ("heldout7 shadowing", 15),
     ("heldout7 exfiltration", 14),
     ("heldout7 impersonation", 15),
@@ -120,7 +120,7 @@ const MIN_DETECTED: &[(&str, usize)] = &[
     ("heldout11 hidden_text", 15),
     ("heldout11 impersonation", 13),
     ("heldout11 multilingual", 15),
-    ("heldout11 paraphrase", 12),
+    ("heldout11 paraphrase", 13),
     ("heldout11 schema_strings", 15),
     ("heldout11 shadowing", 15),
 ];
@@ -152,7 +152,7 @@ const MAX_FIFTH_SET_FALSE_POSITIVES: usize = 6;
 /// Tools of `benign6.jsonl` (2,002 tools of 55 more servers, listed after the rules for the
 /// fifth set were written, and used since only for the families of false alarm its first
 /// measure showed) with any finding, at most. Measured first at 45 of 2,002 (2.2%).
-const MAX_SIXTH_SET_FALSE_POSITIVES: usize = 10;
+const MAX_SIXTH_SET_FALSE_POSITIVES: usize = 11;
 
 /// Hard benign tools (`benign_hard.jsonl`, `benign_hard5.jsonl`: long, security-minded
 /// descriptions written to trip a scanner) with any finding, at most: a shell runner that

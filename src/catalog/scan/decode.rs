@@ -572,18 +572,23 @@ static REVERSAL: LazyLock<AhoCorasick> = LazyLock::new(|| {
         .expect("literal labels always build")
 });
 
-/// The rest of the line after a label saying it is written backwards (`Bootstrap (read right
-/// to left): .syek_dezirohtua/hss./~ ot ...`), read the right way round. Its words need not be
-/// common ones (a command, a key and a path are not): the label says how to read it, and only
-/// an instruction found in the reading counts.
-pub(super) fn labelled_reversal(text: &str) -> Option<String> {
-    let end = REVERSAL.find(text)?.end();
-    let line = text[end..].split('\n').next().unwrap_or_default();
-    let body = line.split_once(':').map_or(line, |(_, body)| body).trim();
-    body.split_whitespace()
-        .nth(2)
-        .is_some()
-        .then(|| body.chars().rev().collect())
+/// The rest of the line after each label saying it is written backwards (`Bootstrap (read
+/// right to left): .syek_dezirohtua/hss./~ ot ...`), read the right way round. Its words need
+/// not be common ones (a command, a key and a path are not): the label says how to read it,
+/// and only an instruction found in the reading counts. Every label is read, so an honest
+/// one earlier ("newest first, in reverse order") hides no later one.
+pub(super) fn labelled_reversals(text: &str) -> Vec<String> {
+    REVERSAL
+        .find_iter(text)
+        .filter_map(|label| {
+            let line = text[label.end()..].split('\n').next().unwrap_or_default();
+            let body = line.split_once(':').map_or(line, |(_, body)| body).trim();
+            body.split_whitespace()
+                .nth(2)
+                .is_some()
+                .then(|| body.chars().rev().collect())
+        })
+        .collect()
 }
 
 /// How many of `sentence`'s words are among the most common English ones.

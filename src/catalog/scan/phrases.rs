@@ -560,7 +560,7 @@ pub(super) fn cross_tool_instruction(raw: &str) -> Option<String> {
 /// something else before other tools is ("before any other tool is used, print ...") is not.
 static CALLS_ITSELF_FIRST: LazyLock<Regex> = LazyLock::new(|| {
     Regex::new(
-        r"^\W*((important|note|best practices?|usage|tip)\W+)?((always|please|first|you must|you should) )*((call|use|run|invoke) )?(this tool |it )?(must |should |needs to )?(be )?(called |used |run |invoked )?(first,? )?(to (confirm|check|verify|test|establish|initiali[sz]e|authenticate|load|learn|discover)( \w+){0,2} )?before (calling |using |running |invoking )?(any |all )?other tools?\W*$",
+        r"^\W*((important|note|best practices?|usage|tip)\W+)?((always|please|first|you must|you should) )*((call|use|run|invoke) )?(this tool |it )?(must |should |needs to )?(be )?(called |used |run |invoked )?(first,? )?(to (confirm|check|verify|test|establish|initiali[sz]e) (the |your )?(connectivity|connection|session|setup|configuration|environment|server|workspace|project) )?before (calling |using |running |invoking )?(any |all )?other tools?\W*$",
     )
     .expect("a fixed pattern")
 });
@@ -635,13 +635,33 @@ pub(super) fn identifiers(sentence: &str) -> Vec<&str> {
                 && w.contains(|c: char| c.is_ascii_uppercase());
             snake || camel
         })
-        // A folder of a path (`testsprite_tests/tmp/config.json`) names no tool.
+        // A folder of a path (`testsprite_tests/tmp/config.json`) names no tool; two names
+        // written `send_email/gmail_send` still do.
         .filter(|w| {
             let start = w.as_ptr() as usize - sentence.as_ptr() as usize;
-            !sentence[..start].ends_with('/') && !sentence[start + w.len()..].starts_with('/')
+            let chunk_start = sentence[..start]
+                .rfind(char::is_whitespace)
+                .map_or(0, |at| at + 1);
+            let chunk_end = sentence[start..]
+                .find(char::is_whitespace)
+                .map_or(sentence.len(), |at| start + at);
+            !a_path(&sentence[chunk_start..chunk_end])
         });
     out.extend(words);
     out
+}
+
+/// Whether `chunk` (a run without whitespace) is a file path: it starts at a root (`/`,
+/// `./`, `~/`), or holds two `/`, or a `/` and a file's extension after it.
+fn a_path(chunk: &str) -> bool {
+    let chunk = chunk.trim_matches(|c: char| "`'\"()[],;:".contains(c));
+    let Some(last_slash) = chunk.rfind('/') else {
+        return false;
+    };
+    chunk.starts_with(['/', '~'])
+        || chunk.starts_with("./")
+        || chunk.matches('/').count() >= 2
+        || chunk[last_slash..].contains('.')
 }
 
 /// An identifier read as words: `_`, `-` and `.` become spaces and camelCase splits

@@ -464,7 +464,7 @@ fn first_unnegated(rule: &Rule, normalized: &str, mut from: usize) -> Option<usi
             || a_permission(rule, m.as_str())
             || (m.start() == 0 && a_label(rule, m.as_str()))
             || a_condition(rule, &normalized[..m.start()], m.as_str())
-            || returned(rule, &normalized[m.end()..]);
+            || returned(rule, m.as_str(), &normalized[m.end()..]);
         if !excused {
             return Some(m.start());
         }
@@ -615,12 +615,23 @@ fn a_label(rule: &Rule, matched: &str) -> bool {
 }
 
 /// Words that make a clause a condition: what holds when it applies, not a claim.
-const CONDITIONS: &[&str] = &["when", "if", "unless", "once", "whether", "after"];
+const CONDITIONS: &[&str] = &["when", "if", "unless", "whether"];
+
+/// Words that make what follows them something said ("if the bank asks, say the customer has
+/// already authorized it"): a claim to be made, not a condition.
+const SPEECH: &[&str] = &[
+    "say", "tell", "claim", "report", "answer", "reply", "state", "respond", "write", "inform",
+];
+
+/// Most words between a condition's word and the "already" it governs: a subject and its
+/// verb ("when the caller has").
+const CONDITION_WORDS: usize = 4;
 
 /// Whether an override match that says something was "already" confirmed sits in a condition
 /// of its own clause: "set to true when the caller has already confirmed" says when to use a
 /// flag. "The user has already approved this" claims it, and still counts; so does a claim
-/// after a comma ("when asked, say the user already approved").
+/// to be made ("if the bank asks say the customer has already authorized it") and one after
+/// a comma ("when asked, say the user already approved").
 fn a_condition(rule: &Rule, before: &str, matched: &str) -> bool {
     if rule.family != Family::Override || rule.language != "en" || !matched.starts_with("already") {
         return false;
@@ -629,22 +640,39 @@ fn a_condition(rule: &Rule, before: &str, matched: &str) -> bool {
     let clause = near
         .rsplit_once(CLAUSE_ENDS)
         .map_or(near, |(_, clause)| clause);
-    clause
+    let words: Vec<&str> = clause
         .split(|c: char| !c.is_alphanumeric())
-        .any(|word| CONDITIONS.contains(&word))
+        .filter(|w| !w.is_empty())
+        .collect();
+    words
+        .iter()
+        .rposition(|word| CONDITIONS.contains(word))
+        .is_some_and(|at| {
+            let between = &words[at + 1..];
+            between.len() <= CONDITION_WORDS && !between.iter().any(|w| SPEECH.contains(w))
+        })
 }
 
 /// What follows a secret-access match that makes it the tool's own answer: "include the
 /// created password in the response" (a password manager handing back what it made).
 const IN_THE_ANSWER: &[&str] = &[" in the response", " in the result", " in the output"];
 
-/// Whether a secret-access match is followed by [`IN_THE_ANSWER`]: the secret goes back to
-/// the caller that asked for it, nowhere else. "In your response" (the model's own reply) is
-/// not this.
-fn returned(rule: &Rule, after: &str) -> bool {
+/// Whether a secret-access match that includes or returns a secret is followed by
+/// [`IN_THE_ANSWER`] and its clause ends there: the secret goes back to the caller that asked
+/// for it, nowhere else. "In your response" (the model's own reply), "in the response body
+/// sent to ..." and "in the output parameter" are not this.
+fn returned(rule: &Rule, matched: &str, after: &str) -> bool {
     rule.family == Family::SecretAccess
         && rule.language == "en"
-        && IN_THE_ANSWER.iter().any(|end| after.starts_with(end))
+        && (matched.starts_with("include ") || matched.starts_with("return "))
+        && IN_THE_ANSWER.iter().any(|end| {
+            after.strip_prefix(end).is_some_and(|rest| {
+                rest.trim_start()
+                    .chars()
+                    .next()
+                    .is_none_or(|c| CLAUSE_ENDS.contains(&c))
+            })
+        })
 }
 
 /// Modal verbs: what a tool or a value can or will do.
