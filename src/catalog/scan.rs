@@ -404,13 +404,26 @@ fn states_purpose(location: &str) -> bool {
 /// Whether `name` names a private key (`privateKey`, `private_key`, `signerPrivateKey`): a
 /// parameter that takes one, as a wallet's or a certificate's tools have. Not an SSH or PGP
 /// key (`ssh_private_key`): those live in files a model could be sent to read.
+/// Every string a schema holds is asked, so the ending is compared without copying the name.
 fn names_private_key(name: &str) -> bool {
-    let letters: String = name
+    let mut from_the_end = name
         .chars()
+        .rev()
         .filter(char::is_ascii_alphanumeric)
-        .map(|c| c.to_ascii_lowercase())
+        .map(|c| c.to_ascii_lowercase());
+    if !"privatekey"
+        .chars()
+        .rev()
+        .all(|c| from_the_end.next() == Some(c))
+    {
+        return false;
+    }
+    let before: String = from_the_end
+        .collect::<Vec<char>>()
+        .into_iter()
+        .rev()
         .collect();
-    letters.ends_with("privatekey") && !["ssh", "gpg", "pgp"].iter().any(|k| letters.contains(k))
+    !["ssh", "gpg", "pgp"].iter().any(|k| before.contains(k))
 }
 
 /// Whether `name` says its tool's job is secrets (see [`SECRET_PURPOSES`]).

@@ -627,6 +627,19 @@ pub(super) fn identifiers(sentence: &str) -> Vec<&str> {
                 && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
         })
         .collect();
+    // Where a piece of `sentence` starts in it (every piece below is a slice of it).
+    let offset = |piece: &str| piece.as_ptr() as usize - sentence.as_ptr() as usize;
+    // The paths among its whitespace-separated runs, as byte ranges in order: found once, not
+    // once per word (a long run without spaces would make that quadratic).
+    let paths: Vec<(usize, usize)> = if sentence.contains('/') {
+        sentence
+            .split_whitespace()
+            .filter(|chunk| a_path(chunk))
+            .map(|chunk| (offset(chunk), offset(chunk) + chunk.len()))
+            .collect()
+    } else {
+        Vec::new()
+    };
     let words = sentence
         .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
         .filter(|w| {
@@ -638,14 +651,11 @@ pub(super) fn identifiers(sentence: &str) -> Vec<&str> {
         // A folder of a path (`testsprite_tests/tmp/config.json`) names no tool; two names
         // written `send_email/gmail_send` still do.
         .filter(|w| {
-            let start = w.as_ptr() as usize - sentence.as_ptr() as usize;
-            let chunk_start = sentence[..start]
-                .rfind(char::is_whitespace)
-                .map_or(0, |at| at + 1);
-            let chunk_end = sentence[start..]
-                .find(char::is_whitespace)
-                .map_or(sentence.len(), |at| start + at);
-            !a_path(&sentence[chunk_start..chunk_end])
+            let start = offset(w);
+            let after = paths.partition_point(|&(from, _)| from <= start);
+            after
+                .checked_sub(1)
+                .is_none_or(|path| start >= paths[path].1)
         });
     out.extend(words);
     out
