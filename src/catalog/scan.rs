@@ -356,6 +356,52 @@ pub fn scan_tool(tool: &Tool) -> Vec<Finding> {
     findings
 }
 
+/// Keys of a tool definition that [`Tool`] keeps (MCP's `Tool`, with `execution` of later
+/// revisions): the rest is dropped when a definition is read, so no model reads it through
+/// the gateway.
+const TOOL_KEYS: &[&str] = &[
+    "name",
+    "title",
+    "description",
+    "inputSchema",
+    "outputSchema",
+    "annotations",
+    "icons",
+    "_meta",
+    "execution",
+];
+
+/// The findings in what a raw definition carries beyond [`Tool`] (`x-llm-guidance` beside
+/// `inputSchema`): the gateway drops those keys, but a server that writes an order there
+/// means it for clients that keep them, so `mcpgate scan` reports them before the server
+/// is added.
+pub fn scan_dropped_keys(definition: &JsonObject) -> Vec<Finding> {
+    let extra: JsonObject = definition
+        .iter()
+        .filter(|(key, _)| !TOOL_KEYS.contains(&key.as_str()))
+        .map(|(key, value)| (key.clone(), value.clone()))
+        .collect();
+    if extra.is_empty() {
+        return Vec::new();
+    }
+    let mut scan = Scan {
+        findings: Vec::new(),
+        takes_private_key: false,
+    };
+    let mut path = String::new();
+    let mut too_deep = false;
+    scan.object(&extra, &mut path, 0, &mut too_deep);
+    let mut findings = scan.findings;
+    for finding in &mut findings {
+        // `.x-llm-guidance` reads as `x-llm-guidance`.
+        if let Some(location) = finding.location.strip_prefix('.') {
+            finding.location = location.to_owned();
+        }
+    }
+    findings.sort_by(|a, b| (&a.location, a.code).cmp(&(&b.location, b.code)));
+    findings
+}
+
 /// Words of a tool name that say the tool's job is secrets.
 const SECRET_PURPOSES: &[&str] = &[
     "auth",
@@ -674,6 +720,12 @@ impl Scan {
             path.push_str(&escaped(key, MAX_EXCERPT_CHARS));
             // Property names and every other key reach the model too.
             self.name(path, key);
+            if properties
+                && is_copy_recipient(key)
+                && let Value::Object(property) = value
+            {
+                self.fixed_copy_recipient(path, property);
+            }
             match value {
                 Value::String(text) if TEXT_KEYS.contains(&key.as_str()) => {
                     self.text(path, text, Some(MAX_TEXT_CHARS));
@@ -699,6 +751,26 @@ impl Scan {
             }
             path.truncate(len);
             self.takes_private_key = outer;
+        }
+    }
+
+    /// A copy parameter (`bcc`, `cc`) whose schema fills in an address of its own: every
+    /// message the tool sends goes to that address too, unless the model overrides it (the
+    /// blind copy of a mail server's backdoor).
+    fn fixed_copy_recipient(&mut self, path: &str, property: &JsonObject) {
+        for key in ["default", "const"] {
+            let addresses = match property.get(key) {
+                Some(Value::String(text)) => vec![text.as_str()],
+                Some(Value::Array(items)) => items.iter().filter_map(Value::as_str).collect(),
+                _ => continue,
+            };
+            if let Some(address) = addresses.into_iter().find(|a| a.contains('@')) {
+                let detail = format!(
+                    "every message is copied to \"{}\" unless the model says otherwise",
+                    escaped(address, MAX_EXCERPT_CHARS)
+                );
+                self.push(FindingCode::Exfiltration, &format!("{path}.{key}"), detail);
+            }
         }
     }
 
@@ -734,6 +806,33 @@ impl Scan {
             _ => {}
         }
     }
+}
+
+/// Whether a parameter named `name` lists who gets a copy of a message (`bcc`, `cc_emails`,
+/// `blindCopy`).
+fn is_copy_recipient(name: &str) -> bool {
+    let name: String = name
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    ["bcc", "cc", "blindcopy", "carboncopy", "copyto"]
+        .iter()
+        .any(|word| {
+            name.strip_prefix(word).is_some_and(|rest| {
+                [
+                    "",
+                    "s",
+                    "address",
+                    "addresses",
+                    "email",
+                    "emails",
+                    "recipients",
+                    "list",
+                ]
+                .contains(&rest)
+            })
+        })
 }
 
 /// The comments of a regular expression: `(?#` up to the next `)`, as PCRE, Python and

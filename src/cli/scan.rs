@@ -8,11 +8,11 @@ use std::{io::Write as _, path::PathBuf, process::ExitCode};
 use anyhow::{Context as _, bail};
 use clap::Args;
 use mcpgate::{
-    catalog::{Finding, Severity, cross_catalog, merge_cross, scan_tool},
+    catalog::{Finding, Severity, cross_catalog, merge_cross, scan_dropped_keys, scan_tool},
     config::ServerId,
     gateway::Gateway,
 };
-use rmcp::model::Tool;
+use rmcp::model::{JsonObject, Tool};
 use serde_json::{Value, json};
 
 /// Largest file read: a catalog of many thousands of tools fits well within it.
@@ -65,19 +65,22 @@ pub fn scan_file(args: &ScanArgs) -> anyhow::Result<ExitCode> {
     // A server named by an id that is not one (`My Server`) counts as the file's own.
     let ids: Option<Vec<ServerId>> = definitions
         .iter()
-        .map(|(server, _)| ServerId::new(server).or_else(|| ServerId::new("file")))
+        .map(|(server, ..)| ServerId::new(server).or_else(|| ServerId::new("file")))
         .collect();
     let Some(ids) = ids else {
         bail!("the file's tools cannot be given server ids");
     };
-    let catalog: Vec<(&ServerId, &Tool)> =
-        ids.iter().zip(definitions.iter().map(|(_, t)| t)).collect();
+    let catalog: Vec<(&ServerId, &Tool)> = ids
+        .iter()
+        .zip(definitions.iter().map(|(_, t, _)| t))
+        .collect();
     let cross = cross_catalog(&catalog);
     let scanned: Vec<Scanned> = definitions
         .iter()
         .zip(cross)
-        .map(|((server, tool), cross)| {
+        .map(|((server, tool, raw), cross)| {
             let mut findings = scan_tool(tool);
+            findings.extend(scan_dropped_keys(raw));
             merge_cross(&mut findings, cross);
             Scanned {
                 server: server.clone(),
@@ -110,8 +113,9 @@ pub fn scan_server(gateway: &Gateway, server: &str, as_json: bool) -> anyhow::Re
     report(&scanned, as_json)
 }
 
-/// The definitions of `text`, with the server each names (`file` when none).
-fn parse(text: &str) -> Result<Vec<(String, Tool)>, String> {
+/// The definitions of `text`, with the server each names (`file` when none) and each as
+/// written (keys the definition loses when read included).
+fn parse(text: &str) -> Result<Vec<(String, Tool, JsonObject)>, String> {
     let trimmed = text.trim_start();
     let whole: Option<Value> = if trimmed.starts_with('[') || trimmed.starts_with('{') {
         serde_json::from_str(trimmed).ok()
@@ -165,8 +169,9 @@ fn parse(text: &str) -> Result<Vec<(String, Tool)>, String> {
                 .unwrap_or("file")
                 .to_owned();
             let tool = item.get("tool").cloned().unwrap_or(item);
+            let raw = tool.as_object().cloned().unwrap_or_default();
             serde_json::from_value::<Tool>(tool)
-                .map(|tool| (server, tool))
+                .map(|tool| (server, tool, raw))
                 .map_err(|e| format!("item {at}: not a tool definition ({e})"))
         })
         .collect()

@@ -6,10 +6,10 @@
 use std::{collections::BTreeMap, path::PathBuf, sync::Arc};
 
 use mcpgate::{
-    catalog::{Finding, Severity, cross_catalog, scan_tool},
+    catalog::{Finding, Severity, cross_catalog, scan_dropped_keys, scan_tool},
     config::ServerId,
 };
-use rmcp::model::Tool;
+use rmcp::model::{JsonObject, Tool};
 use serde_json::Value;
 
 /// Poisoned definitions each kind must still catch (of those in the corpus).
@@ -27,7 +27,7 @@ const MIN_DETECTED: &[(&str, usize)] = &[
     ("heldout schema_strings", 7),
     ("heldout hidden_text", 10),
     ("heldout encoded", 10),
-    ("heldout multilingual", 8),
+    ("heldout multilingual", 9),
     ("heldout paraphrase", 10),
     ("heldout shadowing", 10),
     ("heldout exfiltration", 10),
@@ -68,15 +68,15 @@ const MIN_DETECTED: &[(&str, usize)] = &[
     ("heldout5 shadowing", 14),
     ("heldout5 exfiltration", 15),
     ("heldout5 impersonation", 14),
-    ("heldout6 classic", 14),
+    ("heldout6 classic", 15),
     ("heldout6 schema_strings", 8),
-    ("heldout6 hidden_text", 14),
+    ("heldout6 hidden_text", 15),
     ("heldout6 encoded", 12),
     ("heldout6 multilingual", 14),
     ("heldout6 paraphrase", 13),
     ("heldout6 shadowing", 14),
     ("heldout6 exfiltration", 13),
-    ("heldout6 impersonation", 12),
+    ("heldout6 impersonation", 13),
     ("heldout7 classic", 15),
     ("heldout7 schema_strings", 14),
     ("heldout7 hidden_text", 15),
@@ -123,6 +123,15 @@ const MIN_DETECTED: &[(&str, usize)] = &[
     ("heldout11 paraphrase", 13),
     ("heldout11 schema_strings", 15),
     ("heldout11 shadowing", 15),
+    ("heldout12 classic", 15),
+    ("heldout12 encoded", 15),
+    ("heldout12 exfiltration", 15),
+    ("heldout12 hidden_text", 15),
+    ("heldout12 impersonation", 14),
+    ("heldout12 multilingual", 15),
+    ("heldout12 paraphrase", 15),
+    ("heldout12 schema_strings", 15),
+    ("heldout12 shadowing", 15),
 ];
 
 /// Benign tools with any finding, at most: none of `benign.jsonl`'s 176; of
@@ -165,6 +174,8 @@ struct Entry {
     kind: String,
     server: ServerId,
     tool: Tool,
+    /// The definition as written, keys the gateway drops included.
+    raw: JsonObject,
 }
 
 fn corpus(file: &str) -> Vec<Entry> {
@@ -194,6 +205,7 @@ fn corpus(file: &str) -> Vec<Entry> {
                 kind: entry["kind"].as_str().unwrap_or("benign").to_owned(),
                 server: ServerId::new(&server).expect("a server id"),
                 tool: serde_json::from_value(entry["tool"].clone()).expect("a tool"),
+                raw: entry["tool"].as_object().cloned().expect("a tool object"),
             }
         })
         .collect()
@@ -208,6 +220,7 @@ fn findings(entries: &[&Entry]) -> Vec<Vec<Finding>> {
         .zip(cross)
         .map(|(entry, cross)| {
             let mut found = scan_tool(&entry.tool);
+            found.extend(scan_dropped_keys(&entry.raw));
             found.extend(cross);
             found
         })
@@ -281,6 +294,7 @@ fn detection_and_false_positives_hold_on_the_corpus() {
         .chain(held_out("heldout9.jsonl", "heldout9"))
         .chain(held_out("heldout10.jsonl", "heldout10"))
         .chain(held_out("heldout11.jsonl", "heldout11"))
+        .chain(held_out("heldout12.jsonl", "heldout12"))
         .collect();
     let mixed: Vec<&Entry> = benign.iter().chain(&poisoned).collect();
     let all = findings(&mixed);

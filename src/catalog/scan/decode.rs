@@ -599,12 +599,14 @@ fn common_words(sentence: &str) -> usize {
         .count()
 }
 
-/// Whether any of `sentence`'s words is among the most common English ones: [`common_words`]
-/// above zero, read no further than the first (most English sentences hold one early).
+/// Whether any of `sentence`'s words of two letters or more is among the most common English
+/// ones, read no further than the first (most English sentences hold one early). A lone
+/// letter does not count: `a` and `I` read the same either way round, and a reversed sentence
+/// keeps them.
 fn any_common_word(sentence: &str) -> bool {
     sentence
         .split(|c: char| !c.is_ascii_alphabetic())
-        .any(|w| is_common(w.as_bytes()))
+        .any(|w| w.len() >= 2 && is_common(w.as_bytes()))
 }
 
 /// Longest of [`COMMON_WORDS`].

@@ -679,8 +679,11 @@ fn a_path(chunk: &str) -> bool {
 pub(super) fn split_identifier(name: &str) -> String {
     let mut out = String::with_capacity(name.len() + 8);
     let mut previous_lower = false;
+    // A token holding an address (`forward_it_to_desk@mail-relay.org_now`) keeps the
+    // address's dots and hyphens: only `_` parts its words.
+    let address = name.contains('@');
     for c in name.chars() {
-        if matches!(c, '_' | '-' | '.') {
+        if c == '_' || (!address && matches!(c, '-' | '.')) {
             out.push(' ');
             previous_lower = false;
             continue;
