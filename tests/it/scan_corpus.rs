@@ -163,6 +163,12 @@ const MAX_FIFTH_SET_FALSE_POSITIVES: usize = 6;
 /// measure showed) with any finding, at most. Measured first at 45 of 2,002 (2.2%).
 const MAX_SIXTH_SET_FALSE_POSITIVES: usize = 11;
 
+/// Tools of `benign7.jsonl` (2,057 tools of 54 more servers, listed after the rules for the
+/// sixth set and the twelfth poisoned set were written, and used since only for the families
+/// of false alarm its first measure showed) with any finding, at most. Measured first at 36
+/// of 2,057 (1.75%).
+const MAX_SEVENTH_SET_FALSE_POSITIVES: usize = 9;
+
 /// Hard benign tools (`benign_hard.jsonl`, `benign_hard5.jsonl`: long, security-minded
 /// descriptions written to trip a scanner) with any finding, at most: a shell runner that
 /// forbids `curl | sh` still reads as asking for it, and a prompt-injection classifier quotes
@@ -250,6 +256,7 @@ fn detection_and_false_positives_hold_on_the_corpus() {
     benign.extend(corpus("benign4.jsonl"));
     benign.extend(corpus("benign5.jsonl"));
     benign.extend(corpus("benign6.jsonl"));
+    benign.extend(corpus("benign7.jsonl"));
     let poisoned = corpus("poisoned.jsonl");
     assert!(benign.len() >= 150 && poisoned.len() >= 150);
     let report = std::env::var_os("MCPGATE_SCAN_REPORT").is_some();
@@ -366,8 +373,10 @@ fn detection_and_false_positives_hold_on_the_corpus() {
             "{kind}: {found} of {of} caught, {least} before"
         );
     }
+    let (seventh, rest): (Vec<&String>, Vec<&String>) =
+        flagged.iter().partition(|line| line.starts_with("b7-"));
     let (sixth, rest): (Vec<&String>, Vec<&String>) =
-        flagged.iter().partition(|line| line.starts_with("b6-"));
+        rest.into_iter().partition(|line| line.starts_with("b6-"));
     let (fifth, rest): (Vec<&String>, Vec<&String>) =
         rest.into_iter().partition(|line| line.starts_with("b5-"));
     let (fourth, rest): (Vec<&String>, Vec<&String>) =
@@ -393,6 +402,11 @@ fn detection_and_false_positives_hold_on_the_corpus() {
         sixth.len() <= MAX_SIXTH_SET_FALSE_POSITIVES,
         "{} tools of benign6.jsonl flagged, at most {MAX_SIXTH_SET_FALSE_POSITIVES} before:\n{sixth:#?}",
         sixth.len(),
+    );
+    assert!(
+        seventh.len() <= MAX_SEVENTH_SET_FALSE_POSITIVES,
+        "{} tools of benign7.jsonl flagged, at most {MAX_SEVENTH_SET_FALSE_POSITIVES} before:\n{seventh:#?}",
+        seventh.len(),
     );
     assert!(
         fourth.len() <= MAX_FOURTH_SET_FALSE_POSITIVES,

@@ -450,10 +450,22 @@ pub(super) fn secret_access(n: &Normalized, takes_private_key: bool) -> Option<S
         .find_iter(&n.text)
         .filter(|m| !a_reference(&n.text[m.end()..]))
         .filter(|m| !(takes_private_key && PRIVATE_KEY_NAMES.contains(&m.as_str())))
+        .filter(|m| !public_key(&n.text[m.start()..]))
         .map(|m| m.start())
         .find(|&at| !refused_around(&n.text, at));
     let start = [needle, dot_env(&n.text)].into_iter().flatten().min()?;
     Some(format!("mentions {}", n.excerpt(start)))
+}
+
+/// Whether the path that starts `text` names a public key (`~/.ssh/id_ed25519.pub`): the
+/// half of a key pair that is given out, not a secret.
+fn public_key(text: &str) -> bool {
+    let path = text
+        .split(|c: char| c.is_whitespace() || matches!(c, '`' | '\'' | '"' | ')' | ',' | ';'))
+        .next()
+        .unwrap_or_default()
+        .trim_end_matches(['.', ':']);
+    path.ends_with(".pub")
 }
 
 /// Words by which a sentence says that what it has just named is refused ("system paths such

@@ -464,6 +464,8 @@ fn first_unnegated(rule: &Rule, normalized: &str, mut from: usize) -> Option<usi
             || a_permission(rule, m.as_str())
             || (m.start() == 0 && a_label(rule, m.as_str()))
             || a_condition(rule, &normalized[..m.start()], m.as_str())
+            || a_safeguard(rule, &normalized[..m.start()], m.as_str())
+            || removed(rule, &normalized[..m.start()], m.as_str())
             || returned(rule, m.as_str(), &normalized[m.end()..]);
         if !excused {
             return Some(m.start());
@@ -650,6 +652,65 @@ fn a_condition(rule: &Rule, before: &str, matched: &str) -> bool {
         .is_some_and(|at| {
             let between = &words[at + 1..];
             between.len() <= CONDITION_WORDS && !between.iter().any(|w| SPEECH.contains(w))
+        })
+}
+
+/// Verbs that do away with what they name.
+const REMOVING: &[&str] = &[
+    "remove", "removes", "delete", "deletes", "clear", "clears", "revoke", "revokes", "wipe",
+    "wipes", "purge", "purges", "erase", "erases", "forget", "forgets",
+];
+
+/// Whether a secret-access match is what a verb right before it does away with: "disconnect
+/// the account and remove stored credentials" (a logout tool) reads no secret. Words only: a
+/// path after such a verb ("remove ~/.ssh/...") is still one.
+fn removed(rule: &Rule, before: &str, matched: &str) -> bool {
+    if rule.family != Family::SecretAccess
+        || rule.language != "en"
+        || !matched.starts_with(|c: char| c.is_alphabetic())
+    {
+        return false;
+    }
+    let mut words = before.split_whitespace().rev();
+    let last = words.next().unwrap_or_default();
+    let verb = if matches!(
+        last,
+        "the" | "all" | "any" | "your" | "its" | "their" | "every"
+    ) {
+        words.next().unwrap_or_default()
+    } else {
+        last
+    };
+    REMOVING.contains(&verb)
+}
+
+/// Words that forbid what their clause goes on to say.
+const FORBIDDING: &[&str] = &[
+    "don't",
+    "dont",
+    "never",
+    "cannot",
+    "can't",
+    "mustn't",
+    "shouldn't",
+];
+
+/// Whether an English match that opens with "without" ends a clause that forbids the act:
+/// "Don't use this tool without checking with the user first" is the tool's own safeguard.
+/// "Proceed without checking with the user" forbids nothing, and still counts; so does a
+/// negation in an earlier clause ("Don't wait; proceed without asking").
+fn a_safeguard(rule: &Rule, before: &str, matched: &str) -> bool {
+    if rule.language != "en" || !matched.starts_with("without ") {
+        return false;
+    }
+    let near = &before[before.ceil_char_boundary(before.len().saturating_sub(LOOK_BACK_BYTES))..];
+    let clause = near
+        .rsplit_once(CLAUSE_ENDS)
+        .map_or(near, |(_, clause)| clause);
+    let words: Vec<&str> = clause.split_whitespace().collect();
+    words.iter().any(|word| FORBIDDING.contains(word))
+        || words.windows(2).any(|pair| {
+            matches!(pair[0], "do" | "does" | "must" | "should" | "may") && pair[1] == "not"
         })
 }
 
