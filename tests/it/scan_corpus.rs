@@ -151,7 +151,7 @@ const MAX_THIRD_SET_FALSE_POSITIVES: usize = 18;
 /// Tools of `benign4.jsonl` (1,593 tools of 50 more servers, listed after the rules for the
 /// third set were written, and used since only for the families of false alarm its first
 /// measure showed) with any finding, at most. Measured first at 104 of 1,593 (6.5%).
-const MAX_FOURTH_SET_FALSE_POSITIVES: usize = 33;
+const MAX_FOURTH_SET_FALSE_POSITIVES: usize = 30;
 
 /// Tools of `benign5.jsonl` (1,809 tools of 50 more servers, listed after the rules for the
 /// fourth set were written, and used since only for the families of false alarm its first
