@@ -20,7 +20,7 @@ pub use pins::{
 };
 pub use scan::{
     Finding, FindingCode, Severity, cross_catalog, cross_catalog_beside, merge_cross,
-    scan_dropped_keys, scan_tool, scan_tool_cached,
+    prepare_scan, scan_dropped_keys, scan_tool, scan_tool_cached,
 };
 pub use schema::{sanitize_input_schema, sanitize_schema};
 pub use snapshot::{Catalog, CatalogTool, ServerTools, ToolStatus};

@@ -18,7 +18,7 @@ use std::{
     borrow::Cow,
     collections::HashMap,
     fmt,
-    sync::{LazyLock, Mutex},
+    sync::{Arc, LazyLock, Mutex},
 };
 
 use rmcp::model::{JsonObject, Tool};
@@ -312,6 +312,25 @@ pub fn scan_tool_cached(fingerprint: &str, tool: &Tool) -> Vec<Finding> {
         cache.insert(key, found.clone());
     }
     found
+}
+
+/// Compiles every rule and builds every table the scan reads, so that no scan pays for them
+/// (they are built once per process, else on the first text that needs each): for a process
+/// that wants its first scan as fast as the rest, and for a benchmark before its clock starts.
+pub fn prepare_scan() {
+    rules::compile_all();
+    // The decoders', the phrase readers' and the cross-catalog tables, through definitions
+    // that reach each of them.
+    let sample = Tool::new(
+        "prepare",
+        "Reads <!-- a comment --> and aGlkZGVuIHRleHQgaW4gYmFzZTY0 and %68%69%64%64%65%6e, \
+         then `send_email` to user@example.com.",
+        Arc::new(JsonObject::new()),
+    );
+    scan_tool(&sample);
+    if let Some(server) = &crate::config::ServerId::new("prepare") {
+        cross_catalog(&[(server, &sample)]);
+    }
 }
 
 /// Every finding in `tool`, sorted by location, then code. The same tool always gives the

@@ -356,6 +356,14 @@ fn lines(text: &str) -> impl Iterator<Item = &str> {
 
 /// For each family, the earliest match of its rules in `normalized`: its language and byte
 /// offset.
+/// Compiles every rule and its widened form now, not on the first text that needs it.
+pub(super) fn compile_all() {
+    for rule in &RULES.each {
+        rule.pattern();
+        rule.wide_may_match("", 0);
+    }
+}
+
 pub(super) fn matches(normalized: &str) -> Vec<(Family, &'static str, usize)> {
     matches_in(&RULES, normalized)
 }
@@ -616,6 +624,14 @@ fn a_label(rule: &Rule, matched: &str) -> bool {
         && words.next() == Some("for")
 }
 
+/// The clause a match ends, as far as it reaches into `before` (the text before the match):
+/// back to the last clause end, and no further than [`LOOK_BACK_BYTES`].
+fn clause_before(before: &str) -> &str {
+    let near = &before[before.ceil_char_boundary(before.len().saturating_sub(LOOK_BACK_BYTES))..];
+    near.rsplit_once(CLAUSE_ENDS)
+        .map_or(near, |(_, clause)| clause)
+}
+
 /// Words that make a clause a condition: what holds when it applies, not a claim.
 const CONDITIONS: &[&str] = &["when", "if", "unless", "whether"];
 
@@ -638,11 +654,7 @@ fn a_condition(rule: &Rule, before: &str, matched: &str) -> bool {
     if rule.family != Family::Override || rule.language != "en" || !matched.starts_with("already") {
         return false;
     }
-    let near = &before[before.ceil_char_boundary(before.len().saturating_sub(LOOK_BACK_BYTES))..];
-    let clause = near
-        .rsplit_once(CLAUSE_ENDS)
-        .map_or(near, |(_, clause)| clause);
-    let words: Vec<&str> = clause
+    let words: Vec<&str> = clause_before(before)
         .split(|c: char| !c.is_alphanumeric())
         .filter(|w| !w.is_empty())
         .collect();
@@ -703,11 +715,7 @@ fn a_safeguard(rule: &Rule, before: &str, matched: &str) -> bool {
     if rule.language != "en" || !matched.starts_with("without ") {
         return false;
     }
-    let near = &before[before.ceil_char_boundary(before.len().saturating_sub(LOOK_BACK_BYTES))..];
-    let clause = near
-        .rsplit_once(CLAUSE_ENDS)
-        .map_or(near, |(_, clause)| clause);
-    let words: Vec<&str> = clause.split_whitespace().collect();
+    let words: Vec<&str> = clause_before(before).split_whitespace().collect();
     words.iter().any(|word| FORBIDDING.contains(word))
         || words.windows(2).any(|pair| {
             matches!(pair[0], "do" | "does" | "must" | "should" | "may") && pair[1] == "not"
