@@ -19,8 +19,8 @@ pub use pins::{
     ChangedPin, PinFileProblem, PinReport, PinStatus, Pins, PinsError, check, removed, status,
 };
 pub use scan::{
-    Finding, FindingCode, Severity, cross_catalog, cross_catalog_beside, merge_cross,
-    prepare_scan, scan_dropped_keys, scan_tool, scan_tool_cached,
+    Finding, FindingCode, Severity, cross_catalog, cross_catalog_beside, merge_cross, prepare_scan,
+    scan_dropped_keys, scan_tool, scan_tool_cached,
 };
 pub use schema::{sanitize_input_schema, sanitize_schema};
 pub use snapshot::{Catalog, CatalogTool, ServerTools, ToolStatus};

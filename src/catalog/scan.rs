@@ -314,11 +314,11 @@ pub fn scan_tool_cached(fingerprint: &str, tool: &Tool) -> Vec<Finding> {
     found
 }
 
-/// Compiles every rule and builds every table the scan reads, so that no scan pays for them
-/// (they are built once per process, else on the first text that needs each): for a process
-/// that wants its first scan as fast as the rest, and for a benchmark before its clock starts.
+/// Builds the rules' prefilters and the tables the scan reads, so that no scan pays for them
+/// (they are built once per process, else by the first scan): for a process that wants its
+/// first scan as fast as the rest, and for a benchmark before its clock starts.
 pub fn prepare_scan() {
-    rules::compile_all();
+    rules::prepare();
     // The decoders', the phrase readers' and the cross-catalog tables, through definitions
     // that reach each of them.
     let sample = Tool::new(

@@ -379,8 +379,8 @@ fn scan_check(result: &scan::ScanResult) -> report::Check {
                  first build"
             .into(),
         measured: format!(
-            "scan {:.0} ms, build {:.0} ms, refresh {:.0} ms (rules compiled once per process \
-             before: {:.0} ms)",
+            "scan {:.0} ms, build {:.0} ms, refresh {:.0} ms (the rules' prefilters built once per \
+             process before: {:.0} ms)",
             report::ms(result.scan),
             report::ms(result.build),
             report::ms(result.refresh),
@@ -485,8 +485,8 @@ fn scan_section(result: &scan::ScanResult) -> String {
     format!(
         "### The poisoning scan over {} tools\n\n\
          | step | ms |\n| --- | ---: |\n\
-         | compile the rules and build the scan's tables (once per process, before the first \
-         scan) | {:.1} |\n\
+         | build the rules' prefilters and the scan's tables (once per process, before the \
+         first scan) | {:.1} |\n\
          | parse the definitions (the floor) | {:.1} |\n\
          | scan each, no cache (one thread) | {:.1} |\n\
          | build the catalog from scratch (scan and cross-catalog signals, every core) | {:.1} |\n\

@@ -1,6 +1,6 @@
 //! The poisoning scan over a catalog of 10,000 tools (the corpus's real and poisoned
-//! definitions, repeated under other names and servers): compiling the rules (once per
-//! process, timed apart), the first scan of all of them, a
+//! definitions, repeated under other names and servers): building the rules' prefilters (once
+//! per process, timed apart), the first scan of all of them, a
 //! catalog build from scratch (scan and cross-catalog signals), and the refresh after one
 //! definition changed, which rescans only that one (the rest come from the scan cache) and
 //! recomputes the cross-catalog signals. Each is compared with parsing the same definitions,
@@ -28,8 +28,8 @@ const CORPUS: &[&str] = &[
 
 /// What the run measured.
 pub struct ScanResult {
-    /// Compiling the rules and building the scan's tables, once per process, before the
-    /// first scan (else the first texts that need them pay for it).
+    /// Building the rules' prefilters and the scan's tables, once per process, before the
+    /// first scan (else the first scan pays for it).
     pub prepare: Duration,
     /// Parsing the 10,000 definitions from JSON (the floor).
     pub parse: Duration,
@@ -74,8 +74,8 @@ pub fn run() -> anyhow::Result<ScanResult> {
         .context("a corpus definition does not parse")?;
     let parse = started.elapsed();
 
-    // The rules are compiled once per process: timed apart, so the scan is what every
-    // scan after the first costs.
+    // The rules' prefilters are built once per process: timed apart, so the scan is what
+    // every scan after the first costs.
     let started = Instant::now();
     prepare_scan();
     let prepare = started.elapsed();
