@@ -132,6 +132,15 @@ const MIN_DETECTED: &[(&str, usize)] = &[
     ("heldout12 paraphrase", 15),
     ("heldout12 schema_strings", 15),
     ("heldout12 shadowing", 15),
+    ("heldout13 classic", 12),
+    ("heldout13 encoded", 14),
+    ("heldout13 exfiltration", 13),
+    ("heldout13 hidden_text", 15),
+    ("heldout13 impersonation", 14),
+    ("heldout13 multilingual", 14),
+    ("heldout13 paraphrase", 5),
+    ("heldout13 schema_strings", 8),
+    ("heldout13 shadowing", 13),
 ];
 
 /// Benign tools with any finding, at most: none of `benign.jsonl`'s 176; of
@@ -168,6 +177,11 @@ const MAX_SIXTH_SET_FALSE_POSITIVES: usize = 11;
 /// of false alarm its first measure showed) with any finding, at most. Measured first at 36
 /// of 2,057 (1.75%).
 const MAX_SEVENTH_SET_FALSE_POSITIVES: usize = 9;
+
+/// Tools of `benign8.jsonl` (1,654 tools of 49 more servers, listed after the rules for the
+/// seventh set were written, and not studied since) with any finding, at most: its first
+/// measure.
+const MAX_EIGHTH_SET_FALSE_POSITIVES: usize = 55;
 
 /// Hard benign tools (`benign_hard.jsonl`, `benign_hard5.jsonl`: long, security-minded
 /// descriptions written to trip a scanner) with any finding, at most: a shell runner that
@@ -217,16 +231,29 @@ fn corpus(file: &str) -> Vec<Entry> {
         .collect()
 }
 
-/// Every finding of each entry, scanned alone and with the whole catalog `all`.
-fn findings(entries: &[&Entry]) -> Vec<Vec<Finding>> {
-    let catalog: Vec<(&ServerId, &Tool)> = entries.iter().map(|e| (&e.server, &e.tool)).collect();
-    let cross = cross_catalog(&catalog);
+/// Each entry's own findings (its definition scanned alone, keys the gateway drops
+/// included): computed once per entry, since only the cross-catalog findings change with the
+/// catalog an entry sits in.
+fn own_findings(entries: &[Entry]) -> Vec<Vec<Finding>> {
     entries
         .iter()
-        .zip(cross)
-        .map(|(entry, cross)| {
+        .map(|entry| {
             let mut found = scan_tool(&entry.tool);
             found.extend(scan_dropped_keys(&entry.raw));
+            found
+        })
+        .collect()
+}
+
+/// Every finding of each of `entries` as one catalog: `own[i]` (see [`own_findings`]) and
+/// what the whole catalog shows of it.
+fn findings(entries: &[&Entry], own: &[&Vec<Finding>]) -> Vec<Vec<Finding>> {
+    let catalog: Vec<(&ServerId, &Tool)> = entries.iter().map(|e| (&e.server, &e.tool)).collect();
+    let cross = cross_catalog(&catalog);
+    own.iter()
+        .zip(cross)
+        .map(|(own, cross)| {
+            let mut found = (*own).clone();
             found.extend(cross);
             found
         })
@@ -257,6 +284,7 @@ fn detection_and_false_positives_hold_on_the_corpus() {
     benign.extend(corpus("benign5.jsonl"));
     benign.extend(corpus("benign6.jsonl"));
     benign.extend(corpus("benign7.jsonl"));
+    benign.extend(corpus("benign8.jsonl"));
     let poisoned = corpus("poisoned.jsonl");
     assert!(benign.len() >= 150 && poisoned.len() >= 150);
     let report = std::env::var_os("MCPGATE_SCAN_REPORT").is_some();
@@ -264,9 +292,11 @@ fn detection_and_false_positives_hold_on_the_corpus() {
     // False positives: the benign tools as one catalog, as a gateway in front of their
     // servers would hold them.
     let alone: Vec<&Entry> = benign.iter().collect();
+    let benign_own = own_findings(&benign);
     let mut flagged = Vec::new();
     let mut flagged_high = 0;
-    for (entry, found) in alone.iter().zip(findings(&alone)) {
+    let own: Vec<&Vec<Finding>> = benign_own.iter().collect();
+    for (entry, found) in alone.iter().zip(findings(&alone, &own)) {
         if !found.is_empty() {
             if found.iter().any(|f| f.severity == Severity::High) {
                 flagged_high += 1;
@@ -302,9 +332,12 @@ fn detection_and_false_positives_hold_on_the_corpus() {
         .chain(held_out("heldout10.jsonl", "heldout10"))
         .chain(held_out("heldout11.jsonl", "heldout11"))
         .chain(held_out("heldout12.jsonl", "heldout12"))
+        .chain(held_out("heldout13.jsonl", "heldout13"))
         .collect();
     let mixed: Vec<&Entry> = benign.iter().chain(&poisoned).collect();
-    let all = findings(&mixed);
+    let poisoned_own = own_findings(&poisoned);
+    let own: Vec<&Vec<Finding>> = benign_own.iter().chain(&poisoned_own).collect();
+    let all = findings(&mixed, &own);
     let mut kinds: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
     let mut missed = Vec::new();
     for (entry, found) in mixed.iter().zip(&all).skip(benign.len()) {
@@ -343,9 +376,11 @@ fn detection_and_false_positives_hold_on_the_corpus() {
     let mut hard = corpus("benign_hard.jsonl");
     hard.extend(corpus("benign_hard5.jsonl"));
     let with_hard: Vec<&Entry> = benign.iter().chain(&hard).collect();
+    let hard_own = own_findings(&hard);
+    let own_with_hard: Vec<&Vec<Finding>> = benign_own.iter().chain(&hard_own).collect();
     let hard_flagged: Vec<String> = with_hard
         .iter()
-        .zip(findings(&with_hard))
+        .zip(findings(&with_hard, &own_with_hard))
         .skip(benign.len())
         .filter(|(_, found)| !found.is_empty())
         .map(|(entry, found)| format!("{} {}: {}", entry.id, entry.tool.name, shown(&found)))
@@ -373,8 +408,10 @@ fn detection_and_false_positives_hold_on_the_corpus() {
             "{kind}: {found} of {of} caught, {least} before"
         );
     }
+    let (eighth, rest): (Vec<&String>, Vec<&String>) =
+        flagged.iter().partition(|line| line.starts_with("b8-"));
     let (seventh, rest): (Vec<&String>, Vec<&String>) =
-        flagged.iter().partition(|line| line.starts_with("b7-"));
+        rest.into_iter().partition(|line| line.starts_with("b7-"));
     let (sixth, rest): (Vec<&String>, Vec<&String>) =
         rest.into_iter().partition(|line| line.starts_with("b6-"));
     let (fifth, rest): (Vec<&String>, Vec<&String>) =
@@ -402,6 +439,11 @@ fn detection_and_false_positives_hold_on_the_corpus() {
         sixth.len() <= MAX_SIXTH_SET_FALSE_POSITIVES,
         "{} tools of benign6.jsonl flagged, at most {MAX_SIXTH_SET_FALSE_POSITIVES} before:\n{sixth:#?}",
         sixth.len(),
+    );
+    assert!(
+        eighth.len() <= MAX_EIGHTH_SET_FALSE_POSITIVES,
+        "{} tools of benign8.jsonl flagged, at most {MAX_EIGHTH_SET_FALSE_POSITIVES} before:\n{eighth:#?}",
+        eighth.len(),
     );
     assert!(
         seventh.len() <= MAX_SEVENTH_SET_FALSE_POSITIVES,

@@ -1647,10 +1647,16 @@ mod tests {
         let mut texts = Vec::new();
         for entry in std::fs::read_dir(&folder).expect("the corpus folder") {
             let path = entry.expect("a corpus file").path();
-            // benign3.jsonl (4.5 MB, 1,971 tools) would make this rule-by-rule comparison
-            // take minutes in a debug build; the corpus test scans it.
-            let third = path.file_name().is_some_and(|n| n == "benign3.jsonl");
-            if path.extension().is_some_and(|e| e == "jsonl") && !third {
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
+            // Of the real sets, the first two (0.6 M characters of 7.7 M): every rule run
+            // alone over the rest would outlast the test's time limit in a debug build on a
+            // busy 2-core machine (it did, with the seventh set). The corpus test scans them.
+            let real = name.starts_with("benign") && !name.starts_with("benign_hard");
+            let sampled = ["benign.jsonl", "benign2.jsonl"].contains(&name);
+            if path.extension().is_some_and(|e| e == "jsonl") && (!real || sampled) {
                 let text = std::fs::read_to_string(&path).expect("a corpus file");
                 for line in text.lines().filter(|l| !l.trim().is_empty()) {
                     let value: serde_json::Value = serde_json::from_str(line).expect("json");
