@@ -56,17 +56,6 @@ const MIN_CONVENTION: usize = 3;
 /// Most words of a name whose runs count as its server's terms.
 const MAX_RUN_WORDS: usize = 8;
 
-/// The affix of [`AFFIXES`] that `name` (lowercased) starts or ends with, as a word of its
-/// own (`mcp_list_databases`, `fetch-v2`).
-fn affix(name: &str) -> Option<&'static str> {
-    let words = name_words(name);
-    if words.len() < 2 {
-        return None;
-    }
-    let ends = [words[0], words[words.len() - 1]];
-    AFFIXES.iter().copied().find(|affix| ends.contains(affix))
-}
-
 /// Shortest name an affixed copy is compared with: shorter ones (`get`, `add`) are words that
 /// honest names start with.
 const MIN_AFFIXED_LEN: usize = 5;
@@ -90,21 +79,22 @@ fn affixed_well_known(letters: &str) -> Option<String> {
     })
 }
 
-/// `name` without a prefix or suffix of [`AFFIXES`] (`official_fetch`, `fetch-v2`), if it has
-/// one.
-fn without_affix(name: &str) -> Option<String> {
+/// The affix of [`AFFIXES`] that `name` (lowercased) starts or ends with, as a word of its
+/// own (`official_fetch`, `fetch-v2`), and the name without it.
+fn split_affix(name: &str) -> Option<(&'static str, &str)> {
     let separator = |c: char| matches!(c, '_' | '-' | '.' | ' ');
+    let known = |word: &str| AFFIXES.iter().copied().find(|affix| *affix == word);
     if let Some(at) = name.find(separator)
-        && AFFIXES.contains(&&name[..at])
+        && let Some(affix) = known(&name[..at])
     {
         let rest = name[at..].trim_start_matches(separator);
-        return (!rest.is_empty()).then(|| rest.to_owned());
+        return (!rest.is_empty()).then_some((affix, rest));
     }
     if let Some(at) = name.rfind(separator)
-        && AFFIXES.contains(&&name[at + 1..])
+        && let Some(affix) = known(&name[at + 1..])
     {
         let rest = name[..at].trim_end_matches(separator);
-        return (!rest.is_empty()).then(|| rest.to_owned());
+        return (!rest.is_empty()).then_some((affix, rest));
     }
     None
 }
@@ -212,14 +202,14 @@ pub fn cross_catalog_beside(
     // (`official_`) is never a convention.
     let mut affixed: HashMap<(&ServerId, &str), usize> = HashMap::new();
     for (server, tool) in tools.iter().chain(others) {
-        if let Some(affix) = affix(&tool.name.to_lowercase()) {
+        if let Some((affix, _)) = split_affix(&tool.name.to_lowercase()) {
             *affixed.entry((*server, affix)).or_default() += 1;
         }
     }
     let no_params = HashSet::new();
     parallel::map(tools.iter().collect(), |(server, tool)| {
         let mut findings = Vec::new();
-        let convention = affix(&tool.name.to_lowercase()).is_some_and(|affix| {
+        let convention = split_affix(&tool.name.to_lowercase()).is_some_and(|(affix, _)| {
             !CLAIMS.contains(&affix)
                 && affixed.get(&(*server, affix)).copied().unwrap_or(0) >= MIN_CONVENTION
         });
@@ -541,24 +531,25 @@ fn names_a_tool(
 /// out as JSON (`"cash_flow": {"operating": 5}`, `{"statement": "income_statement"}`): an
 /// example of what a tool returns, not an order about another tool.
 fn json_data(sentence: &str, id: &str) -> bool {
-    let mut found = false;
-    for (at, _) in sentence.match_indices(id) {
-        found = true;
-        let before = sentence[..at].trim_end_matches(['"', '\'']).trim_end();
-        let after = sentence[at + id.len()..]
-            .trim_start_matches(['"', '\''])
-            .trim_start();
+    every_mention(sentence, id, |before, after| {
+        let before = before.trim_end_matches(['"', '\'']).trim_end();
+        let after = after.trim_start_matches(['"', '\'']).trim_start();
         let a_key = after.strip_prefix(':').is_some_and(|value| {
             value
                 .trim_start()
                 .starts_with(|c: char| matches!(c, '{' | '[') || c.is_ascii_digit())
         });
         let a_value = before.ends_with(':') && after.starts_with([',', '}', ']']);
-        if !(a_key || a_value) {
-            return false;
-        }
-    }
-    found
+        a_key || a_value
+    })
+}
+
+/// Whether `sentence` names `id` and every place it does passes `test`, given the text before
+/// and after that place.
+fn every_mention(sentence: &str, id: &str, test: impl Fn(&str, &str) -> bool) -> bool {
+    let mut mentions = sentence.match_indices(id).peekable();
+    mentions.peek().is_some()
+        && mentions.all(|(at, _)| test(&sentence[..at], &sentence[at + id.len()..]))
 }
 
 /// Whether every place `sentence` (lowercased) names `id` is an argument in code or a
@@ -567,10 +558,7 @@ fn json_data(sentence: &str, id: &str) -> bool {
 /// "use 'send-email with bcc'" name the tool first, and still count.
 fn an_argument(sentence: &str, id: &str) -> bool {
     let quotes = ['`', '\'', '"'];
-    let mut found = false;
-    for (at, _) in sentence.match_indices(id) {
-        found = true;
-        let before = &sentence[..at];
+    every_mention(sentence, id, |before, after| {
         let called = before
             .strip_suffix(quotes)
             .is_some_and(|call| call.ends_with('('));
@@ -580,15 +568,12 @@ fn an_argument(sentence: &str, id: &str) -> bool {
             !inside.trim().is_empty()
                 && inside.contains(' ')
                 && !inside.contains(quotes)
-                && sentence[at + id.len()..].contains(quote)
+                && after.contains(quote)
                 // An odd count of this quote before it: the span is open.
                 && before.matches(quote).count() % 2 == 1
         });
-        if !(called || in_command) {
-            return false;
-        }
-    }
-    found
+        called || in_command
+    })
 }
 
 /// Words and hyphenated names a sentence uses as a tool's name: `API-post-page`, or a plain
@@ -733,7 +718,8 @@ fn impersonation(
         .then(|| WELL_KNOWN_BY_LETTERS.get(letters(&skeleton).as_str()))
         .flatten()
         .map(|known| (*known).to_owned());
-    let dressed = without_affix(&skeleton)
+    let dressed = split_affix(&skeleton)
+        .map(|(_, bare)| bare.to_owned())
         .filter(|bare| bare.len() >= MIN_AFFIXED_LEN && elsewhere(bare))
         .or_else(|| affixed_well_known(&letters(&skeleton)))
         .filter(|_| !convention);
