@@ -141,6 +141,15 @@ const MIN_DETECTED: &[(&str, usize)] = &[
     ("heldout13 paraphrase", 5),
     ("heldout13 schema_strings", 8),
     ("heldout13 shadowing", 13),
+    ("heldout14 classic", 13),
+    ("heldout14 encoded", 13),
+    ("heldout14 exfiltration", 14),
+    ("heldout14 hidden_text", 15),
+    ("heldout14 impersonation", 14),
+    ("heldout14 multilingual", 14),
+    ("heldout14 paraphrase", 7),
+    ("heldout14 schema_strings", 8),
+    ("heldout14 shadowing", 15),
 ];
 
 /// Benign tools with any finding, at most: none of `benign.jsonl`'s 176; of
@@ -333,6 +342,7 @@ fn detection_and_false_positives_hold_on_the_corpus() {
         .chain(held_out("heldout11.jsonl", "heldout11"))
         .chain(held_out("heldout12.jsonl", "heldout12"))
         .chain(held_out("heldout13.jsonl", "heldout13"))
+        .chain(held_out("heldout14.jsonl", "heldout14"))
         .collect();
     let mixed: Vec<&Entry> = benign.iter().chain(&poisoned).collect();
     let poisoned_own = own_findings(&poisoned);
