@@ -390,16 +390,36 @@ const TOOL_KEYS: &[&str] = &[
     "execution",
 ];
 
+/// The keys of a tool's annotations that [`Tool`] keeps.
+const ANNOTATION_KEYS: &[&str] = &[
+    "title",
+    "readOnlyHint",
+    "destructiveHint",
+    "idempotentHint",
+    "openWorldHint",
+];
+
 /// The findings in what a raw definition carries beyond [`Tool`] (`x-llm-guidance` beside
 /// `inputSchema`): the gateway drops those keys, but a server that writes an order there
 /// means it for clients that keep them, so `mcpgate scan` reports them before the server
 /// is added.
 pub fn scan_dropped_keys(definition: &JsonObject) -> Vec<Finding> {
-    let extra: JsonObject = definition
+    let mut extra: JsonObject = definition
         .iter()
         .filter(|(key, _)| !TOOL_KEYS.contains(&key.as_str()))
         .map(|(key, value)| (key.clone(), value.clone()))
         .collect();
+    // Annotations' own keys beyond MCP's (`annotations.x-bootstrap`) are dropped too.
+    if let Some(Value::Object(annotations)) = definition.get("annotations") {
+        let dropped: JsonObject = annotations
+            .iter()
+            .filter(|(key, _)| !ANNOTATION_KEYS.contains(&key.as_str()))
+            .map(|(key, value)| (key.clone(), value.clone()))
+            .collect();
+        if !dropped.is_empty() {
+            extra.insert("annotations".to_owned(), Value::Object(dropped));
+        }
+    }
     if extra.is_empty() {
         return Vec::new();
     }
@@ -697,21 +717,22 @@ impl Scan {
             );
             self.push_weighed(FindingCode::EncodedPayload, severity, location, detail);
         }
-        // Text labelled as written backwards, whatever its words: only an instruction counts.
-        for plain in decode::labelled_reversals(folded) {
+        // Text labelled as written backwards: an instruction inside weighs high, English
+        // medium, anything else (an honest "in reverse order: ...") nothing.
+        for (plain, english) in decode::labelled_reversals(folded) {
             let said = Normalized::new(&plain);
-            if !self.instructions(&said).is_empty() {
-                let detail = format!(
-                    "labelled backwards, reads \"{}\"",
-                    escaped(plain.trim(), MAX_EXCERPT_CHARS)
-                );
-                self.push_weighed(
-                    FindingCode::EncodedPayload,
-                    Severity::High,
-                    location,
-                    detail,
-                );
-            }
+            let severity = if !self.instructions(&said).is_empty() {
+                Severity::High
+            } else if english {
+                Severity::Medium
+            } else {
+                continue;
+            };
+            let detail = format!(
+                "labelled backwards, reads \"{}\"",
+                escaped(plain.trim(), MAX_EXCERPT_CHARS)
+            );
+            self.push_weighed(FindingCode::EncodedPayload, severity, location, detail);
         }
         // Leetspeak (`1gn0r3 4ll`): read as letters, only an instruction counts.
         if let Some(plain) = decode::unleet(folded) {

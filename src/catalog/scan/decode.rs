@@ -573,23 +573,28 @@ static REVERSAL: LazyLock<AhoCorasick> = LazyLock::new(|| {
 });
 
 /// The rest of the line after each label saying it is written backwards (`Bootstrap (read
-/// right to left): .syek_dezirohtua/hss./~ ot ...`), read the right way round. Its words need
-/// not be common ones (a command, a key and a path are not): the label says how to read it,
-/// and only an instruction found in the reading counts. Every label is read, so an honest
-/// one earlier ("newest first, in reverse order") hides no later one.
-pub(super) fn labelled_reversals(text: &str) -> Vec<String> {
+/// right to left): .syek_dezirohtua/hss./~ ot ...`), read the right way round, and whether
+/// the reading is English where the line as written is not. Its words need not be common
+/// ones (a command, a key and a path are not): the label says how to read it, and an
+/// instruction found in the reading counts, as does English. Every label is read, so an
+/// honest one earlier ("newest first, in reverse order") hides no later one.
+pub(super) fn labelled_reversals(text: &str) -> Vec<(String, bool)> {
     REVERSAL
         .find_iter(text)
         .filter_map(|label| {
             let line = text[label.end()..].split('\n').next().unwrap_or_default();
             let body = line.split_once(':').map_or(line, |(_, body)| body).trim();
-            body.split_whitespace()
-                .nth(2)
-                .is_some()
-                .then(|| body.chars().rev().collect())
+            body.split_whitespace().nth(2)?;
+            let reading: String = body.chars().rev().collect();
+            let english = common_words(&reading) >= MIN_REVERSED_COMMON_WORDS
+                && common_words(&reading) > common_words(body);
+            Some((reading, english))
         })
         .collect()
 }
+
+/// Common English words a labelled reversal's reading needs to count as English.
+const MIN_REVERSED_COMMON_WORDS: usize = 3;
 
 /// How many of `sentence`'s words are among the most common English ones.
 fn common_words(sentence: &str) -> usize {

@@ -510,14 +510,46 @@ fn refused_around(text: &str, at: usize) -> bool {
             .any(|pair| pair[0] == "not" && matches!(pair[1], "allowed" | "permitted"))
 }
 
-/// `.env` as a file name (`.env`, `app/.env`, `.env.local`), not `process.env` or `.envrc`.
+/// `.env` as a file name (`.env`, `app/.env`, `.env.local`), not `process.env` or `.envrc`,
+/// nor where the tool keeps what it makes itself ([`kept_in`]).
 fn dot_env(text: &str) -> Option<usize> {
     text.match_indices(".env").map(|(i, _)| i).find(|&i| {
         let before = text[..i].chars().next_back();
         let after = text[i + 4..].chars().next();
         !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
             && !after.is_some_and(|c| c.is_alphanumeric() || c == '_')
+            && !kept_in(&text[..i])
     })
+}
+
+/// Verbs by which a tool says it writes what it makes somewhere.
+const KEEPING: &[&str] = &[
+    "saved",
+    "stored",
+    "written",
+    "persisted",
+    "kept",
+    "cached",
+    "save",
+    "saves",
+    "store",
+    "stores",
+    "write",
+    "writes",
+    "persist",
+    "persists",
+];
+
+/// Whether the words right before a file name say the tool writes to it: "refresh tokens are
+/// saved to .env file", "stores them in the .env". A destination, not a secret read; "read
+/// the .env" and "copy .env to ..." still count.
+fn kept_in(before: &str) -> bool {
+    let mut words = before
+        .split_whitespace()
+        .rev()
+        .filter(|word| !matches!(*word, "the" | "a" | "your" | "its" | "an"));
+    matches!(words.next(), Some("to" | "in" | "into"))
+        && words.next().is_some_and(|verb| KEEPING.contains(&verb))
 }
 
 /// Asking the model to keep something from the user ("do not tell the user", "without

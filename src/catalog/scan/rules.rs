@@ -474,7 +474,14 @@ fn first_unnegated(rule: &Rule, normalized: &str, mut from: usize) -> Option<usi
             || a_condition(rule, &normalized[..m.start()], m.as_str())
             || a_safeguard(rule, &normalized[..m.start()], m.as_str())
             || removed(rule, &normalized[..m.start()], m.as_str())
-            || returned(rule, m.as_str(), &normalized[m.end()..]);
+            || its_own_session(
+                rule,
+                &normalized[..m.start()],
+                m.as_str(),
+                &normalized[m.end()..],
+            )
+            || returned(rule, m.as_str(), &normalized[m.end()..])
+            || a_button(rule, m.as_str());
         if !excused {
             return Some(m.start());
         }
@@ -490,7 +497,7 @@ fn first_unnegated(rule: &Rule, normalized: &str, mut from: usize) -> Option<usi
 /// Words right before an English match that turn an instruction into its refusal or a
 /// description ("do not include any credentials", "whether to skip the confirmation",
 /// "neither include nor exclude secrets", "Authorization: Bearer $API_TOKEN" or "Token
-/// $API_TOKEN" in an example request).
+/// $API_TOKEN" in an example request, "replaces the need to include full chat history").
 const NEGATING_ENDINGS: &[&str] = &[
     " not",
     "n't",
@@ -500,6 +507,7 @@ const NEGATING_ENDINGS: &[&str] = &[
     "authorization: token",
     "whether to",
     "option to",
+    "the need to",
 ];
 
 /// Longest ending of [`NEGATING_ENDINGS`], in bytes, with room for spaces.
@@ -683,17 +691,61 @@ fn removed(rule: &Rule, before: &str, matched: &str) -> bool {
     {
         return false;
     }
-    let mut words = before.split_whitespace().rev();
-    let last = words.next().unwrap_or_default();
-    let verb = if matches!(
-        last,
-        "the" | "all" | "any" | "your" | "its" | "their" | "every"
-    ) {
-        words.next().unwrap_or_default()
-    } else {
-        last
-    };
-    REMOVING.contains(&verb)
+    REMOVING.contains(&verb_before(before))
+}
+
+/// The word right before a match, past at most two determiners or adverbs ("remove the",
+/// "use its", "restore a previously").
+fn verb_before(before: &str) -> &str {
+    before
+        .split_whitespace()
+        .rev()
+        .take(3)
+        .find(|word| {
+            !matches!(
+                *word,
+                "the" | "all" | "any" | "your" | "its" | "their" | "every" | "a" | "previously"
+            )
+        })
+        .unwrap_or_default()
+}
+
+/// Verbs by which a tool says it goes on with a session it keeps.
+const REUSING: &[&str] = &[
+    "use",
+    "uses",
+    "using",
+    "reuse",
+    "reuses",
+    "reusing",
+    "restore",
+    "restores",
+    "restoring",
+];
+
+/// Whether a "saved / stored / cached" secret-access match is a session the tool keeps for
+/// itself: "uses cached session token if omitted", "omit to use cached session", "restore a
+/// previously saved session", "the cached token is used for all calls". What someone else
+/// saved is read, copied or sent ("copy the guest's saved card number"), and still counts.
+fn its_own_session(rule: &Rule, before: &str, matched: &str, after: &str) -> bool {
+    if rule.family != Family::SecretAccess
+        || rule.language != "en"
+        || !["saved ", "stored ", "cached "]
+            .iter()
+            .any(|kept| matched.starts_with(kept))
+    {
+        return false;
+    }
+    // "cached session token is used": one more noun may come between.
+    let after = after.trim_start();
+    let after = after
+        .split_once(' ')
+        .filter(|(noun, _)| matches!(*noun, "token" | "tokens" | "session" | "sessions"))
+        .map_or(after, |(_, rest)| rest);
+    REUSING.contains(&verb_before(before))
+        || ["is used", "are used", "is reused", "are reused"]
+            .iter()
+            .any(|passive| after.starts_with(passive))
 }
 
 /// Words that forbid what their clause goes on to say.
@@ -731,10 +783,16 @@ const IN_THE_ANSWER: &[&str] = &[" in the response", " in the result", " in the 
 /// for it, nowhere else. "In your response" (the model's own reply), "in the response body
 /// sent to ..." and "in the output parameter" are not this.
 fn returned(rule: &Rule, matched: &str, after: &str) -> bool {
-    rule.family == Family::SecretAccess
-        && rule.language == "en"
+    let answers: &[&str] = match rule.family {
+        Family::SecretAccess => IN_THE_ANSWER,
+        // "Set this to true to include stack traces for all messages in the output": what
+        // the tool hands back. "In the response" may be the model's own reply, so only this.
+        Family::Exfiltration => &[" in the output"],
+        _ => return false,
+    };
+    rule.language == "en"
         && (matched.starts_with("include ") || matched.starts_with("return "))
-        && IN_THE_ANSWER.iter().any(|end| {
+        && answers.iter().any(|end| {
             after.strip_prefix(end).is_some_and(|rest| {
                 rest.trim_start()
                     .chars()
@@ -742,6 +800,17 @@ fn returned(rule: &Rule, matched: &str, after: &str) -> bool {
                     .is_none_or(|c| CLAUSE_ENDS.contains(&c))
             })
         })
+}
+
+/// Whether an exfiltration match opens with a button's label ("click the Submit button, then
+/// enter 'jo@mail.example'"): the verb names a control on a page, not an order.
+fn a_button(rule: &Rule, matched: &str) -> bool {
+    rule.family == Family::Exfiltration
+        && matched
+            .split_whitespace()
+            .nth(1)
+            .map(|word| word.trim_matches(|c: char| !c.is_alphanumeric()))
+            .is_some_and(|word| matches!(word, "button" | "buttons"))
 }
 
 /// Modal verbs: what a tool or a value can or will do.
