@@ -192,6 +192,11 @@ const MAX_SEVENTH_SET_FALSE_POSITIVES: usize = 9;
 /// measure showed) with any finding, at most. Measured first at 55 of 1,654 (3.3%).
 const MAX_EIGHTH_SET_FALSE_POSITIVES: usize = 10;
 
+/// Tools of `benign9.jsonl` (1,911 tools of 47 more servers, listed after the rules for the
+/// eighth set and the thirteenth and fourteenth poisoned sets were written, and not studied
+/// since) with any finding, at most: its first measure.
+const MAX_NINTH_SET_FALSE_POSITIVES: usize = 13;
+
 /// Hard benign tools (`benign_hard.jsonl`, `benign_hard5.jsonl`: long, security-minded
 /// descriptions written to trip a scanner) with any finding, at most: a shell runner that
 /// forbids `curl | sh` still reads as asking for it, and a prompt-injection classifier quotes
@@ -294,6 +299,7 @@ fn detection_and_false_positives_hold_on_the_corpus() {
     benign.extend(corpus("benign6.jsonl"));
     benign.extend(corpus("benign7.jsonl"));
     benign.extend(corpus("benign8.jsonl"));
+    benign.extend(corpus("benign9.jsonl"));
     let poisoned = corpus("poisoned.jsonl");
     assert!(benign.len() >= 150 && poisoned.len() >= 150);
     let report = std::env::var_os("MCPGATE_SCAN_REPORT").is_some();
@@ -426,6 +432,7 @@ fn detection_and_false_positives_hold_on_the_corpus() {
         ("b6-", "benign6.jsonl", MAX_SIXTH_SET_FALSE_POSITIVES),
         ("b7-", "benign7.jsonl", MAX_SEVENTH_SET_FALSE_POSITIVES),
         ("b8-", "benign8.jsonl", MAX_EIGHTH_SET_FALSE_POSITIVES),
+        ("b9-", "benign9.jsonl", MAX_NINTH_SET_FALSE_POSITIVES),
     ];
     let first: Vec<&String> = flagged
         .iter()
