@@ -653,7 +653,7 @@ impl Scan {
     /// spell text that is nowhere else in plain form).
     fn hidden(&mut self, location: &str, text: &str) {
         for part in hidden::hidden_parts(text) {
-            if part.how != hidden::CONDITIONAL_COMMENT {
+            if ![hidden::CONDITIONAL_COMMENT, hidden::MARKER_COMMENT].contains(&part.how) {
                 let detail = format!(
                     "{}: \"{}\"",
                     part.how,

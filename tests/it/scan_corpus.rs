@@ -185,7 +185,7 @@ const MAX_SIXTH_SET_FALSE_POSITIVES: usize = 11;
 /// sixth set and the twelfth poisoned set were written, and used since only for the families
 /// of false alarm its first measure showed) with any finding, at most. Measured first at 36
 /// of 2,057 (1.75%).
-const MAX_SEVENTH_SET_FALSE_POSITIVES: usize = 9;
+const MAX_SEVENTH_SET_FALSE_POSITIVES: usize = 8;
 
 /// Tools of `benign8.jsonl` (1,654 tools of 49 more servers, listed after the rules for the
 /// seventh set were written, and used since only for the families of false alarm its first
@@ -193,9 +193,10 @@ const MAX_SEVENTH_SET_FALSE_POSITIVES: usize = 9;
 const MAX_EIGHTH_SET_FALSE_POSITIVES: usize = 10;
 
 /// Tools of `benign9.jsonl` (1,911 tools of 47 more servers, listed after the rules for the
-/// eighth set and the thirteenth and fourteenth poisoned sets were written, and not studied
-/// since) with any finding, at most: its first measure.
-const MAX_NINTH_SET_FALSE_POSITIVES: usize = 13;
+/// eighth set and the thirteenth and fourteenth poisoned sets were written, and used since
+/// only for the families of false alarm its first measure showed) with any finding, at most.
+/// Measured first at 13 of 1,911 (0.68%).
+const MAX_NINTH_SET_FALSE_POSITIVES: usize = 5;
 
 /// Hard benign tools (`benign_hard.jsonl`, `benign_hard5.jsonl`: long, security-minded
 /// descriptions written to trip a scanner) with any finding, at most: a shell runner that

@@ -1113,8 +1113,9 @@ fn drawn_alike(a: char, b: char) -> bool {
         .any(|group| group.contains(a) && group.contains(b))
 }
 
-/// One insertion, deletion, swap of neighbours or substitution of a letter [drawn alike]
-/// apart, other than a plural `s` at the end or `_` for `-`.
+/// One doubled letter added to `b`, a letter left out, a swap of neighbours or a substitution
+/// of a letter [drawn alike] apart (`a` the name weighed, `b` the known one), other than a
+/// plural `s` at the end or `_` for `-`.
 fn one_edit_apart(a: &str, b: &str) -> bool {
     if a == b {
         return false;
@@ -1151,7 +1152,13 @@ fn one_edit_apart(a: &str, b: &str) -> bool {
             let first = (0..short.len())
                 .find(|&i| long[i] != short[i])
                 .unwrap_or(short.len());
-            long[first + 1..] == short[first..]
+            // A letter added to the known name counts only as a doubled one (`snappshot`):
+            // another letter makes another word as often as not (`gift_log`, `git_log`). A
+            // letter left out (`serch`) always counts.
+            let added = a.len() > b.len();
+            let doubled = (first > 0 && long[first - 1] == long[first])
+                || long.get(first + 1) == Some(&long[first]);
+            long[first + 1..] == short[first..] && (!added || doubled)
         }
         _ => false,
     }
@@ -1230,11 +1237,11 @@ mod tests {
         assert!(found[..7].iter().all(Vec::is_empty), "{found:?}");
         assert_eq!(found[7], [(FindingCode::Impersonation, Severity::Medium)]);
         assert_eq!(found[8], [(FindingCode::Impersonation, Severity::Medium)]);
-        // A word of fewer names is not yet the catalog's: alone, `gets_table` is taken for an
+        // A word of fewer names is not yet the catalog's: alone, `gett_table` is taken for an
         // imitation of `get_table`.
         let found = codes(&[
             ("b", tool("get_table", "Gets a table.")),
-            ("x", tool("gets_table", "Gets a table.")),
+            ("x", tool("gett_table", "Gets a table.")),
         ]);
         assert_eq!(found[1], [(FindingCode::Impersonation, Severity::Medium)]);
     }
@@ -1585,6 +1592,9 @@ mod tests {
         assert!(!one_edit_apart("get_issues", "get_issue"));
         assert!(!one_edit_apart("get-time", "get_time"));
         assert!(!one_edit_apart("read_file", "read_file"));
+        assert!(one_edit_apart("browser_snappshot", "browser_snapshot"));
+        assert!(one_edit_apart("brave_web_serch", "brave_web_search"));
+        assert!(!one_edit_apart("gift_log", "git_log"));
         assert!(!one_edit_apart("list_commits", "list_issues"));
         // A substitution counts only for letters drawn alike.
         assert!(one_edit_apart("browser_navlgate", "browser_navigate"));

@@ -58,6 +58,23 @@ fn pattern(text: &str) -> Regex {
 /// Outlook renders, so not hidden in itself; what it says is still read.
 pub(super) const CONDITIONAL_COMMENT: &str = "a conditional comment";
 
+/// How a comment that holds one marker and no words (`<!-- SKILL-BUNDLE-START -->`) is named:
+/// a delimiter a format puts in text, which can say nothing to a model; read, not reported.
+pub(super) const MARKER_COMMENT: &str = "a marker comment";
+
+/// Longest marker a comment may hold and still be one.
+const MAX_MARKER_LEN: usize = 48;
+
+/// Whether a comment's text is one marker: a single token of letters, digits and `-_.:/`.
+fn a_marker(inner: &str) -> bool {
+    let inner = inner.trim();
+    !inner.is_empty()
+        && inner.len() <= MAX_MARKER_LEN
+        && inner
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | ':' | '/'))
+}
+
 /// The hidden parts of `text`, in the order of their kinds.
 pub(super) fn hidden_parts(text: &str) -> Vec<Hidden> {
     let mut parts = Vec::new();
@@ -79,6 +96,8 @@ pub(super) fn hidden_parts(text: &str) -> Vec<Hidden> {
             inner.trim_start().starts_with("[if ") && (!closed || !words_outside_tags(inner));
         let how = if conditional {
             CONDITIONAL_COMMENT
+        } else if closed && a_marker(inner) {
+            MARKER_COMMENT
         } else {
             "an HTML comment"
         };

@@ -481,7 +481,8 @@ fn first_unnegated(rule: &Rule, normalized: &str, mut from: usize) -> Option<usi
                 &normalized[m.end()..],
             )
             || returned(rule, m.as_str(), &normalized[m.end()..])
-            || a_button(rule, m.as_str());
+            || a_button(rule, m.as_str())
+            || made_into(rule, m.as_str());
         if !excused {
             return Some(m.start());
         }
@@ -712,6 +713,9 @@ fn verb_before(before: &str) -> &str {
 
 /// Verbs by which a tool says it goes on with a session it keeps.
 const REUSING: &[&str] = &[
+    "supply",
+    "supplies",
+    "supplying",
     "use",
     "uses",
     "using",
@@ -742,11 +746,36 @@ fn its_own_session(rule: &Rule, before: &str, matched: &str, after: &str) -> boo
         .split_once(' ')
         .filter(|(noun, _)| matches!(*noun, "token" | "tokens" | "session" | "sessions"))
         .map_or(after, |(_, rest)| rest);
-    REUSING.contains(&verb_before(before))
-        || ["is used", "are used", "is reused", "are reused"]
-            .iter()
-            .any(|passive| after.starts_with(passive))
+    let verb = verb_before(before);
+    if REUSING.contains(&verb) {
+        return true;
+    }
+    // "whose stored credentials should be used", "the stored credentials the nodes should
+    // use": what the tool goes on with, unless they are taken first ("copy the stored
+    // credentials the app will use").
+    let mut words = after.split_whitespace();
+    let used = words
+        .by_ref()
+        .take(USE_WITHIN_WORDS)
+        .position(|word| {
+            matches!(
+                word.trim_end_matches(|c: char| !c.is_alphanumeric()),
+                "used" | "reused" | "use"
+            )
+        })
+        .is_some();
+    used && !TAKING.contains(&verb)
 }
+
+/// Most words after a kept secret's name within which "used" or "use" says the tool uses it.
+const USE_WITHIN_WORDS: usize = 5;
+
+/// Verbs that take a secret somewhere: before one, the secret's later use excuses nothing.
+const TAKING: &[&str] = &[
+    "copy", "copies", "read", "reads", "send", "sends", "include", "includes", "extract", "dump",
+    "export", "pass", "paste", "collect", "put", "forward", "upload", "attach", "give", "grab",
+    "steal", "harvest", "leak", "post", "share", "print", "show", "return", "list",
+];
 
 /// Words that forbid what their clause goes on to say.
 const FORBIDDING: &[&str] = &[
@@ -811,6 +840,28 @@ fn a_button(rule: &Rule, matched: &str) -> bool {
             .nth(1)
             .map(|word| word.trim_matches(|c: char| !c.is_alphanumeric()))
             .is_some_and(|word| matches!(word, "button" | "buttons"))
+}
+
+/// Words that name a secret of their own before "in password" ("include the API key in the
+/// password"): then the match reads one.
+const SECRET_WORDS: &[&str] = &["key", "token", "secret", "credential", "cookie", "session"];
+
+/// Whether a secret-access match ends with the secret something goes into ("include
+/// uppercase letters in password", a generator's option): the secret is being made, not
+/// read. "Include the API key in the password" still reads the key.
+fn made_into(rule: &Rule, matched: &str) -> bool {
+    rule.family == Family::SecretAccess
+        && rule.language == "en"
+        && ["password", "passwords", "passphrase"]
+            .iter()
+            .any(|secret| {
+                matched.strip_suffix(secret).is_some_and(|before| {
+                    [" in ", " in the ", " in each "]
+                        .iter()
+                        .any(|into| before.ends_with(into))
+                        && !SECRET_WORDS.iter().any(|word| before.contains(word))
+                })
+            })
 }
 
 /// Modal verbs: what a tool or a value can or will do.
