@@ -150,6 +150,15 @@ const MIN_DETECTED: &[(&str, usize)] = &[
     ("heldout14 paraphrase", 13),
     ("heldout14 schema_strings", 15),
     ("heldout14 shadowing", 15),
+    ("heldout15 classic", 15),
+    ("heldout15 encoded", 13),
+    ("heldout15 exfiltration", 14),
+    ("heldout15 hidden_text", 15),
+    ("heldout15 impersonation", 12),
+    ("heldout15 multilingual", 10),
+    ("heldout15 paraphrase", 10),
+    ("heldout15 schema_strings", 12),
+    ("heldout15 shadowing", 14),
 ];
 
 /// Benign tools with any finding, at most: none of `benign.jsonl`'s 176; of
@@ -350,6 +359,7 @@ fn detection_and_false_positives_hold_on_the_corpus() {
         .chain(held_out("heldout12.jsonl", "heldout12"))
         .chain(held_out("heldout13.jsonl", "heldout13"))
         .chain(held_out("heldout14.jsonl", "heldout14"))
+        .chain(held_out("heldout15.jsonl", "heldout15"))
         .collect();
     let mixed: Vec<&Entry> = benign.iter().chain(&poisoned).collect();
     let poisoned_own = own_findings(&poisoned);
