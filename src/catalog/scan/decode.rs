@@ -347,7 +347,11 @@ fn latin(sentence: &str) -> bool {
 /// letter split off a number, `7d` read as `7a`, is no word; one short word made three
 /// times by chance, `ID` shifted to `TO`, is no English).
 fn mostly_common(sentence: &str) -> bool {
-    let words = sentence.split_whitespace().count();
+    // Numbers (an amount, an account's digits) are no words of any language.
+    let words = sentence
+        .split_whitespace()
+        .filter(|w| w.chars().any(char::is_alphabetic))
+        .count();
     let mut common: Vec<String> = sentence
         .split_whitespace()
         .map(|w| w.trim_matches(|c: char| ".,;:!?'\"()".contains(c)))
@@ -379,9 +383,13 @@ pub(super) fn atbash_sentences(text: &str) -> Vec<String> {
     })
 }
 
+/// Quotation marks a transformed run may sit between.
+const QUOTES: [char; 5] = ['«', '»', '“', '”', '"'];
+
 /// The `sentences` (five words or more) that hold none of the most common English words, but
-/// three once read the other way (`reading`). What follows a colon is read apart too, so a
-/// plain label (`Note (rot13, decode it): ...`) hides nothing after it.
+/// three once read the other way (`reading`). What follows a colon, and what stands between
+/// quotation marks, is read apart too, so a plain label (`Note (rot13, decode it): ...`) hides
+/// nothing after it.
 fn transformed_sentences(
     sentences: Vec<&str>,
     reading: impl Fn(&str) -> Option<String>,
@@ -389,6 +397,9 @@ fn transformed_sentences(
     sentences
         .into_iter()
         .flat_map(|sentence| sentence.split(": "))
+        // A quoted run is read alone: `Ranking note «...» applies to all answers` holds an
+        // English frame around it.
+        .flat_map(|sentence| sentence.split(QUOTES))
         .filter(|sentence| sentence.split_whitespace().nth(4).is_some())
         .filter(|sentence| !any_common_word(sentence))
         .filter_map(reading)
