@@ -198,13 +198,20 @@ const MAX_SEVENTH_SET_FALSE_POSITIVES: usize = 8;
 
 /// Tools of `benign8.jsonl` (1,654 tools of 49 more servers, listed after the rules for the
 /// seventh set were written, and used since only for the families of false alarm its first
-/// measure showed) with any finding, at most. Measured first at 55 of 1,654 (3.3%).
+/// measure showed) with any finding, at most. Measured first at 55 of 1,654 (3.3%). The ten
+/// left: eBay's "EBAY_REDIRECT_URI from .env file", `upload-chat-history` (its own name), a
+/// browser automation server's saved storage state (two), "before using other tools like
+/// merge", a crypto launcher's `$MYTOKEN`, `CLAWNCH_PRIVATE_KEY` and Dutch-read "upload from
+/// URL" (four), and a Korean list of statement kinds naming `cash_flow`.
 const MAX_EIGHTH_SET_FALSE_POSITIVES: usize = 10;
 
 /// Tools of `benign9.jsonl` (1,911 tools of 47 more servers, listed after the rules for the
 /// eighth set and the thirteenth and fourteenth poisoned sets were written, and used since
 /// only for the families of false alarm its first measure showed) with any finding, at most.
-/// Measured first at 13 of 1,911 (0.68%).
+/// Measured first at 13 of 1,911 (0.68%). The five left: a scoring rubric's ".env files are
+/// touched", a name no server offers (`upstream_version`), a key-pair generator's
+/// `include_private_key`, a test recorder's saved browser state, and a design system's "must
+/// be called first before using any other tool".
 const MAX_NINTH_SET_FALSE_POSITIVES: usize = 5;
 
 /// Hard benign tools (`benign_hard.jsonl`, `benign_hard5.jsonl`: long, security-minded
