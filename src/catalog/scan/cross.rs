@@ -1669,14 +1669,14 @@ mod tests {
                 "packs",
                 tool(
                     "list_packs",
-                    "Lists packs. Uses GITHUB_TOKEN if set to avoid rate limits.",
+                    "Lists packs. Uses GITHUB_TOKEN if set, so internet access is required.",
                 ),
             ),
             (
                 "cal",
                 tool(
                     "add_event",
-                    "Adds an event. Use dateTime values with an explicit offset.",
+                    "Adds an event. Always use dateTime values with an explicit offset.",
                 ),
             ),
             (
