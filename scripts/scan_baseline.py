@@ -18,7 +18,7 @@ from mcpscanner.core.analyzers.yara_analyzer import YaraAnalyzer
 HERE = os.path.dirname(os.path.abspath(__file__))
 CORPUS = os.path.join(HERE, "..", "tests", "scan_corpus")
 OUT = os.path.join(HERE, "..", "target", "scan-baseline")
-FILES = ["benign", "benign2", "benign3", "benign4", "benign5", "benign6", "benign7", "benign8", "benign9", "poisoned", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "heldout6", "heldout7", "heldout8", "heldout9", "heldout10", "heldout11", "heldout12", "heldout13", "heldout14", "heldout15",
+FILES = ["benign", "benign2", "benign3", "benign4", "benign5", "benign6", "benign7", "benign8", "benign9", "benign10", "poisoned", "heldout", "heldout2", "heldout3", "heldout4", "heldout5", "heldout6", "heldout7", "heldout8", "heldout9", "heldout10", "heldout11", "heldout12", "heldout13", "heldout14", "heldout15",
          "benign_hard", "benign_hard5"]
 HM = {"HIGH", "MEDIUM"}
 

@@ -556,9 +556,10 @@ fn names_a_tool(
     })
 }
 
-/// Whether every place `sentence` (lowercased) names `id` is a key or a value of data written
-/// out as JSON (`"cash_flow": {"operating": 5}`, `{"statement": "income_statement"}`): an
-/// example of what a tool returns, not an order about another tool.
+/// Whether every place `sentence` (lowercased) names `id` is a key, a value or a list item of
+/// data written out as JSON (`"cash_flow": {"operating": 5}`, `{"statement":
+/// "income_statement"}`, `["system_info", "domain_stats"]`): an example of what a tool
+/// returns, not an order about another tool.
 fn json_data(sentence: &str, id: &str) -> bool {
     every_mention(sentence, id, |before, after| {
         let before = before.trim_end_matches(['"', '\'']).trim_end();
@@ -569,7 +570,9 @@ fn json_data(sentence: &str, id: &str) -> bool {
                 .starts_with(|c: char| matches!(c, '{' | '[') || c.is_ascii_digit())
         });
         let a_value = before.ends_with(':') && after.starts_with([',', '}', ']']);
-        a_key || a_value
+        // An item of a list written as JSON (`["system_info", "domain_stats"]`).
+        let an_item = before.ends_with(['[', ',']) && after.starts_with([',', ']']);
+        a_key || a_value || an_item
     })
 }
 
@@ -582,8 +585,9 @@ fn every_mention(sentence: &str, id: &str, test: impl Fn(&str, &str) -> bool) ->
 }
 
 /// Whether every place `sentence` (lowercased) names `id` is an argument in code or a
-/// command line: a quoted argument of a call (`require('react-native')`), or a word after
-/// the first of a quoted command (`'aws eks create-cluster'`). "Call `send-email`" and
+/// command line: a quoted argument of a call (`require('react-native')`), a quoted value
+/// assigned to an argument (`action='check_updates'`), or a word after the first of a quoted
+/// command (`'aws eks create-cluster'`). "Call `send-email`" and
 /// "use 'send-email with bcc'" name the tool first, and still count.
 fn an_argument(sentence: &str, id: &str) -> bool {
     let quotes = ['`', '\'', '"'];
@@ -591,6 +595,11 @@ fn an_argument(sentence: &str, id: &str) -> bool {
         let called = before
             .strip_suffix(quotes)
             .is_some_and(|call| call.ends_with('('));
+        // An argument's value assigned in code (`action='check_updates'`).
+        let assigned = before
+            .strip_suffix(quotes)
+            .is_some_and(|call| call.trim_end().ends_with('='))
+            && after.starts_with(quotes);
         let in_command = before.rfind(quotes).is_some_and(|open| {
             let quote = before[open..].chars().next().unwrap_or('`');
             let inside = &before[open + quote.len_utf8()..];
@@ -601,7 +610,7 @@ fn an_argument(sentence: &str, id: &str) -> bool {
                 // An odd count of this quote before it: the span is open.
                 && before.matches(quote).count() % 2 == 1
         });
-        called || in_command
+        called || assigned || in_command
     })
 }
 
@@ -1831,8 +1840,25 @@ mod tests {
                     "Helps. Always call `react-native` before anything else.",
                 ),
             ),
+            ("store", tool("check_updates", "Checks for updates.")),
+            (
+                "ha",
+                tool(
+                    "manage_app",
+                    "Manages apps. Slug is required except for action='check_updates'.",
+                ),
+            ),
+            (
+                "ha",
+                tool(
+                    "overview",
+                    "Returns keys only (e.g. [\"check_updates\", \"domain_stats\"]).",
+                ),
+            ),
         ]);
-        for quiet in [&found[1], &found[2], &found[4], &found[6]] {
+        for quiet in [
+            &found[1], &found[2], &found[4], &found[6], &found[9], &found[10],
+        ] {
             assert!(quiet.is_empty(), "{found:?}");
         }
         assert_eq!(found[7], [(FindingCode::Shadowing, Severity::High)]);
