@@ -740,30 +740,19 @@ fn its_own_session(rule: &Rule, before: &str, matched: &str, after: &str) -> boo
     {
         return false;
     }
-    // "cached session token is used": one more noun may come between.
-    let after = after.trim_start();
-    let after = after
-        .split_once(' ')
-        .filter(|(noun, _)| matches!(*noun, "token" | "tokens" | "session" | "sessions"))
-        .map_or(after, |(_, rest)| rest);
     let verb = verb_before(before);
     if REUSING.contains(&verb) {
         return true;
     }
-    // "whose stored credentials should be used", "the stored credentials the nodes should
-    // use": what the tool goes on with, unless they are taken first ("copy the stored
-    // credentials the app will use").
-    let mut words = after.split_whitespace();
-    let used = words
-        .by_ref()
-        .take(USE_WITHIN_WORDS)
-        .position(|word| {
-            matches!(
-                word.trim_end_matches(|c: char| !c.is_alphanumeric()),
-                "used" | "reused" | "use"
-            )
-        })
-        .is_some();
+    // "the cached token is used", "whose stored credentials should be used", "the stored
+    // credentials the nodes should use": what the tool goes on with, unless they are taken
+    // first ("copy the stored credentials the app will use").
+    let used = after.split_whitespace().take(USE_WITHIN_WORDS).any(|word| {
+        matches!(
+            word.trim_end_matches(|c: char| !c.is_alphanumeric()),
+            "used" | "reused" | "use"
+        )
+    });
     used && !TAKING.contains(&verb)
 }
 
