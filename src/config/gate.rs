@@ -158,22 +158,23 @@ fn default_instance() -> String {
 pub struct AuditConfig {
     /// Canonical ids of read tools whose argument values may be recorded.
     pub log_arguments_for: Vec<String>,
-    /// When the SQLite audit log's records reach the disk.
+    /// When the audit log's records reach the disk (SQLite or PostgreSQL).
     pub sync: AuditSync,
     /// Records older than this are deleted (SQLite and PostgreSQL alike); `None` keeps all.
     pub retention: Option<Duration>,
 }
 
-/// When committed audit records are synced to disk (SQLite; PostgreSQL follows its own
-/// settings).
+/// When committed audit records are synced to disk, in SQLite and in PostgreSQL alike.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum AuditSync {
     /// Commits are synced together at most 100 ms later: a power cut or OS crash can lose the
-    /// last 100 ms of acknowledged records (a crash of the gateway loses none).
+    /// last 100 ms of acknowledged records (a crash of the gateway loses none; in PostgreSQL
+    /// neither does a crash of PostgreSQL, whose lost records the gateway writes again).
     #[default]
     Batched,
-    /// Each group commit is synced before its calls are answered (`synchronous = FULL`): no
-    /// acknowledged record is lost, at the cost of one sync per commit.
+    /// Each group commit is synced before its calls are answered (SQLite's `synchronous =
+    /// FULL`, PostgreSQL's `synchronous_commit = on`): no acknowledged record is lost, at the
+    /// cost of one sync per commit.
     EveryCommit,
 }
 

@@ -45,8 +45,9 @@
 //! [audit]                          # every call is recorded; argument values only for:
 //! log_arguments_for = ["time.get_current_time"]  # canonical ids of read tools (listed in
 //!                                  # their server's read_only_tools)
-//! sync = "batched"                 # batched | every_commit: SQLite syncs records to disk
-//!                                  # within 100 ms, or before each call is answered
+//! sync = "batched"                 # batched | every_commit: records reach the disk within
+//!                                  # 100 ms, or before each call is answered (SQLite, and
+//!                                  # PostgreSQL with several instances)
 //!
 //! [cache]                          # the tool-list cache
 //! ttl = "60s"                      # 0 ..= 24h; 0 means every refresh asks the upstream

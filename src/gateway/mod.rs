@@ -150,6 +150,7 @@ impl Stores {
             stores.audit = Arc::new(crate::store::postgres::PgAudit::new(
                 pool.clone(),
                 instance,
+                config.audit.sync,
                 config.shared.connect_timeout,
                 config.shared.command_timeout,
             ));

@@ -202,7 +202,11 @@ impl PostgresServer {
     /// Starts it (again) on the same port.
     pub async fn run(&self) {
         let options = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=60",
+            // WAL an asynchronous commit leaves in PostgreSQL's buffers stays there until
+            // something flushes it (the WAL writer only every 10 s): an immediate stop
+            // loses it, the worst a crash can do.
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=60 \
+             -c wal_writer_delay=10s",
             self.port,
             self.socket.display()
         );
@@ -507,6 +511,22 @@ impl Cluster {
 
     /// Every call made through [`Cluster::call`] has exactly one audit row, written by one
     /// of the instances.
+    /// Waits until every call made through [`Cluster::call`] has an audit row (a record
+    /// PostgreSQL lost in a crash is written again after it recovers), then asserts as
+    /// [`Cluster::assert_each_call_audited_once`].
+    pub async fn wait_each_call_audited_once(&self) {
+        wait_for_async("every call's audit row", || async {
+            let rows = self.audit_rows().await;
+            let calls = self.calls.lock().expect("calls").clone();
+            calls
+                .iter()
+                .all(|id| rows.iter().any(|r| &r.3 == id))
+                .then_some(())
+        })
+        .await;
+        self.assert_each_call_audited_once().await;
+    }
+
     pub async fn assert_each_call_audited_once(&self) {
         let rows = self.audit_rows().await;
         let calls = self.calls.lock().expect("calls").clone();

@@ -111,7 +111,8 @@ impl Stores {
             bail!("initdb failed");
         }
         let pg_port = procs::free_port()?;
-        // Durable as a deployment's would be: fsync on, synchronous commit.
+        // Durable as a deployment's would be: fsync on (the audit's commits as `[audit] sync`
+        // says, batched by default, as the embedded instance's).
         let options = format!(
             "-p {pg_port} -k {} -c listen_addresses=127.0.0.1 -c max_connections=100",
             pg.display()

@@ -553,6 +553,7 @@ mod tests {
         let audit = super::super::PgAudit::new(
             pool.clone(),
             "a",
+            crate::config::AuditSync::Batched,
             std::time::Duration::from_secs(5),
             std::time::Duration::from_secs(5),
         );
