@@ -17,7 +17,7 @@ use std::{
 };
 
 use redis::Script;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 use super::{Redis, hashed};
@@ -27,62 +27,123 @@ use crate::{
     store::StoreError,
 };
 
-/// KEYS: user bucket, server bucket, user × server leases, server leases.
-/// ARGV: user rate, server rate, take rate tokens (1/0), user cap, server cap, member, ttl ms.
-/// Answers `{'ok'}` or `{limit, retry after ms}`.
+/// KEYS: four per call: user bucket, server bucket, user × server leases, server leases.
+/// ARGV: the lease lifetime in ms, then six per call: user rate, server rate, take rate
+/// tokens (1/0), user cap, server cap, member.
+/// Answers two values per call, in order: `ok` or the limit that refused it, and the retry
+/// after in ms.
 ///
-/// Eleven commands in all, as few as it takes: Redis runs a script's commands a few
-/// microseconds apart, and at high load that time is most of what Redis spends on a call.
-/// A bucket is one string (`tokens:updated`) written with its expiry; a lease is added
-/// first and the set counted after, and only a set over its cap is purged of expired leases
-/// and counted again; a set's expiry is pushed to twice the lease lifetime when less than one
-/// lifetime is left, so once per lifetime rather than per call, and a set always outlives
-/// its leases.
+/// The calls a lane has waiting are admitted by one script, as if one after another: each
+/// takes its rate tokens and its leases from what the calls before it left. A key several
+/// calls share is read once and written once: a bucket is one string (`tokens:updated`)
+/// read with `GET` and written with its expiry; a set is counted once, purged of expired
+/// leases only when a call would go over its cap, and given all its new leases in one
+/// `ZADD`; its expiry is pushed to twice the lease lifetime when less than one lifetime is
+/// left, so a set always outlives its leases. One call alone costs eleven commands, as many
+/// calls of one user and server cost the same eleven: Redis runs a script's commands a few
+/// microseconds apart, and at high load that time is most of what it spends on a call.
 static ADMIT: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         r"
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local token = 60000
-if ARGV[3] == '1' then
-  local rates = {tonumber(ARGV[1]), tonumber(ARGV[2])}
-  local names = {'user_rate', 'server_rate'}
-  local levels = {}
-  for i = 1, 2 do
-    local rate = rates[i]
-    if rate > 0 then
-      local n, u = rate * token, now
-      local state = redis.call('GET', KEYS[i])
-      if state then
-        local sn, su = string.match(state, '^(%d+):(%d+)$')
-        if sn then n, u = tonumber(sn), tonumber(su) end
+local ttl = tonumber(ARGV[1])
+local buckets, bucket_keys, sets, set_keys, out = {}, {}, {}, {}, {}
+local function bucket(key, rate)
+  local b = buckets[key]
+  if not b then
+    local n, u = rate * token, now
+    local state = redis.call('GET', key)
+    if state then
+      local sn, su = string.match(state, '^(%d+):(%d+)$')
+      if sn then n, u = tonumber(sn), tonumber(su) end
+    end
+    b = {n = n, u = u, taken = false}
+    buckets[key] = b
+    bucket_keys[#bucket_keys + 1] = key
+  end
+  if now > b.u then b.n, b.u = math.min(rate * token, b.n + (now - b.u) * rate), now end
+  return b
+end
+local function set(key)
+  local s = sets[key]
+  if not s then
+    s = {count = redis.call('ZCARD', key), purged = false, adds = {}}
+    sets[key] = s
+    set_keys[#set_keys + 1] = key
+  end
+  return s
+end
+local rate_names = {'user_rate', 'server_rate'}
+local cap_names = {'user_concurrency', 'server_concurrency'}
+for call = 0, #KEYS / 4 - 1 do
+  local k, a = call * 4, 1 + call * 6
+  local answer, retry = 'ok', 0
+  if ARGV[a + 3] == '1' then
+    local rates, levels = {tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])}, {}
+    for i = 1, 2 do
+      if rates[i] > 0 then
+        local b = bucket(KEYS[k + i], rates[i])
+        if b.n < token then
+          answer, retry = rate_names[i], math.ceil((token - b.n) / rates[i])
+          break
+        end
+        levels[i] = b
       end
-      if now > u then n, u = math.min(rate * token, n + (now - u) * rate), now end
-      if n < token then return {names[i], math.ceil((token - n) / rate)} end
-      levels[i] = string.format('%.0f:%.0f', n - token, u)
+    end
+    if answer == 'ok' then
+      for i = 1, 2 do
+        if levels[i] then levels[i].n, levels[i].taken = levels[i].n - token, true end
+      end
     end
   end
-  for i = 1, 2 do
-    if levels[i] then redis.call('SET', KEYS[i], levels[i], 'PX', 61000) end
-  end
-end
-local ttl = tonumber(ARGV[7])
-local caps = {tonumber(ARGV[4]), tonumber(ARGV[5])}
-local names = {'user_concurrency', 'server_concurrency'}
-for i = 3, 4 do
-  redis.call('ZADD', KEYS[i], now + ttl, ARGV[6])
-  if redis.call('ZCARD', KEYS[i]) > caps[i - 2] then
-    redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now)
-    if redis.call('ZCARD', KEYS[i]) > caps[i - 2] then
-      for j = 3, i do redis.call('ZREM', KEYS[j], ARGV[6]) end
-      return {names[i - 2], 0}
+  if answer == 'ok' then
+    local caps, held = {tonumber(ARGV[a + 4]), tonumber(ARGV[a + 5])}, {}
+    for i = 1, 2 do
+      local key = KEYS[k + 2 + i]
+      local s = set(key)
+      if s.count >= caps[i] and not s.purged then
+        redis.call('ZREMRANGEBYSCORE', key, '-inf', now)
+        s.count, s.purged = redis.call('ZCARD', key) + #s.adds, true
+      end
+      if s.count >= caps[i] then
+        answer = cap_names[i]
+        break
+      end
+      s.count = s.count + 1
+      held[i] = s
+    end
+    for i = 1, 2 do
+      if held[i] then
+        if answer == 'ok' then
+          held[i].adds[#held[i].adds + 1] = ARGV[a + 6]
+        else
+          held[i].count = held[i].count - 1
+        end
+      end
     end
   end
+  out[#out + 1] = answer
+  out[#out + 1] = retry
 end
-for i = 3, 4 do
-  if redis.call('PTTL', KEYS[i]) < ttl then redis.call('PEXPIRE', KEYS[i], 2 * ttl) end
+for _, key in ipairs(bucket_keys) do
+  local b = buckets[key]
+  if b.taken then redis.call('SET', key, string.format('%.0f:%.0f', b.n, b.u), 'PX', 61000) end
 end
-return {'ok', 0}
+for _, key in ipairs(set_keys) do
+  local adds = sets[key].adds
+  if #adds > 0 then
+    local members = {}
+    for _, member in ipairs(adds) do
+      members[#members + 1] = now + ttl
+      members[#members + 1] = member
+    end
+    redis.call('ZADD', key, unpack(members))
+    if redis.call('PTTL', key) < ttl then redis.call('PEXPIRE', key, 2 * ttl) end
+  end
+end
+return out
 ",
     )
 });
@@ -147,11 +208,45 @@ struct Held {
     /// instances (even two given one name) without a random draw per call.
     nonce: String,
     releases: PerLane<mpsc::UnboundedSender<([String; 2], String)>>,
+    admissions: PerLane<mpsc::UnboundedSender<Ask>>,
+    lease_ttl: Duration,
     redis: Redis,
     stop: CancellationToken,
 }
 
+/// One call's admission, waiting for its lane's next script.
+#[derive(Debug)]
+struct Ask {
+    /// User bucket, server bucket, user × server leases, server leases.
+    keys: [String; 4],
+    rates: [u32; 2],
+    take_rate: bool,
+    caps: [u32; 2],
+    member: String,
+    answered: oneshot::Sender<Result<(String, u64), StoreError>>,
+}
+
 impl Held {
+    /// Hands `ask` to the calling lane's admitter, started on first use: the calls waiting
+    /// on a lane are admitted together, by one script.
+    fn admit(&self, ask: Ask) {
+        let admissions = self.admissions.get_or_init(|| {
+            let (admissions, pending) = mpsc::unbounded_channel();
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(admit_all(
+                    self.redis.clone(),
+                    self.lease_ttl,
+                    pending,
+                    self.stop.clone(),
+                ));
+            }
+            admissions
+        });
+        // With the admitter gone (the instance stopping) the ask is dropped, and its call
+        // refused as the store's.
+        let _ = admissions.send(ask);
+    }
+
     /// Sends `lease`'s release through the calling lane's releaser, started on first use.
     fn release(&self, lease: ([String; 2], String)) {
         let releases = self.releases.get_or_init(|| {
@@ -181,6 +276,8 @@ impl RedisLimits {
                 next: AtomicU64::new(0),
                 nonce: crate::digest::random_hex(8),
                 releases: PerLane::new(),
+                admissions: PerLane::new(),
+                lease_ttl,
                 redis,
                 stop: stop.clone(),
             }),
@@ -257,29 +354,24 @@ impl RedisLimits {
         let leases = self.lease_keys(user, server);
         let id = self.held.next.fetch_add(1, Ordering::Relaxed);
         let member = format!("{}:{}:{id}", self.held.redis.instance(), self.held.nonce);
-        let ttl_ms = u64::try_from(self.lease_ttl.as_millis()).unwrap_or(u64::MAX);
         let deadline = tokio::time::Instant::now() + limits.concurrency_wait;
         let mut take_rate = true;
         loop {
-            let mut invocation = ADMIT.prepare_invoke();
-            invocation
-                .key(&buckets[0])
-                .key(&buckets[1])
-                .key(&leases[0])
-                .key(&leases[1])
-                .arg(limits.user_calls_per_minute)
-                .arg(limits.server_calls_per_minute)
-                .arg(if take_rate { "1" } else { "0" })
-                .arg(limits.user_concurrency)
-                .arg(limits.server_concurrency)
-                .arg(&member)
-                .arg(ttl_ms);
-            let mut connection = self.held.redis.connection();
-            let (answer, retry_ms): (String, u64) = self
-                .held
-                .redis
-                .run(invocation.invoke_async(&mut connection))
+            let (answered, answer) = oneshot::channel();
+            let ask = Ask {
+                keys: [&buckets[0], &buckets[1], &leases[0], &leases[1]].map(Clone::clone),
+                rates: [limits.user_calls_per_minute, limits.server_calls_per_minute],
+                take_rate,
+                caps: [limits.user_concurrency, limits.server_concurrency],
+                member: member.clone(),
+                answered,
+            };
+            self.held.admit(ask);
+            let (answer, retry_ms) = answer
                 .await
+                .map_err(|_| {
+                    Refused::Store(StoreError::Unavailable("the limits stopped".to_owned()))
+                })?
                 .map_err(Refused::Store)?;
             let after = Duration::from_millis(retry_ms);
             let limit = match answer.as_str() {
@@ -307,6 +399,75 @@ impl RedisLimits {
         Lease {
             held: self.held.clone(),
             id,
+        }
+    }
+}
+
+/// Most calls admitted by one script.
+const ADMIT_BATCH: usize = 64;
+
+/// Admits the calls waiting on a lane, whatever gathered, by one script; one script at a
+/// time, so calls arriving meanwhile gather for the next. A script that fails (or whose
+/// outcome is unknown) refuses every call it carried: never admitted by default.
+async fn admit_all(
+    redis: Redis,
+    lease_ttl: Duration,
+    mut pending: mpsc::UnboundedReceiver<Ask>,
+    stop: CancellationToken,
+) {
+    let ttl_ms = u64::try_from(lease_ttl.as_millis()).unwrap_or(u64::MAX);
+    let mut batch = Vec::with_capacity(ADMIT_BATCH);
+    loop {
+        let first = tokio::select! {
+            () = stop.cancelled() => return,
+            first = pending.recv() => first,
+        };
+        let Some(first) = first else { return };
+        batch.push(first);
+        while batch.len() < ADMIT_BATCH {
+            match pending.try_recv() {
+                Ok(next) => batch.push(next),
+                Err(_) => break,
+            }
+        }
+        let mut invocation = ADMIT.prepare_invoke();
+        invocation.arg(ttl_ms);
+        for ask in &batch {
+            for key in &ask.keys {
+                invocation.key(key);
+            }
+            invocation
+                .arg(ask.rates[0])
+                .arg(ask.rates[1])
+                .arg(if ask.take_rate { "1" } else { "0" })
+                .arg(ask.caps[0])
+                .arg(ask.caps[1])
+                .arg(&ask.member);
+        }
+        let mut connection = redis.connection();
+        let answers: Result<Vec<(String, u64)>, StoreError> = redis
+            .run(invocation.invoke_async(&mut connection))
+            .await
+            .and_then(|answers: Vec<(String, u64)>| {
+                if answers.len() == batch.len() {
+                    Ok(answers)
+                } else {
+                    Err(StoreError::Corrupt(
+                        "the limit script answered for another number of calls".to_owned(),
+                    ))
+                }
+            });
+        match answers {
+            Ok(answers) => {
+                for (ask, answer) in batch.drain(..).zip(answers) {
+                    let _ = ask.answered.send(Ok(answer));
+                }
+            }
+            Err(err) => {
+                for ask in batch.drain(..) {
+                    let _ = ask.answered.send(Err(err.clone()));
+                }
+            }
         }
     }
 }
@@ -362,5 +523,109 @@ impl Drop for Lease {
         if let Some(lease) = taken {
             self.held.release(lease);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::future::join_all;
+
+    use super::*;
+    use crate::config::{Secret, SharedConfig};
+
+    /// Limits on the machine's Redis (127.0.0.1:6379), under a key prefix of their own.
+    async fn limits(stop: &CancellationToken) -> RedisLimits {
+        let settings = SharedConfig {
+            key_prefix: format!("mcpgate-test-{}", crate::digest::random_hex(6)),
+            instance: "a".to_owned(),
+            ..SharedConfig::default()
+        };
+        let url = Secret::new("redis://127.0.0.1:6379/");
+        let redis = Redis::connect(&url, &settings, true)
+            .await
+            .expect("the machine's Redis answers on 127.0.0.1:6379");
+        RedisLimits::new(redis, Duration::from_secs(30), stop.clone())
+    }
+
+    fn call_limits(user_concurrency: u32, user_calls_per_minute: u32) -> CallLimits {
+        CallLimits {
+            user_concurrency,
+            server_concurrency: 100,
+            concurrency_wait: Duration::ZERO,
+            user_calls_per_minute,
+            server_calls_per_minute: 1000,
+            ..CallLimits::default()
+        }
+    }
+
+    fn outcomes(results: &[Result<Lease, Refused>]) -> Vec<&'static str> {
+        results
+            .iter()
+            .map(|r| match r {
+                Ok(_) => "ok",
+                Err(Refused::Limit(Limited::UserConcurrency)) => "user_concurrency",
+                Err(Refused::Limit(Limited::ServerConcurrency)) => "server_concurrency",
+                Err(Refused::Limit(Limited::UserRate(_))) => "user_rate",
+                Err(Refused::Limit(Limited::ServerRate(_))) => "server_rate",
+                Err(Refused::Store(_)) => "store",
+            })
+            .collect()
+    }
+
+    /// Calls asking together (on one thread, so one script admits them all) are admitted
+    /// as if one after another: a cap of 2 admits two of six, another user's call counts
+    /// apart, a released lease admits the next; a rate of 3 a minute admits three of five,
+    /// and refused calls take no lease.
+    #[tokio::test]
+    async fn calls_admitted_together_are_counted_one_after_another() {
+        let stop = CancellationToken::new();
+        let limits = limits(&stop).await;
+        let server = ServerId::new("files").expect("id");
+        let capped = call_limits(2, 1000);
+        let mut asks: Vec<_> = (0..6)
+            .map(|_| limits.admit("alice", &server, &capped))
+            .collect();
+        asks.push(limits.admit("bob", &server, &capped));
+        let mut results = join_all(asks).await;
+        let bob = results.pop().expect("bob's");
+        assert_eq!(
+            outcomes(&results),
+            [
+                "ok",
+                "ok",
+                "user_concurrency",
+                "user_concurrency",
+                "user_concurrency",
+                "user_concurrency"
+            ]
+        );
+        assert!(bob.is_ok(), "another user's cap is apart");
+        let first = results.remove(0);
+        drop(first);
+        // The release is sent by the lane's releaser: the next call is admitted once it
+        // has reached Redis.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            match limits.admit("alice", &server, &capped).await {
+                Ok(_lease) => break,
+                Err(Refused::Limit(Limited::UserConcurrency))
+                    if tokio::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                Err(other) => panic!("not admitted after a release: {other:?}"),
+            }
+        }
+
+        let rated = call_limits(100, 3);
+        let results = join_all((0..5).map(|_| limits.admit("carol", &server, &rated))).await;
+        assert_eq!(
+            outcomes(&results),
+            ["ok", "ok", "ok", "user_rate", "user_rate"]
+        );
+        let held: usize = limits.leases().len();
+        // alice's second lease, bob's, and carol's three (the loop's lease was dropped).
+        assert_eq!(held, 5, "refused calls hold no lease");
+        stop.cancel();
     }
 }
