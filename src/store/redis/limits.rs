@@ -1,8 +1,9 @@
-//! Rate and concurrency limits shared by every instance, in one Lua script per call on
-//! Redis `TIME`: the per-minute token buckets of the user and the server, then a lease in the
-//! sorted sets of calls in flight per user × server and per server (scored by their deadline;
-//! expired leases are purged first, so a crashed instance's permits free themselves within
-//! the lease lifetime). The holder renews its lease while the call runs and removes it, its
+//! Rate and concurrency limits shared by every instance, in one Lua script on Redis `TIME`
+//! for the calls waiting on a lane (one call alone, or whatever gathered while the lane's
+//! last script ran): the per-minute token buckets of the user and the server, then a lease
+//! in the sorted sets of calls in flight per user × server and per server (scored by their
+//! deadline; expired leases are purged first, so a crashed instance's permits free themselves
+//! within the lease lifetime). The holder renews its lease while the call runs and removes it, its
 //! own member only, when the call ends: a read call costs two round trips. One task renews
 //! every lease this instance holds, in one pipeline; one task per lane sends the releases of
 //! the calls it served, whatever gathered in one pipeline, on the lane's own connection.
