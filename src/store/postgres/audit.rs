@@ -51,6 +51,8 @@ const QUEUE: usize = 4096;
 /// In batched mode, how long an acknowledged record may wait for the proof that it is on
 /// disk (and, after a failure, between attempts to write lost records again).
 pub(crate) const SETTLE_EVERY: Duration = Duration::from_millis(100);
+/// Attempts a writer whose handles are all gone makes to prove its last records on disk.
+const FINAL_ATTEMPTS: usize = 20;
 /// Acknowledged records a writer keeps unproven at most: past this it settles before it
 /// takes more.
 const MAX_UNSETTLED: usize = 16 * 1024;
@@ -193,13 +195,20 @@ impl Writer {
                 self.settle_at = Some(Instant::now() + SETTLE_EVERY);
             }
         }
-        // Every handle is gone: prove what is left before stopping.
-        while !self.unsettled.is_empty() {
+        // Every handle is gone: prove what is left before stopping, for a while.
+        for _ in 0..FINAL_ATTEMPTS {
+            if self.unsettled.is_empty() {
+                return;
+            }
             self.settle().await;
             if !self.unsettled.is_empty() {
                 tokio::time::sleep(SETTLE_EVERY).await;
             }
         }
+        tracing::error!(
+            records = self.unsettled.len(),
+            "the audit log stopped with records PostgreSQL may have lost"
+        );
     }
 
     /// Proves the unsettled records on disk (a synchronous commit flushes all the WAL before

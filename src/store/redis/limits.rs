@@ -460,8 +460,26 @@ async fn admit_all(
             });
         match answers {
             Ok(answers) => {
+                // A call that went away while it waited (its client gone) leaves the leases
+                // it was given: removed at once rather than left to expire.
+                let mut orphans = redis::pipe();
+                let mut orphaned = false;
                 for (ask, answer) in batch.drain(..).zip(answers) {
-                    let _ = ask.answered.send(Ok(answer));
+                    let admitted = answer.0 == "ok";
+                    if ask.answered.send(Ok(answer)).is_err() && admitted {
+                        orphans
+                            .zrem(&ask.keys[2], &ask.member)
+                            .ignore()
+                            .zrem(&ask.keys[3], &ask.member)
+                            .ignore();
+                        orphaned = true;
+                    }
+                }
+                if orphaned {
+                    let mut connection = redis.connection();
+                    if let Err(err) = redis.run(orphans.query_async::<()>(&mut connection)).await {
+                        tracing::warn!(error = %err, "leases of gone calls left to expire");
+                    }
                 }
             }
             Err(err) => {
@@ -559,6 +577,28 @@ mod tests {
         }
     }
 
+    /// A lease for `user`, asked again while the cap refuses, within 10 s (the leases
+    /// here live 30 s: a lease left behind would refuse every ask).
+    async fn admitted_soon(
+        limits: &RedisLimits,
+        user: &str,
+        server: &ServerId,
+        call: &CallLimits,
+    ) -> Lease {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            match limits.admit(user, server, call).await {
+                Ok(lease) => return lease,
+                Err(Refused::Limit(Limited::UserConcurrency))
+                    if tokio::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                Err(other) => panic!("{user} not admitted: {other:?}"),
+            }
+        }
+    }
+
     fn outcomes(results: &[Result<Lease, Refused>]) -> Vec<&'static str> {
         results
             .iter()
@@ -605,18 +645,7 @@ mod tests {
         drop(first);
         // The release is sent by the lane's releaser: the next call is admitted once it
         // has reached Redis.
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        loop {
-            match limits.admit("alice", &server, &capped).await {
-                Ok(_lease) => break,
-                Err(Refused::Limit(Limited::UserConcurrency))
-                    if tokio::time::Instant::now() < deadline =>
-                {
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-                Err(other) => panic!("not admitted after a release: {other:?}"),
-            }
-        }
+        drop(admitted_soon(&limits, "alice", &server, &capped).await);
 
         let rated = call_limits(100, 3);
         let results = join_all((0..5).map(|_| limits.admit("carol", &server, &rated))).await;
@@ -624,6 +653,16 @@ mod tests {
             outcomes(&results),
             ["ok", "ok", "ok", "user_rate", "user_rate"]
         );
+        // A call that goes away while it waits for its admission leaves no lease behind:
+        let one = call_limits(1, 1000);
+        // with a cap of 1, the next call is admitted well before the lease would expire.
+        let mut gone = Box::pin(limits.admit("dave", &server, &one));
+        assert!(
+            futures::poll!(&mut gone).is_pending(),
+            "its ask is handed over"
+        );
+        drop(gone);
+        drop(admitted_soon(&limits, "dave", &server, &one).await);
         let held: usize = limits.leases().len();
         // alice's second lease, bob's, and carol's three (the loop's lease was dropped).
         assert_eq!(held, 5, "refused calls hold no lease");
