@@ -418,19 +418,7 @@ async fn admit_all(
 ) {
     let ttl_ms = u64::try_from(lease_ttl.as_millis()).unwrap_or(u64::MAX);
     let mut batch = Vec::with_capacity(ADMIT_BATCH);
-    loop {
-        let first = tokio::select! {
-            () = stop.cancelled() => return,
-            first = pending.recv() => first,
-        };
-        let Some(first) = first else { return };
-        batch.push(first);
-        while batch.len() < ADMIT_BATCH {
-            match pending.try_recv() {
-                Ok(next) => batch.push(next),
-                Err(_) => break,
-            }
-        }
+    while gather(&mut pending, &stop, &mut batch, ADMIT_BATCH).await {
         let mut invocation = ADMIT.prepare_invoke();
         invocation.arg(ttl_ms);
         for ask in &batch {
@@ -491,6 +479,29 @@ async fn admit_all(
     }
 }
 
+/// Waits for the next item, then takes whatever else is waiting, up to `most` in `batch`;
+/// false once `stop` is cancelled or every sender is gone.
+async fn gather<T>(
+    pending: &mut mpsc::UnboundedReceiver<T>,
+    stop: &CancellationToken,
+    batch: &mut Vec<T>,
+    most: usize,
+) -> bool {
+    let first = tokio::select! {
+        () = stop.cancelled() => return false,
+        first = pending.recv() => first,
+    };
+    let Some(first) = first else { return false };
+    batch.push(first);
+    while batch.len() < most {
+        match pending.try_recv() {
+            Ok(next) => batch.push(next),
+            Err(_) => break,
+        }
+    }
+    true
+}
+
 /// Removes released leases, whatever gathered, in one pipeline.
 async fn release_all(
     redis: Redis,
@@ -498,19 +509,7 @@ async fn release_all(
     stop: CancellationToken,
 ) {
     let mut batch = Vec::with_capacity(RELEASE_BATCH);
-    loop {
-        let first = tokio::select! {
-            () = stop.cancelled() => return,
-            first = pending.recv() => first,
-        };
-        let Some(first) = first else { return };
-        batch.push(first);
-        while batch.len() < RELEASE_BATCH {
-            match pending.try_recv() {
-                Ok(next) => batch.push(next),
-                Err(_) => break,
-            }
-        }
+    while gather(&mut pending, &stop, &mut batch, RELEASE_BATCH).await {
         let mut pipe = redis::pipe();
         for (keys, member) in batch.drain(..) {
             pipe.zrem(&keys[0], &member)
