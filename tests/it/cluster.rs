@@ -509,8 +509,6 @@ impl Cluster {
         answer(request.json(&body)).await
     }
 
-    /// Every call made through [`Cluster::call`] has exactly one audit row, written by one
-    /// of the instances.
     /// Waits until every call made through [`Cluster::call`] has an audit row (a record
     /// PostgreSQL lost in a crash is written again after it recovers), then asserts as
     /// [`Cluster::assert_each_call_audited_once`].
@@ -527,6 +525,8 @@ impl Cluster {
         self.assert_each_call_audited_once().await;
     }
 
+    /// Every call made through [`Cluster::call`] has exactly one audit row, written by one
+    /// of the instances.
     pub async fn assert_each_call_audited_once(&self) {
         let rows = self.audit_rows().await;
         let calls = self.calls.lock().expect("calls").clone();

@@ -157,8 +157,15 @@ impl Writer {
                 let full = self.unsettled.len() >= MAX_UNSETTLED;
                 if full || at <= Instant::now() {
                     if full && self.lost {
-                        // Failing: no more records until these are safe, tried at the pace
-                        // of the retries.
+                        // Failing with as many records as it keeps waiting for proof: the
+                        // calls waiting now fail rather than wait, until these are safe,
+                        // tried at the pace of the retries.
+                        while let Ok(job) = queue.try_recv() {
+                            let _ = job.done.send(Err(StoreError::Unavailable(
+                                "postgres cannot be reached (earlier audit records wait)"
+                                    .to_owned(),
+                            )));
+                        }
                         tokio::time::sleep_until(at).await;
                     }
                     self.settle().await;

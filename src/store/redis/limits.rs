@@ -215,6 +215,29 @@ struct Held {
     stop: CancellationToken,
 }
 
+/// A call waiting for its admission's answer. Dropped unread (the call went away) after
+/// the admitter answered, it gives back the leases the answer granted; dropped before, the
+/// admitter finds the call gone and gives them back itself.
+struct Waiting<'a> {
+    answer: oneshot::Receiver<Result<(String, u64), StoreError>>,
+    read: bool,
+    held: &'a Arc<Held>,
+    leases: &'a [String; 2],
+    member: &'a str,
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        if !self.read
+            && let Ok(Ok((answer, _))) = self.answer.try_recv()
+            && answer == "ok"
+        {
+            self.held
+                .release((self.leases.clone(), self.member.to_owned()));
+        }
+    }
+}
+
 /// One call's admission, waiting for its lane's next script.
 #[derive(Debug)]
 struct Ask {
@@ -230,16 +253,11 @@ struct Ask {
 impl Held {
     /// Hands `ask` to the calling lane's admitter, started on first use: the calls waiting
     /// on a lane are admitted together, by one script.
-    fn admit(&self, ask: Ask) {
+    fn admit(self: &Arc<Held>, ask: Ask) {
         let admissions = self.admissions.get_or_init(|| {
             let (admissions, pending) = mpsc::unbounded_channel();
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-                runtime.spawn(admit_all(
-                    self.redis.clone(),
-                    self.lease_ttl,
-                    pending,
-                    self.stop.clone(),
-                ));
+                runtime.spawn(admit_all(self.clone(), pending));
             }
             admissions
         });
@@ -368,8 +386,17 @@ impl RedisLimits {
                 answered,
             };
             self.held.admit(ask);
-            let (answer, retry_ms) = answer
-                .await
+            let mut waiting = Waiting {
+                answer,
+                read: false,
+                held: &self.held,
+                leases: &leases,
+                member: &member,
+            };
+            let answered = (&mut waiting.answer).await;
+            waiting.read = true;
+            drop(waiting);
+            let (answer, retry_ms) = answered
                 .map_err(|_| {
                     Refused::Store(StoreError::Unavailable("the limits stopped".to_owned()))
                 })?
@@ -410,15 +437,11 @@ const ADMIT_BATCH: usize = 64;
 /// Admits the calls waiting on a lane, whatever gathered, by one script; one script at a
 /// time, so calls arriving meanwhile gather for the next. A script that fails (or whose
 /// outcome is unknown) refuses every call it carried: never admitted by default.
-async fn admit_all(
-    redis: Redis,
-    lease_ttl: Duration,
-    mut pending: mpsc::UnboundedReceiver<Ask>,
-    stop: CancellationToken,
-) {
-    let ttl_ms = u64::try_from(lease_ttl.as_millis()).unwrap_or(u64::MAX);
+async fn admit_all(held: Arc<Held>, mut pending: mpsc::UnboundedReceiver<Ask>) {
+    let (redis, stop) = (&held.redis, &held.stop);
+    let ttl_ms = u64::try_from(held.lease_ttl.as_millis()).unwrap_or(u64::MAX);
     let mut batch = Vec::with_capacity(ADMIT_BATCH);
-    while gather(&mut pending, &stop, &mut batch, ADMIT_BATCH).await {
+    while gather(&mut pending, stop, &mut batch, ADMIT_BATCH).await {
         let mut invocation = ADMIT.prepare_invoke();
         invocation.arg(ttl_ms);
         for ask in &batch {
@@ -448,31 +471,33 @@ async fn admit_all(
             });
         match answers {
             Ok(answers) => {
-                // A call that went away while it waited (its client gone) leaves the leases
-                // it was given: removed at once rather than left to expire.
-                let mut orphans = redis::pipe();
-                let mut orphaned = false;
                 for (ask, answer) in batch.drain(..).zip(answers) {
                     let admitted = answer.0 == "ok";
-                    if ask.answered.send(Ok(answer)).is_err() && admitted {
-                        orphans
-                            .zrem(&ask.keys[2], &ask.member)
-                            .ignore()
-                            .zrem(&ask.keys[3], &ask.member)
-                            .ignore();
-                        orphaned = true;
-                    }
-                }
-                if orphaned {
-                    let mut connection = redis.connection();
-                    if let Err(err) = redis.run(orphans.query_async::<()>(&mut connection)).await {
-                        tracing::warn!(error = %err, "leases of gone calls left to expire");
+                    let Ask {
+                        keys: [_, _, user, server],
+                        member,
+                        answered,
+                        ..
+                    } = ask;
+                    // A call that went away while it waited (its client gone) leaves the
+                    // leases it was given: removed at once rather than left to expire.
+                    if answered.send(Ok(answer)).is_err() && admitted {
+                        held.release(([user, server], member));
                     }
                 }
             }
             Err(err) => {
+                // The script may have run: whatever it granted is removed (removing what it
+                // did not grant changes nothing).
                 for ask in batch.drain(..) {
-                    let _ = ask.answered.send(Err(err.clone()));
+                    let Ask {
+                        keys: [_, _, user, server],
+                        member,
+                        answered,
+                        ..
+                    } = ask;
+                    let _ = answered.send(Err(err.clone()));
+                    held.release(([user, server], member));
                 }
             }
         }
@@ -662,6 +687,25 @@ mod tests {
         );
         drop(gone);
         drop(admitted_soon(&limits, "dave", &server, &one).await);
+        // The same once the answer has come (the lease is in Redis) but was never read.
+        let mut gone = Box::pin(limits.admit("erin", &server, &one));
+        assert!(futures::poll!(&mut gone).is_pending());
+        let key = limits.lease_keys("erin", &server)[0].clone();
+        let mut connection = limits.held.redis.connection();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while redis::cmd("ZCARD")
+            .arg(&key)
+            .query_async::<u64>(&mut connection)
+            .await
+            .expect("zcard")
+            == 0
+        {
+            assert!(tokio::time::Instant::now() < deadline, "never admitted");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        drop(gone);
+        drop(admitted_soon(&limits, "erin", &server, &one).await);
         let held: usize = limits.leases().len();
         // alice's second lease, bob's, and carol's three (the loop's lease was dropped).
         assert_eq!(held, 5, "refused calls hold no lease");
