@@ -309,14 +309,20 @@ enum Work<'a> {
     Flush,
 }
 
-/// A synchronous commit of a transaction that writes WAL (it is given an id): once it
-/// returns, every commit acknowledged before it is on disk.
+/// A synchronous commit of a transaction that writes WAL: once it returns, every commit
+/// acknowledged before it is on disk. The transaction must write a WAL record itself (here a
+/// transactional logical message, which nothing decodes unless a slot asks for it):
+/// PostgreSQL commits a transaction that wrote none asynchronously whatever
+/// `synchronous_commit` says, even when it was given an id.
 async fn flush(connection: &mut PgConnection) -> Result<(), StoreError> {
-    sqlx::raw_sql("BEGIN; SET LOCAL synchronous_commit = on; SELECT txid_current(); COMMIT")
-        .execute(connection)
-        .await
-        .map(|_| ())
-        .map_err(|e| unavailable(&e))
+    sqlx::raw_sql(
+        "BEGIN; SET LOCAL synchronous_commit = on; \
+         SELECT pg_logical_emit_message(true, 'mcpgate', 'audit flush'); COMMIT",
+    )
+    .execute(connection)
+    .await
+    .map(|_| ())
+    .map_err(|e| unavailable(&e))
 }
 
 /// What tells one record from another in the table.

@@ -131,6 +131,27 @@ async fn postgres_down_answers_no_call_without_its_record() {
     cluster.stop().await;
 }
 
+/// An answered call's record is proven on disk by its writer within 100 ms (this PostgreSQL's
+/// own WAL writer waits 10 s), so it outlives PostgreSQL and its instance crashing together,
+/// when nothing is left to write it again. Fails without the writer's synchronous commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_proven_on_disk_outlives_both_crashing() {
+    let mut cluster = Cluster::start().await;
+    let alice = token("acme", "alice");
+    let (status, body) = cluster
+        .call(0, &alice, "reads.sleep", json!({ "ms": 1 }), None)
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    // Ten times the writer's interval, far short of the WAL writer's 10 s: nothing outside
+    // the writer can be waited on for this.
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    cluster.instances.remove(0).kill().await;
+    cluster.postgres.stop().await;
+    cluster.postgres.run().await;
+    cluster.assert_each_call_audited_once().await;
+    cluster.stop().await;
+}
+
 /// `mcpgate config check` reaches the stores as `serve` would, writing nothing, and fails
 /// when `require_shared` is set and one does not answer.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
