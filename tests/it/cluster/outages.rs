@@ -138,6 +138,25 @@ async fn postgres_down_answers_no_call_without_its_record() {
 async fn a_record_proven_on_disk_outlives_both_crashing() {
     let mut cluster = Cluster::start().await;
     let alice = token("acme", "alice");
+    // Every other commit asynchronous: an instance's usage rollup, committed every 10 s,
+    // would otherwise flush the record's WAL with its own, and the test pass without the
+    // writer's flush whenever one fell within the second below.
+    let pool = cluster.postgres.pool().await;
+    for sql in [
+        "ALTER SYSTEM SET synchronous_commit = off",
+        "SELECT pg_reload_conf()",
+    ] {
+        sqlx::raw_sql(sql).execute(&pool).await.expect(sql);
+    }
+    wait_for_async("the setting to reach the sessions", || async {
+        let now: String = sqlx::query_scalar("SHOW synchronous_commit")
+            .fetch_one(&pool)
+            .await
+            .ok()?;
+        (now == "off").then_some(())
+    })
+    .await;
+    pool.close().await;
     let (status, body) = cluster
         .call(0, &alice, "reads.sleep", json!({ "ms": 1 }), None)
         .await;
